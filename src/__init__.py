@@ -1,0 +1,3 @@
+"""pumpd: a message pump for RabbitMQ, the Shovel run outside the broker."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,125 @@
+"""The validated, normalised shape of a shovel definition.
+
+Both configuration forms (the seed's clauses and RabbitMQ's dynamic-shovel names) end up here;
+nothing downstream of :mod:`pumpd.config` ever sees raw JSON.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class AckMode(str, enum.Enum):
+    """When the source is told a message is done with (seed: ``ack_mode``)."""
+
+    NO_ACK = "no_ack"
+    ON_PUBLISH = "on_publish"
+    ON_CONFIRM = "on_confirm"
+
+
+@dataclass(frozen=True)
+class TLSOptions:
+    """The five ``amqps`` query parameters of the seed."""
+
+    cacertfile: str
+    certfile: str
+    keyfile: str
+    verify: bool  # verify_peer -> True, verify_none -> False
+    fail_if_no_peer_cert: bool
+
+
+@dataclass(frozen=True)
+class BrokerURI:
+    """One AMQP URI, parsed. ``host is None`` means the local broker (a host-less ``amqp://``)."""
+
+    scheme: str  # "amqp" or "amqps"
+    host: str | None
+    port: int
+    username: str
+    password: str
+    vhost: str
+    heartbeat: int | None = None
+    channel_max: int | None = None
+    frame_max: int | None = None
+    connection_timeout: float | None = None
+    tls: TLSOptions | None = None
+
+    @property
+    def effective_host(self) -> str:
+        """Where to connect: the local broker for a host-less URI."""
+        return self.host if self.host is not None else "127.0.0.1"
+
+    def redacted(self) -> str:
+        """The URI as it may appear in a log line or a status: never with its password."""
+        user = f"{self.username}@" if self.username else ""
+        host = self.host or ""
+        port = f":{self.port}" if self.host is not None else ""
+        from urllib.parse import quote
+
+        vhost = quote(self.vhost, safe="") if self.vhost != "/" else "%2F"
+        return f"{self.scheme}://{user}{host}{port}/{vhost}"
+
+    def __repr__(self) -> str:  # keeps passwords out of tracebacks and debug logs
+        return f"BrokerURI({self.redacted()!r})"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One AMQP method issued after connecting, e.g. ``queue.declare`` with its fields.
+
+    ``arguments`` uses the AMQP field names (exchange, type, queue, durable, routing_key,
+    arguments, ...). A ``queue`` of ``""`` in anything but ``queue.declare`` means the queue most
+    recently declared on that connection.
+    """
+
+    method: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    # queue.declare only: first a passive declare of the same queue; issue this declaration only
+    # if that fails with 404 NOT_FOUND (on a fresh channel: the 404 closes the first one). This is
+    # what the dynamic shovel does for src-queue / dest-queue, so that an existing queue is used
+    # as it is whatever its properties, and a missing one is created durable.
+    if_missing: bool = False
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """``sources`` or ``destinations``: brokers to pick from at random, and what to declare."""
+
+    brokers: tuple[BrokerURI, ...]
+    declarations: tuple[Declaration, ...] = ()
+
+
+class DeleteAfter(str, enum.Enum):
+    NEVER = "never"
+    QUEUE_LENGTH = "queue-length"
+
+
+@dataclass(frozen=True)
+class ShovelConfig:
+    """One shovel, every clause of the seed plus the dynamic-shovel extras."""
+
+    name: str
+    source: Endpoint
+    destination: Endpoint
+    queue: str  # "" = the queue most recently declared in the source declarations
+    prefetch_count: int = 1000  # 0 = unlimited
+    ack_mode: AckMode = AckMode.ON_CONFIRM
+    # Basic properties set on every re-published message, by AMQP name (content_type, headers, ...).
+    publish_properties: Mapping[str, Any] = field(default_factory=dict)
+    # None = keep the message's original exchange / routing key.
+    publish_exchange: str | None = None
+    publish_routing_key: str | None = None
+    reconnect_delay: float = 5.0  # 0 = stop for good after the first failure
+    # Dynamic-shovel extras.
+    delete_after: DeleteAfter | int = DeleteAfter.NEVER
+    add_forward_headers: bool = False
+    add_timestamp_header: bool = False
+    # Competing consumers on the source queue (the daemon's --workers / per-shovel clause).
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class PumpConfig:
+    shovels: Mapping[str, ShovelConfig]

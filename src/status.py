@@ -1,0 +1,86 @@
+"""What a shovel reports about itself: the seed's status states, the time each was entered, and
+counters. The pump only calls a :class:`StatusSink`; where the report goes (a table in the
+foreground runner, a shared-memory slot in the daemon) is the sink's business.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field, fields
+from typing import Protocol
+
+
+class State(enum.IntEnum):
+    """The seed's shovel states. Values are stable: they are stored in shared-memory slots."""
+
+    STARTING = 0
+    RUNNING = 1
+    BLOCKED = 2
+    TERMINATED = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass
+class Counters:
+    """Cumulative per-shovel counters (per worker in the daemon).
+
+    consumed: deliveries taken from the source; published: re-published to the destination;
+    confirmed / nacked: destination confirms; acked: source messages acknowledged (counted per
+    message, even when one multiple ack covers many); returned: unroutable at the destination;
+    redelivered: deliveries flagged redelivered by the source (possible duplicates);
+    in_flight: published and not yet settled; buffered: received and held while blocked;
+    bytes: body bytes re-published.
+    """
+
+    consumed: int = 0
+    published: int = 0
+    confirmed: int = 0
+    acked: int = 0
+    nacked: int = 0
+    returned: int = 0
+    redelivered: int = 0
+    reconnects: int = 0
+    in_flight: int = 0
+    buffered: int = 0
+    bytes: int = 0
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.names()}
+
+
+class StatusSink(Protocol):
+    """Receives a shovel's state changes and counter snapshots."""
+
+    def state_changed(self, state: State, reason: str | None, at: float) -> None:
+        """``at`` is a wall-clock ``time.time()``; ``reason`` is set for ``terminated``."""
+
+    def counters_changed(self, counters: Counters) -> None:
+        """Called at most a few times a second with the current totals."""
+
+
+@dataclass
+class ShovelStatus:
+    """An in-process :class:`StatusSink` that simply remembers the latest report."""
+
+    name: str
+    source: str = ""
+    destination: str = ""
+    implementation: str = ""
+    state: State = State.STARTING
+    reason: str | None = None
+    since: float = field(default_factory=time.time)
+    counters: Counters = field(default_factory=Counters)
+
+    def state_changed(self, state: State, reason: str | None, at: float) -> None:
+        self.state, self.reason, self.since = state, reason, at
+
+    def counters_changed(self, counters: Counters) -> None:
+        self.counters = counters
