@@ -1,0 +1,328 @@
+"""The data plane of one shovel session, pure Python reference.
+
+A relay sits between the bytes read off two sockets and pika. It takes, on the source channel,
+``basic.deliver`` + content header + body frames and turns each message into ``basic.publish``
+frames for the destination channel; on the destination channel it takes ``basic.ack`` /
+``basic.nack`` / ``basic.return`` and turns confirms into coalesced source acks. Every other frame
+is handed back untouched, for pika. ``pumpd._fastpath.Relay`` implements the same API in C.
+
+Framing errors raise :class:`pumpd.frames.FrameError`; the session treats them as a connection
+failure.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, Mapping
+
+from .confirms import ConfirmWindow
+from .frames import (
+    ACK_MODE_NO_ACK,
+    ACK_MODE_ON_CONFIRM,
+    ACK_MODE_ON_PUBLISH,
+    BASIC_ACK,
+    BASIC_DELIVER,
+    BASIC_NACK,
+    BASIC_RETURN,
+    CLASS_BASIC,
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    FRAME_OVERHEAD,
+    FrameError,
+    apply_property_overrides,
+    basic_ack_frame,
+    basic_nack_frame,
+    basic_publish_payload,
+    content_header_payload,
+    frame,
+)
+
+_HEAD = struct.Struct(">BHI")
+_METHOD_ID = struct.Struct(">HH")
+_U64 = struct.Struct(">Q")
+
+# States of the content assembler on one channel.
+_IDLE, _HEADER, _BODY = 0, 1, 2
+
+
+class _Assembler:
+    """Collects method + header + body frames of one message on one channel."""
+
+    __slots__ = ("state", "remaining", "properties", "body", "method_payload")
+
+    def __init__(self) -> None:
+        self.state = _IDLE
+        self.remaining = 0
+        self.properties = b""
+        self.body: list[bytes] = []
+        self.method_payload = b""
+
+
+class Relay:
+    """One session's data plane. See the module docstring.
+
+    :param source_channel: channel number of the consuming channel on the source connection
+    :param dest_channel: channel number of the publishing channel on the destination connection
+    :param dest_frame_max: negotiated frame_max of the destination connection
+    :param ack_mode: ``frames.ACK_MODE_*``
+    :param exchange: fixed exchange for re-publishing, or None to keep the original
+    :param routing_key: fixed routing key, or None to keep the original
+    :param property_overrides: property index → encoded value (``frames.encode_property_overrides``)
+    :param rewrite_properties: optional per-message hook on the raw property list, after overrides
+    :param window: prefetch (sizes the confirm ring; 0 = unlimited, the ring grows)
+    :param mandatory: publish with mandatory set, so unroutable messages come back and are counted
+    :param limit: stop forwarding after this many deliveries (0 = no limit); later deliveries are
+        held unpublished and unacknowledged, so closing the source channel requeues them
+    """
+
+    def __init__(
+        self,
+        *,
+        source_channel: int,
+        dest_channel: int,
+        dest_frame_max: int,
+        ack_mode: int,
+        exchange: bytes | None = None,
+        routing_key: bytes | None = None,
+        property_overrides: Mapping[int, bytes] | None = None,
+        rewrite_properties: Callable[[bytes], bytes] | None = None,
+        window: int = 0,
+        mandatory: bool = True,
+        limit: int = 0,
+    ) -> None:
+        if dest_frame_max and dest_frame_max < 4096:
+            raise ValueError(f"destination frame_max {dest_frame_max} is below AMQP's 4096")
+        if ack_mode not in (ACK_MODE_NO_ACK, ACK_MODE_ON_PUBLISH, ACK_MODE_ON_CONFIRM):
+            raise ValueError(f"unknown ack mode {ack_mode}")
+        self._src_ch = source_channel
+        self._dst_ch = dest_channel
+        self._body_max = (dest_frame_max or 131072) - FRAME_OVERHEAD
+        self._ack_mode = ack_mode
+        self._exchange = exchange
+        self._routing_key = routing_key
+        self._overrides = dict(property_overrides or {})
+        self._rewrite = rewrite_properties
+        self._mandatory = mandatory
+        self._limit = limit
+        self._window = ConfirmWindow(window or 64)
+        self._src_buf = b""
+        self._dst_buf = b""
+        self._deliver = _Assembler()
+        self._return = _Assembler()
+        self._publishes: list[bytes] = []
+        self._source_out: list[bytes] = []
+        self._last_tag = 0  # on_publish: newest delivery tag encoded and not yet acked
+        self._buffered = 0
+        self.consumed = 0
+        self.published = 0
+        self.redelivered = 0
+        self.returned = 0
+        self.bytes = 0
+        self._acked_on_publish = 0
+
+    # -- counters -----------------------------------------------------------------------------
+
+    @property
+    def confirmed(self) -> int:
+        return self._window.confirmed
+
+    @property
+    def nacked(self) -> int:
+        return self._window.nacked
+
+    @property
+    def acked(self) -> int:
+        return self._window.acked + self._acked_on_publish
+
+    @property
+    def in_flight(self) -> int:
+        """Published and not yet settled by the destination (on_confirm only)."""
+        return self._window.outstanding
+
+    @property
+    def buffered(self) -> int:
+        """Messages encoded for the destination and not yet taken (held while blocked)."""
+        return self._buffered
+
+    @property
+    def limit_reached(self) -> bool:
+        return bool(self._limit) and self.consumed >= self._limit
+
+    def has_output(self) -> bool:
+        return bool(self._publishes or self._source_out)
+
+    # -- source side ----------------------------------------------------------------------------
+
+    def feed_source(self, data: bytes) -> bytes:
+        """Scan bytes read from the source connection; returns the bytes meant for pika."""
+        buf = self._src_buf + data if self._src_buf else data
+        passthrough: list[bytes] = []
+        pos = 0
+        n = len(buf)
+        asm = self._deliver
+        while n - pos >= 7:
+            ftype, channel, size = _HEAD.unpack_from(buf, pos)
+            end = pos + 7 + size
+            if end >= n:
+                break
+            if buf[end] != FRAME_END:
+                raise FrameError(f"frame end octet missing on channel {channel}")
+            if channel == self._src_ch and self._take_source_frame(asm, ftype, buf, pos + 7, end):
+                pass
+            else:
+                passthrough.append(buf[pos : end + 1])
+            pos = end + 1
+        self._src_buf = buf[pos:]
+        return b"".join(passthrough)
+
+    def _take_source_frame(self, asm: _Assembler, ftype: int, buf: bytes, start: int, end: int) -> bool:
+        if asm.state == _IDLE:
+            if ftype != FRAME_METHOD or _METHOD_ID.unpack_from(buf, start) != (CLASS_BASIC, BASIC_DELIVER):
+                return False
+            asm.method_payload = buf[start + 4 : end]
+            asm.state = _HEADER
+            return True
+        if asm.state == _HEADER:
+            if ftype != FRAME_HEADER:
+                raise FrameError(f"expected a content header after basic.deliver, got frame type {ftype}")
+            asm.remaining = _U64.unpack_from(buf, start + 4)[0]
+            asm.properties = buf[start + 12 : end]
+            asm.body = []
+            if asm.remaining == 0:
+                self._on_delivery(asm)
+            else:
+                asm.state = _BODY
+            return True
+        if ftype != FRAME_BODY:
+            raise FrameError(f"expected a body frame, got frame type {ftype}")
+        chunk = buf[start:end]
+        asm.body.append(chunk)
+        asm.remaining -= len(chunk)
+        if asm.remaining <= 0:
+            if asm.remaining < 0:
+                raise FrameError("body frames longer than the content header's body size")
+            self._on_delivery(asm)
+        return True
+
+    def _on_delivery(self, asm: _Assembler) -> None:
+        asm.state = _IDLE
+        m = asm.method_payload
+        pos = 1 + m[0]  # consumer tag
+        tag = _U64.unpack_from(m, pos)[0]
+        redelivered = m[pos + 8] & 1
+        pos += 9
+        exchange = m[pos + 1 : pos + 1 + m[pos]]
+        pos += 1 + m[pos]
+        routing_key = m[pos + 1 : pos + 1 + m[pos]]
+        if self._limit and self.consumed >= self._limit:
+            return  # held unacknowledged: requeued at the source when the session closes
+        self.consumed += 1
+        if redelivered:
+            self.redelivered += 1
+        body = b"".join(asm.body)
+        props = asm.properties
+        if self._overrides:
+            props = apply_property_overrides(props, self._overrides)
+        if self._rewrite is not None:
+            props = self._rewrite(props)
+        out = self._publishes
+        out.append(
+            frame(
+                FRAME_METHOD,
+                self._dst_ch,
+                basic_publish_payload(
+                    self._exchange if self._exchange is not None else exchange,
+                    self._routing_key if self._routing_key is not None else routing_key,
+                    self._mandatory,
+                ),
+            )
+        )
+        out.append(frame(FRAME_HEADER, self._dst_ch, content_header_payload(len(body), props)))
+        for i in range(0, len(body), self._body_max):
+            out.append(frame(FRAME_BODY, self._dst_ch, body[i : i + self._body_max]))
+        if self._ack_mode == ACK_MODE_ON_CONFIRM:
+            self._window.add(tag)
+        elif self._ack_mode == ACK_MODE_ON_PUBLISH:
+            self._last_tag = tag
+        self._buffered += 1
+        self.bytes += len(body)
+
+    def take_publishes(self) -> bytes:
+        """All publish frames encoded since the last call, as one buffer to write. In on_publish
+        mode this also queues the source ack covering them."""
+        data = b"".join(self._publishes)
+        self._publishes.clear()
+        self.published += self._buffered
+        if self._ack_mode == ACK_MODE_ON_PUBLISH and self._last_tag:
+            self._source_out.append(basic_ack_frame(self._src_ch, self._last_tag, True))
+            self._acked_on_publish += self._buffered
+            self._last_tag = 0
+        self._buffered = 0
+        return data
+
+    def take_source_output(self) -> bytes:
+        """Ack / nack frames for the source channel, in the order they must be sent."""
+        data = b"".join(self._source_out)
+        self._source_out.clear()
+        return data
+
+    # -- destination side -----------------------------------------------------------------------
+
+    def feed_destination(self, data: bytes) -> bytes:
+        """Scan bytes read from the destination connection; returns the bytes meant for pika."""
+        buf = self._dst_buf + data if self._dst_buf else data
+        passthrough: list[bytes] = []
+        pos = 0
+        n = len(buf)
+        while n - pos >= 7:
+            ftype, channel, size = _HEAD.unpack_from(buf, pos)
+            end = pos + 7 + size
+            if end >= n:
+                break
+            if buf[end] != FRAME_END:
+                raise FrameError(f"frame end octet missing on channel {channel}")
+            if not (channel == self._dst_ch and self._take_dest_frame(ftype, buf, pos + 7, end)):
+                passthrough.append(buf[pos : end + 1])
+            pos = end + 1
+        self._dst_buf = buf[pos:]
+        tag = self._window.take_ack()
+        if tag:
+            self._source_out.append(basic_ack_frame(self._src_ch, tag, True))
+        return b"".join(passthrough)
+
+    def _take_dest_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
+        asm = self._return
+        if asm.state != _IDLE:
+            # the content of a basic.return: counted and dropped
+            if asm.state == _HEADER:
+                if ftype != FRAME_HEADER:
+                    raise FrameError("expected a content header after basic.return")
+                asm.remaining = _U64.unpack_from(buf, start + 4)[0]
+                asm.state = _BODY if asm.remaining else _IDLE
+            else:
+                asm.remaining -= end - start
+                if asm.remaining <= 0:
+                    asm.state = _IDLE
+            return True
+        if ftype != FRAME_METHOD:
+            return False
+        class_id, method_id = _METHOD_ID.unpack_from(buf, start)
+        if class_id != CLASS_BASIC:
+            return False
+        if method_id == BASIC_ACK:
+            self._window.ack(_U64.unpack_from(buf, start + 4)[0], bool(buf[start + 12] & 1))
+            return True
+        if method_id == BASIC_NACK:
+            seq = _U64.unpack_from(buf, start + 4)[0]
+            # Queued before the multiple ack that feed_destination() adds at the end: once the
+            # source has the nack, that ack cannot cover the refused tag.
+            for tag in self._window.nack(seq, bool(buf[start + 12] & 1)):
+                self._source_out.append(basic_nack_frame(self._src_ch, tag, False, True))
+            return True
+        if method_id == BASIC_RETURN:
+            self.returned += 1
+            asm.state = _HEADER
+            return True
+        return False
