@@ -1,0 +1,443 @@
+"""AMQP URIs: parse them, keep their passwords out of text, and turn them into pika parameters.
+
+The syntax is RabbitMQ's AMQP URI specification (https://www.rabbitmq.com/uri-spec.html)::
+
+    amqp[s]://[user[:password]@]host[:port][/vhost][?query]
+
+with the Shovel seed's extensions: a host-less ``amqp://`` means the local broker
+(:attr:`BrokerURI.host` is ``None``), and a query part with ``heartbeat``, ``channel_max``,
+``frame_max``, ``connection_timeout`` and, for ``amqps``, the five TLS parameters.
+
+The spec's corner cases, all honoured here: ``amqp://host`` has the vhost ``/``,
+``amqp://host/`` has the *empty* vhost, ``amqp://host/%2f`` has ``/``; an omitted user or password
+is ``guest``, an empty one (``amqp://:@host``) stays empty.
+
+Two deliberate leniencies, both unambiguous: a ``:`` inside the password and an unencoded ``@``
+inside the user information are accepted (the host can contain neither). ``connection_timeout`` is
+in milliseconds, as in RabbitMQ's Erlang client, so that URIs copied from Shovel or Federation
+definitions keep their meaning; below one second is rejected as the likely mistake of writing
+seconds.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import ssl
+from typing import Any
+from urllib.parse import quote, unquote
+
+import pika
+import pika.channel
+import pika.spec
+
+from .model import BrokerURI, TLSOptions
+
+__all__ = [
+    "DEFAULT_PORTS",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "DEFAULT_STACK_TIMEOUT",
+    "URIError",
+    "format_uri",
+    "parse_uri",
+    "redact",
+    "to_pika_parameters",
+]
+
+DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
+DEFAULT_USER = "guest"
+DEFAULT_PASSWORD = "guest"
+DEFAULT_VHOST = "/"
+# TCP connect timeout, and the timeout for the whole TCP + TLS + AMQP handshake (pika's default).
+DEFAULT_SOCKET_TIMEOUT = 10.0
+DEFAULT_STACK_TIMEOUT = 15.0
+
+_INT_PARAMS = ("heartbeat", "channel_max", "frame_max", "connection_timeout")
+_TLS_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert")
+# Query parameters RabbitMQ's Erlang client knows and pumpd does not: named as such in the error.
+_ERLANG_ONLY_PARAMS = frozenset(
+    {"auth_mechanism", "server_name_indication", "depth", "password", "customize_hostname_check"}
+)
+_MIN_CONNECTION_TIMEOUT_MS = 1000
+
+# RFC 3986 reg-name characters (unreserved, sub-delims, and "%" for pct-encoding).
+_HOST_CHARS = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=%]*")
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
+_HOST_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*)(:\d*)?")
+
+
+class URIError(ValueError):
+    """An AMQP URI that cannot be used. The message quotes the URI without its password.
+
+    :ivar uri: the offending URI, redacted.
+    :ivar reason: what is wrong with it.
+    """
+
+    def __init__(self, text: str, reason: str) -> None:
+        self.uri = redact(text)
+        self.reason = reason
+        super().__init__(f"invalid AMQP URI {self.uri!r}: {reason}")
+
+
+def _split_userinfo(rest: str) -> tuple[str | None, str, bool]:
+    """Split what follows ``scheme://`` into (user information, the rest, suspicious).
+
+    The user information normally ends at the last ``@`` of the authority (the part before the
+    first ``/``, ``?`` or ``#``). When the authority has no ``@`` and does not look like
+    ``host[:port]`` while an ``@`` follows later, the password most likely contains an unencoded
+    ``/``, ``?`` or ``#``: that case is flagged as suspicious, so the parser refuses it and the
+    redactor hides it, instead of either reading a piece of password as a host, vhost or query.
+    """
+    auth_end = len(rest)
+    for delim in "/?#":
+        i = rest.find(delim)
+        if 0 <= i < auth_end:
+            auth_end = i
+    at = rest.rfind("@", 0, auth_end)
+    if at >= 0:
+        return rest[:at], rest[at + 1 :], False
+    if _HOST_PORT.fullmatch(rest[:auth_end]) is None:
+        at = rest.find("@", auth_end)
+        if at >= 0:
+            return rest[:at], rest[at + 1 :], True
+    return None, rest, False
+
+
+def redact(text: str) -> str:
+    """Return ``text`` with the password of every URI in it replaced by ``***``.
+
+    Works on any ``scheme://`` URI (amqp, amqps, and others: a credential in a log line is never
+    wanted), and on malformed ones too, since the text to redact is often an error message about
+    a URI that did not parse. A URI ends at whitespace or at a quote or angle bracket.
+    """
+    out: list[str] = []
+    pos = 0
+    for m in _SCHEME.finditer(text):
+        start = m.end()
+        if m.start() < pos:
+            continue
+        end = start
+        while end < len(text) and not text[end].isspace() and text[end] not in "\"'<>`":
+            end += 1
+        token = text[start:end]
+        userinfo, _, _ = _split_userinfo(token)
+        if userinfo is not None:
+            user, sep, _password = userinfo.partition(":")
+            if sep:
+                out.append(text[pos:start] + user + ":***@")
+                pos = start + len(userinfo) + 1
+            continue
+        # No "@": "amqp://user:secret" (host forgotten) would show the password as a "port".
+        hostport = token.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+        if not hostport.startswith("["):
+            host, sep, port = hostport.partition(":")
+            if sep and not port.isdigit() and port:
+                out.append(text[pos:start] + host + ":***")
+                pos = start + len(hostport)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _decode(text: str, what: str, uri: str) -> str:
+    """Percent-decode one URI component as UTF-8.
+
+    :raises URIError: on a malformed ``%`` escape or bytes that are not UTF-8 (the value itself is
+        never quoted: it may be a password).
+    """
+    if _BAD_PERCENT.search(text):
+        raise URIError(uri, f"malformed percent-escape in the {what} ('%' must be followed by two "
+                            "hex digits; write a literal '%' as %25)")
+    try:
+        return unquote(text, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise URIError(uri, f"the {what} is not valid UTF-8 once percent-decoded") from None
+
+
+def _parse_host_port(hostport: str, scheme: str, uri: str) -> tuple[str | None, int]:
+    """``host[:port]`` → (host or ``None`` for the local broker, port).
+
+    :raises URIError: on a bad IPv6 literal, a bad character in the host, or a bad port.
+    """
+    if hostport.startswith("["):
+        close = hostport.find("]")
+        if close < 0:
+            raise URIError(uri, "unterminated '[' in the host (IPv6 literal)")
+        literal, after = hostport[1:close], hostport[close + 1 :]
+        try:
+            ipaddress.IPv6Address(literal)
+        except ValueError:
+            raise URIError(uri, f"{literal!r} is not a valid IPv6 address") from None
+        host: str | None = literal
+        if after and not after.startswith(":"):
+            raise URIError(uri, "unexpected text after the IPv6 literal")
+        port_text = after[1:] if after else ""
+        has_port = bool(after)
+    else:
+        raw_host, sep, port_text = hostport.partition(":")
+        has_port = bool(sep)
+        if ":" in port_text:
+            raise URIError(uri, "an IPv6 address must be written in brackets, e.g. amqp://[::1]")
+        if not _HOST_CHARS.fullmatch(raw_host):
+            raise URIError(uri, "invalid character in the host")
+        host = _decode(raw_host, "host", uri) or None
+    port = DEFAULT_PORTS[scheme]
+    if has_port and port_text:  # "host:" with an empty port means the default port (RFC 3986)
+        # The value is not quoted: in a malformed URI it could be a piece of a password.
+        if not port_text.isdigit() or not 0 < int(port_text) <= 65535:
+            raise URIError(uri, "the port must be a number from 1 to 65535")
+        port = int(port_text)
+    return host, port
+
+
+def _parse_int(name: str, value: str, low: int, high: int | None, uri: str) -> int:
+    """One integer query parameter, range-checked.
+
+    :raises URIError: when ``value`` is not a plain decimal integer within [low, high].
+    """
+    if not value.isdigit():
+        raise URIError(uri, f"query parameter {name!r} must be a non-negative integer, "
+                            f"got {value!r}")
+    n = int(value)
+    if n < low or (high is not None and n > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise URIError(uri, f"query parameter {name!r} must be {bound}, got {n}")
+    return n
+
+
+def _parse_query(query: str, scheme: str, uri: str) -> dict[str, str]:
+    """``a=1&b=2`` → {"a": "1", "b": "2"}, names checked, values percent-decoded.
+
+    :raises URIError: on a parameter without a value, a duplicate, an unknown parameter, or a TLS
+        parameter on a plain ``amqp`` URI.
+    """
+    params: dict[str, str] = {}
+    for piece in query.split("&"):
+        if not piece:
+            continue  # "?a=1&" or "?&a=1": harmless
+        raw_name, sep, raw_value = piece.partition("=")
+        name = _decode(raw_name, "query", uri)
+        if not sep:
+            raise URIError(uri, f"query parameter {name!r} needs a value ({name}=...)")
+        if name in params:
+            raise URIError(uri, f"query parameter {name!r} is given twice")
+        if name in _TLS_PARAMS and scheme != "amqps":
+            raise URIError(uri, f"query parameter {name!r} is a TLS option: it needs the amqps "
+                                "scheme")
+        if name in _ERLANG_ONLY_PARAMS:
+            raise URIError(uri, f"query parameter {name!r} is not supported by pumpd")
+        if name not in _INT_PARAMS and name not in _TLS_PARAMS:
+            known = ", ".join(_INT_PARAMS + (_TLS_PARAMS if scheme == "amqps" else ()))
+            raise URIError(uri, f"unknown query parameter {name!r} (known: {known})")
+        params[name] = _decode(raw_value, f"value of {name!r}", uri)
+    return params
+
+
+def _parse_tls(params: dict[str, str], uri: str) -> TLSOptions | None:
+    """The seed's five TLS parameters: all of them, or none (system CAs, peer verified).
+
+    :raises URIError: on a partial set or a bad ``verify`` / ``fail_if_no_peer_cert`` value.
+    """
+    given = [p for p in _TLS_PARAMS if p in params]
+    if not given:
+        return None
+    missing = [p for p in _TLS_PARAMS if p not in params]
+    if missing:
+        raise URIError(uri, "TLS options must be given all five together (cacertfile, "
+                            "certfile, keyfile, verify, fail_if_no_peer_cert); missing: "
+                            + ", ".join(missing))
+    for p in ("cacertfile", "certfile", "keyfile"):
+        if not params[p]:
+            raise URIError(uri, f"query parameter {p!r} must be a file path, got ''")
+    verify = params["verify"]
+    if verify not in ("verify_peer", "verify_none"):
+        raise URIError(uri, f"query parameter 'verify' must be verify_peer or verify_none, "
+                            f"got {verify!r}")
+    fail = params["fail_if_no_peer_cert"]
+    if fail not in ("true", "false"):
+        raise URIError(uri, f"query parameter 'fail_if_no_peer_cert' must be true or false, "
+                            f"got {fail!r}")
+    return TLSOptions(
+        cacertfile=params["cacertfile"],
+        certfile=params["certfile"],
+        keyfile=params["keyfile"],
+        verify=verify == "verify_peer",
+        fail_if_no_peer_cert=fail == "true",
+    )
+
+
+def parse_uri(text: str) -> BrokerURI:
+    """Parse one AMQP URI (the spec, plus the seed's host-less form and query parameters).
+
+    :param text: e.g. ``"amqp://fred:secret@host1.domain/my_vhost?heartbeat=5"``.
+    :returns: the parsed URI; user, password, host and vhost percent-decoded.
+    :raises URIError: (a :class:`ValueError`) naming what is wrong, quoting the URI redacted.
+    """
+    if not isinstance(text, str):
+        raise URIError(repr(text), "a URI must be a string")
+    m = _SCHEME.match(text)
+    if m is None:
+        raise URIError(text, "expected amqp://... or amqps://...")
+    scheme = m.group(1).lower()
+    if scheme not in DEFAULT_PORTS:
+        raise URIError(text, f"unsupported scheme {m.group(1)!r} (use amqp or amqps)")
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise URIError(text, "a URI must not contain whitespace or control characters "
+                             "(percent-encode them)")
+    userinfo, rest, suspicious = _split_userinfo(text[m.end():])
+    if suspicious:
+        raise URIError(text, "the user or password contains an unencoded '/', '?' or '#' "
+                             "(percent-encode it: %2F, %3F, %23)")
+    if "#" in rest:
+        raise URIError(text, "a URI fragment ('#...') is not allowed")
+    rest, has_query, query = rest.partition("?")
+    hostport, has_path, path = rest.partition("/")
+
+    username, password = DEFAULT_USER, DEFAULT_PASSWORD
+    if userinfo is not None:
+        raw_user, has_password, raw_password = userinfo.partition(":")
+        username = _decode(raw_user, "user", text)
+        if has_password:
+            password = _decode(raw_password, "password", text)
+
+    host, port = _parse_host_port(hostport, scheme, text)
+
+    vhost = DEFAULT_VHOST  # "amqp://host": no path at all
+    if has_path:  # "amqp://host/" is the empty vhost; "amqp://host/%2f" is "/"
+        if "/" in path:
+            raise URIError(text, "the vhost must be a single path segment (write '/' inside a "
+                                 "vhost name as %2F)")
+        vhost = _decode(path, "vhost", text)
+
+    params = _parse_query(query, scheme, text) if has_query else {}
+    heartbeat: int | None = None
+    channel_max: int | None = None
+    frame_max: int | None = None
+    connection_timeout: float | None = None
+    if "heartbeat" in params:  # seconds; 0 disables heartbeats
+        heartbeat = _parse_int("heartbeat", params["heartbeat"], 0, 65535, text)
+    if "channel_max" in params:  # 0 = no limit (the protocol maximum)
+        channel_max = _parse_int("channel_max", params["channel_max"], 0, 65535, text)
+    if "frame_max" in params:
+        frame_max = _parse_int("frame_max", params["frame_max"], 0, pika.spec.FRAME_MAX_SIZE, text)
+        if 0 < frame_max < pika.spec.FRAME_MIN_SIZE:
+            raise URIError(text, f"query parameter 'frame_max' must be 0 (no limit) or from "
+                                 f"{pika.spec.FRAME_MIN_SIZE} to {pika.spec.FRAME_MAX_SIZE}, "
+                                 f"got {frame_max}")
+    if "connection_timeout" in params:
+        ms = _parse_int("connection_timeout", params["connection_timeout"], 1, None, text)
+        if ms < _MIN_CONNECTION_TIMEOUT_MS:
+            raise URIError(text, f"query parameter 'connection_timeout' is in milliseconds (as in "
+                                 f"RabbitMQ's Erlang client) and must be at least "
+                                 f"{_MIN_CONNECTION_TIMEOUT_MS}, got {ms}; for {ms} seconds "
+                                 f"write {ms * 1000}")
+        connection_timeout = ms / 1000.0
+    tls = _parse_tls(params, text) if scheme == "amqps" else None
+
+    return BrokerURI(
+        scheme=scheme,
+        host=host,
+        port=port,
+        username=username,
+        password=password,
+        vhost=vhost,
+        heartbeat=heartbeat,
+        channel_max=channel_max,
+        frame_max=frame_max,
+        connection_timeout=connection_timeout,
+        tls=tls,
+    )
+
+
+def format_uri(uri: BrokerURI) -> str:
+    """The URI as text that :func:`parse_uri` reads back to an equal :class:`BrokerURI`.
+
+    Includes the password: for state files, never for logs (use :meth:`BrokerURI.redacted`).
+    """
+
+    def enc(s: str) -> str:
+        return quote(s, safe="")
+
+    if uri.host is None:
+        host = ""
+    elif ":" in uri.host:
+        host = f"[{uri.host}]"
+    else:
+        host = enc(uri.host)
+    port = "" if uri.port == DEFAULT_PORTS[uri.scheme] else f":{uri.port}"
+    query: list[tuple[str, str]] = []
+    for name in ("heartbeat", "channel_max", "frame_max"):
+        value = getattr(uri, name)
+        if value is not None:
+            query.append((name, str(value)))
+    if uri.connection_timeout is not None:
+        query.append(("connection_timeout", str(round(uri.connection_timeout * 1000))))
+    if uri.tls is not None:
+        query += [
+            ("cacertfile", uri.tls.cacertfile),
+            ("certfile", uri.tls.certfile),
+            ("keyfile", uri.tls.keyfile),
+            ("verify", "verify_peer" if uri.tls.verify else "verify_none"),
+            ("fail_if_no_peer_cert", "true" if uri.tls.fail_if_no_peer_cert else "false"),
+        ]
+    q = "&".join(f"{k}={enc(v)}" for k, v in query)
+    return (f"{uri.scheme}://{enc(uri.username)}:{enc(uri.password)}@{host}{port}"
+            f"/{enc(uri.vhost)}" + (f"?{q}" if q else ""))
+
+
+def _ssl_context(uri: BrokerURI) -> ssl.SSLContext:
+    """The TLS context for an amqps URI.
+
+    Without TLS options: the system's CAs, the peer's certificate and host name verified.
+
+    :raises URIError: when a certificate or key file cannot be loaded.
+    """
+    tls = uri.tls
+    if tls is None:
+        return ssl.create_default_context()
+    try:
+        ctx = ssl.create_default_context(cafile=tls.cacertfile)
+        ctx.load_cert_chain(tls.certfile, tls.keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        # The file names are the user's own configuration, safe to show; the URI is redacted.
+        raise URIError(format_uri(uri), f"cannot load the TLS files: {exc}") from None
+    if not tls.verify:
+        ctx.check_hostname = False  # must come before verify_mode, or ssl refuses CERT_NONE
+        ctx.verify_mode = ssl.CERT_NONE
+    # fail_if_no_peer_cert is a server-side option in Erlang's ssl: a client has no use for it.
+    return ctx
+
+
+def to_pika_parameters(uri: BrokerURI, *, client_name: str) -> pika.ConnectionParameters:
+    """Connection parameters for pika, from public pika API only.
+
+    :param client_name: shown as the connection's name in the broker's management UI.
+    :raises URIError: when an amqps URI's certificate or key file cannot be loaded.
+    """
+    kwargs: dict[str, Any] = {
+        "host": uri.effective_host,
+        "port": uri.port,
+        "virtual_host": uri.vhost,
+        "credentials": pika.PlainCredentials(uri.username, uri.password),
+        "client_properties": {"connection_name": client_name},
+        # pumpd reconnects itself (reconnect_delay, another broker of the list): one attempt.
+        "connection_attempts": 1,
+        # A blocked destination is a state the shovel reports and waits out, never a failure.
+        "blocked_connection_timeout": None,
+    }
+    if uri.connection_timeout is None:
+        kwargs["socket_timeout"] = DEFAULT_SOCKET_TIMEOUT
+        kwargs["stack_timeout"] = DEFAULT_STACK_TIMEOUT
+    else:  # connection_timeout bounds the whole bring-up, TCP connect included
+        kwargs["socket_timeout"] = min(DEFAULT_SOCKET_TIMEOUT, uri.connection_timeout)
+        kwargs["stack_timeout"] = uri.connection_timeout
+    if uri.heartbeat is not None:  # otherwise pika accepts the broker's proposal
+        kwargs["heartbeat"] = uri.heartbeat
+    if uri.channel_max:  # None or 0: pika's default, the protocol maximum
+        kwargs["channel_max"] = uri.channel_max
+    if uri.frame_max:  # None or 0: pika's default, its largest frame
+        kwargs["frame_max"] = uri.frame_max
+    if uri.scheme == "amqps":
+        kwargs["ssl_options"] = pika.SSLOptions(_ssl_context(uri),
+                                                server_hostname=uri.effective_host)
+    return pika.ConnectionParameters(**kwargs)

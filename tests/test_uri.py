@@ -1,0 +1,299 @@
+"""AMQP URI parsing, redaction and pika parameters: pure parsing, no broker."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+from pathlib import Path
+
+import pika
+import pytest
+from pumpd.model import BrokerURI, TLSOptions
+from pumpd.uri import URIError, format_uri, parse_uri, redact, to_pika_parameters
+
+# The URI spec's own table (https://www.rabbitmq.com/uri-spec.html, appendix A), plus the seed's
+# host-less form: (uri, scheme, host, port, user, password, vhost).
+SPEC_CASES = [
+    ("amqp://user:pass@host:10000/vhost", "amqp", "host", 10000, "user", "pass", "vhost"),
+    ("amqp://user%61:%61pass@ho%61st:10000/v%2fhost", "amqp", "hoast", 10000, "usera", "apass",
+     "v/host"),
+    ("amqp://", "amqp", None, 5672, "guest", "guest", "/"),
+    ("amqp://:@/", "amqp", None, 5672, "", "", ""),
+    ("amqp://user@", "amqp", None, 5672, "user", "guest", "/"),
+    ("amqp://user:pass@", "amqp", None, 5672, "user", "pass", "/"),
+    ("amqp://host", "amqp", "host", 5672, "guest", "guest", "/"),
+    ("amqp://:10000", "amqp", None, 10000, "guest", "guest", "/"),
+    ("amqp:///vhost", "amqp", None, 5672, "guest", "guest", "vhost"),
+    ("amqp://host/", "amqp", "host", 5672, "guest", "guest", ""),
+    ("amqp://host/%2f", "amqp", "host", 5672, "guest", "guest", "/"),
+    ("amqp://host/%2F", "amqp", "host", 5672, "guest", "guest", "/"),
+    ("amqp://[::1]", "amqp", "::1", 5672, "guest", "guest", "/"),
+    ("amqp://[::1]:5673/v", "amqp", "::1", 5673, "guest", "guest", "v"),
+    ("amqps://host", "amqps", "host", 5671, "guest", "guest", "/"),
+    ("amqps://host:5672", "amqps", "host", 5672, "guest", "guest", "/"),
+    ("AMQP://Host", "amqp", "Host", 5672, "guest", "guest", "/"),
+    ("amqp://host:", "amqp", "host", 5672, "guest", "guest", "/"),
+    ("amqp://fred:secret@host1.domain/my_vhost", "amqp", "host1.domain", 5672, "fred", "secret",
+     "my_vhost"),
+    # Leniencies: a ":" in the password, an unencoded "@" in the user information.
+    ("amqp://u:a:b@h", "amqp", "h", 5672, "u", "a:b", "/"),
+    ("amqp://u:p@ss@h", "amqp", "h", 5672, "u", "p@ss", "/"),
+    ("amqp://u:%E2%82%AC@h/caf%C3%A9", "amqp", "h", 5672, "u", "\u20ac", "caf\u00e9"),
+    ("amqp://h/vh@x", "amqp", "h", 5672, "guest", "guest", "vh@x"),
+]
+
+
+@pytest.mark.parametrize("text,scheme,host,port,user,password,vhost", SPEC_CASES)
+def test_spec_examples(text: str, scheme: str, host: str | None, port: int, user: str,
+                       password: str, vhost: str) -> None:
+    uri = parse_uri(text)
+    assert (uri.scheme, uri.host, uri.port, uri.username, uri.password, uri.vhost) == (
+        scheme, host, port, user, password, vhost)
+    assert uri.tls is None
+    assert (uri.heartbeat, uri.channel_max, uri.frame_max, uri.connection_timeout) == (
+        None, None, None, None)
+
+
+@pytest.mark.parametrize("text", [c[0] for c in SPEC_CASES] + [
+    "amqp://h?heartbeat=5&frame_max=8192&channel_max=10&connection_timeout=2500",
+    ("amqps://u:p%2Fw@h:1/v?cacertfile=/c%20a.pem&certfile=/c.pem&keyfile=/k.pem"
+     "&verify=verify_none&fail_if_no_peer_cert=true"),
+])
+def test_format_uri_round_trips(text: str) -> None:
+    uri = parse_uri(text)
+    assert parse_uri(format_uri(uri)) == uri
+
+
+def test_query_parameters() -> None:
+    uri = parse_uri("amqp://myhost?heartbeat=5&frame_max=8192&channel_max=64"
+                    "&connection_timeout=10000")
+    assert uri.heartbeat == 5
+    assert uri.frame_max == 8192
+    assert uri.channel_max == 64
+    assert uri.connection_timeout == 10.0  # milliseconds in the URI, seconds in the model
+    assert parse_uri("amqp://h?heartbeat=0").heartbeat == 0
+    assert parse_uri("amqp://h?channel_max=0&frame_max=0").frame_max == 0
+    assert parse_uri("amqp://h?").heartbeat is None
+    assert parse_uri("amqp://h?heartbeat=5&").heartbeat == 5
+
+
+TLS_QUERY = ("cacertfile=/path/to/cacert.pem&certfile=/path/to/certfile.pem"
+             "&keyfile=/path/to/keyfile.pem&verify=verify_peer&fail_if_no_peer_cert=false")
+
+
+def test_tls_all_five() -> None:
+    uri = parse_uri(f"amqps://username:password@host:5671/vhost?{TLS_QUERY}")
+    assert uri.tls == TLSOptions("/path/to/cacert.pem", "/path/to/certfile.pem",
+                                 "/path/to/keyfile.pem", verify=True, fail_if_no_peer_cert=False)
+    uri = parse_uri(f"amqps://h?{TLS_QUERY.replace('verify_peer', 'verify_none')}"
+                    .replace("=false", "=true"))
+    assert uri.tls is not None
+    assert uri.tls.verify is False and uri.tls.fail_if_no_peer_cert is True
+
+
+def test_tls_none_given_is_system_defaults() -> None:
+    assert parse_uri("amqps://h").tls is None
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("amqps://h?cacertfile=/a", "missing: certfile, keyfile, verify, fail_if_no_peer_cert"),
+    ("amqps://h?cacertfile=/a&certfile=/b&keyfile=/c&verify=verify_peer",
+     "missing: fail_if_no_peer_cert"),
+    (f"amqp://h?{TLS_QUERY}", "'cacertfile' is a TLS option: it needs the amqps scheme"),
+    ("amqp://h?verify=verify_peer", "'verify' is a TLS option"),
+    (f"amqps://h?{TLS_QUERY.replace('verify_peer', 'yes')}", "verify_peer or verify_none"),
+    (f"amqps://h?{TLS_QUERY.replace('=false', '=no')}", "must be true or false"),
+    (f"amqps://h?{TLS_QUERY.replace('/path/to/keyfile.pem', '')}", "'keyfile' must be a file"),
+])
+def test_tls_errors(text: str, fragment: str) -> None:
+    with pytest.raises(URIError) as info:
+        parse_uri(text)
+    assert fragment in str(info.value)
+
+
+BAD_URIS = [
+    ("", "expected amqp://"),
+    ("host:5672", "expected amqp://"),
+    ("http://u:secret@h", "unsupported scheme 'http'"),
+    ("amqp://h:0", "port must be a number from 1 to 65535"),
+    ("amqp://h:65536", "port must be a number from 1 to 65535"),
+    ("amqp://u:secret@h:port", "port must be a number"),
+    ("amqp://u:secret", "port must be a number"),  # host forgotten: "secret" is never shown
+    ("amqp://h/a/b", "single path segment"),
+    ("amqp://h/%zz", "malformed percent-escape in the vhost"),
+    ("amqp://u:%zzsecret@h", "malformed percent-escape in the password"),
+    ("amqp://u:%ff@h", "password is not valid UTF-8"),
+    ("amqp://u:sec/ret@h/v", "unencoded '/', '?' or '#'"),
+    ("amqp://u:sec?ret@h", "unencoded '/', '?' or '#'"),
+    ("amqp://h#frag", "fragment"),
+    ("amqp://h o", "whitespace"),
+    ("amqp://h\n", "whitespace"),
+    ("amqp://ho<st", "invalid character in the host"),
+    ("amqp://::1", "IPv6 address must be written in brackets"),
+    ("amqp://[::1", "unterminated '['"),
+    ("amqp://[nope]", "not a valid IPv6 address"),
+    ("amqp://[::1]x", "unexpected text after the IPv6 literal"),
+    ("amqp://h?heartbeat", "'heartbeat' needs a value"),
+    ("amqp://h?heartbeat=-1", "'heartbeat' must be a non-negative integer, got '-1'"),
+    ("amqp://h?heartbeat=abc", "'heartbeat' must be a non-negative integer"),
+    ("amqp://h?heartbeat=70000", "'heartbeat' must be from 0 to 65535, got 70000"),
+    ("amqp://h?channel_max=65536", "'channel_max' must be from 0 to 65535"),
+    ("amqp://h?frame_max=100", "'frame_max' must be 0 (no limit) or from 4096 to 131072"),
+    ("amqp://h?frame_max=1048576", "'frame_max' must be from 0 to 131072"),
+    ("amqp://h?connection_timeout=0", "'connection_timeout' must be at least 1"),
+    ("amqp://h?connection_timeout=10", "for 10 seconds write 10000"),
+    ("amqp://h?heartbeat=1&heartbeat=2", "'heartbeat' is given twice"),
+    ("amqp://h?hearbeat=5", "unknown query parameter 'hearbeat'"),
+    ("amqp://u:secret@h?auth_mechanism=external", "'auth_mechanism' is not supported by pumpd"),
+    ("amqp://u:secret@h?server_name_indication=x", "not supported by pumpd"),
+]
+
+
+@pytest.mark.parametrize("text,fragment", BAD_URIS)
+def test_bad_uris(text: str, fragment: str) -> None:
+    with pytest.raises(URIError) as info:
+        parse_uri(text)
+    assert fragment in str(info.value)
+    assert "secret" not in str(info.value) and "secret" not in info.value.uri
+    assert issubclass(URIError, ValueError)
+
+
+def test_error_quotes_the_uri_redacted() -> None:
+    with pytest.raises(URIError) as info:
+        parse_uri("amqp://fred:s3cr3t@host/v?heartbeat=x")
+    assert str(info.value).startswith("invalid AMQP URI 'amqp://fred:***@host/v?heartbeat=x': ")
+    assert info.value.uri == "amqp://fred:***@host/v?heartbeat=x"
+    assert "s3cr3t" not in str(info.value)
+
+
+def test_non_string() -> None:
+    with pytest.raises(URIError, match="must be a string"):
+        parse_uri(5)  # type: ignore[arg-type]  # deliberately wrong
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("amqp://fred:secret@host/v", "amqp://fred:***@host/v"),
+    ("amqps://fred:secret@host:5671/v?heartbeat=5", "amqps://fred:***@host:5671/v?heartbeat=5"),
+    ("AMQP://fred:secret@host", "AMQP://fred:***@host"),
+    ("amqp://fred@host/v", "amqp://fred@host/v"),
+    ("amqp://host/v", "amqp://host/v"),
+    ("amqp://:secret@host", "amqp://:***@host"),
+    ("amqp://:@host", "amqp://:***@host"),
+    ("amqp://u:p%40ss@h", "amqp://u:***@h"),
+    ("amqp://u:p@ss@h/v", "amqp://u:***@h/v"),
+    ("amqp://u:sec/ret@h/v", "amqp://u:***@h/v"),
+    ("amqp://u:sec?ret@h", "amqp://u:***@h"),
+    ("amqp://u:secret", "amqp://u:***"),
+    ("amqp://h:5672/v@x", "amqp://h:5672/v@x"),
+    ("connecting to amqp://a:secret@h1/v, then 'amqps://b:secret@h2' failed",
+     "connecting to amqp://a:***@h1/v, then 'amqps://b:***@h2' failed"),
+    ("<amqp://a:secret@h1>", "<amqp://a:***@h1>"),
+    ("http://a:secret@web/x", "http://a:***@web/x"),
+    ("no uri here: user:secret@host", "no uri here: user:secret@host"),
+    ("", ""),
+])
+def test_redact(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(redact(text)) == expected
+
+
+def test_redact_agrees_with_model_redacted() -> None:
+    uri = parse_uri("amqp://fred:secret@host/v")
+    assert "secret" not in uri.redacted()
+    assert "secret" not in repr(uri)
+    assert "secret" not in redact(format_uri(uri))
+
+
+# --- pika parameters -------------------------------------------------------------------------
+
+
+def test_pika_parameters_basic() -> None:
+    uri = parse_uri("amqp://fred:secret@host1:5673/my_vhost")
+    p = to_pika_parameters(uri, client_name="pumpd orders source")
+    assert isinstance(p, pika.ConnectionParameters)
+    assert (p.host, p.port, p.virtual_host) == ("host1", 5673, "my_vhost")
+    assert isinstance(p.credentials, pika.PlainCredentials)
+    assert (p.credentials.username, p.credentials.password) == ("fred", "secret")
+    assert p.client_properties == {"connection_name": "pumpd orders source"}
+    assert p.socket_timeout == 10.0
+    assert p.stack_timeout == 15.0
+    assert p.blocked_connection_timeout is None
+    assert p.connection_attempts == 1
+    assert p.ssl_options is None
+    assert p.heartbeat is None  # the broker's proposal
+    assert p.channel_max == pika.ConnectionParameters.DEFAULT_CHANNEL_MAX
+    assert p.frame_max == pika.ConnectionParameters.DEFAULT_FRAME_MAX
+
+
+def test_pika_parameters_local_broker_and_empty_vhost() -> None:
+    p = to_pika_parameters(parse_uri("amqp://"), client_name="x")
+    assert (p.host, p.port, p.virtual_host) == ("127.0.0.1", 5672, "/")
+    assert to_pika_parameters(parse_uri("amqp://h/"), client_name="x").virtual_host == ""
+
+
+def test_pika_parameters_query() -> None:
+    uri = parse_uri("amqp://h?heartbeat=5&frame_max=8192&channel_max=64&connection_timeout=4000")
+    p = to_pika_parameters(uri, client_name="x")
+    assert (p.heartbeat, p.frame_max, p.channel_max) == (5, 8192, 64)
+    assert (p.socket_timeout, p.stack_timeout) == (4.0, 4.0)
+    p = to_pika_parameters(parse_uri("amqp://h?connection_timeout=30000&heartbeat=0"),
+                           client_name="x")
+    assert (p.socket_timeout, p.stack_timeout, p.heartbeat) == (10.0, 30.0, 0)
+    p = to_pika_parameters(parse_uri("amqp://h?channel_max=0&frame_max=0"), client_name="x")
+    assert p.channel_max == 65535 and p.frame_max == 131072  # 0 = no limit: pika's maximum
+
+
+def test_pika_parameters_amqps_system_defaults() -> None:
+    p = to_pika_parameters(parse_uri("amqps://broker.example"), client_name="x")
+    assert p.port == 5671
+    assert p.ssl_options is not None
+    ctx = p.ssl_options.context
+    assert isinstance(ctx, ssl.SSLContext)
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    assert p.ssl_options.server_hostname == "broker.example"
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A self-signed CA certificate and a client key and certificate (signed by it)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("tls")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=pumpd test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr",
+        "-subj", "/CN=pumpd client")
+    run("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "client.pem", "-days", "2")
+    return d
+
+
+@pytest.mark.parametrize("verify", ["verify_peer", "verify_none"])
+def test_pika_parameters_amqps_with_files(tls_files: Path, verify: str) -> None:
+    q = (f"cacertfile={tls_files / 'ca.pem'}&certfile={tls_files / 'client.pem'}"
+         f"&keyfile={tls_files / 'client.key'}&verify={verify}&fail_if_no_peer_cert=true")
+    p = to_pika_parameters(parse_uri(f"amqps://u:p@rabbit.example/v?{q}"), client_name="x")
+    ctx = p.ssl_options.context
+    if verify == "verify_peer":
+        assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    else:
+        assert ctx.verify_mode == ssl.CERT_NONE and not ctx.check_hostname
+    assert any("pumpd test CA" in str(c.get("subject")) for c in ctx.get_ca_certs())
+
+
+def test_pika_parameters_amqps_missing_file(tmp_path: Path) -> None:
+    q = (f"cacertfile={tmp_path / 'nope.pem'}&certfile=/c.pem&keyfile=/k.pem"
+         "&verify=verify_peer&fail_if_no_peer_cert=false")
+    with pytest.raises(URIError, match="cannot load the TLS files") as info:
+        to_pika_parameters(parse_uri(f"amqps://u:secret@h?{q}"), client_name="x")
+    assert "secret" not in str(info.value)
+
+
+def test_model_uri_is_frozen_value() -> None:
+    a, b = parse_uri("amqp://u:p@h/v"), parse_uri("amqp://u:p@h:5672/v")
+    assert a == b and isinstance(a, BrokerURI)
