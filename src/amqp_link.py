@@ -1,0 +1,477 @@
+"""One AMQP connection with one channel: pika for the control plane, raw bytes for the data plane.
+
+This is the only module that touches pika internals (tested with pika 1.3.2 and 1.4.4, pinned in
+pyproject.toml). pika negotiates the connection, opens the channel, runs declarations, qos,
+consume and confirm.select, handles heartbeats, connection.blocked and every error. The socket
+itself is an asyncio transport of the running loop (uvloop's in pumpd), and every byte read off it
+goes first through an *interceptor* (the relay), which keeps the frames of the data plane and hands
+the rest to pika. Data-plane frames are written straight to the transport.
+
+What pika internals are used, and why:
+- ``_AsyncioIOServicesAdapter.create_streaming_connection`` is overridden so the stream is an
+  asyncio transport (pika's own asyncio adapter drives the socket with add_reader and Python
+  ``recv`` calls);
+- ``Connection.bytes_received`` / ``bytes_sent`` are credited with the bytes the relay reads and
+  writes, because pika's heartbeat checker judges liveness by them;
+- ``Connection.params.frame_max`` holds the negotiated frame size after connection.tune.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+from typing import Any, Callable, Sequence
+
+import pika
+import pika.channel
+import pika.exceptions
+from pika.adapters.asyncio_connection import AsyncioConnection, _AsyncioIOServicesAdapter
+from pika.adapters.utils import nbio_interface
+
+from .model import BrokerURI, Declaration
+
+log = logging.getLogger(__name__)
+
+Interceptor = Callable[[bytes], bytes]
+
+
+class LinkError(Exception):
+    """A connection or channel failed, was refused, or was closed by the broker."""
+
+
+class _PikaTransport(nbio_interface.AbstractStreamTransport):  # type: ignore[misc]
+    """What pika's protocol sees of an asyncio transport."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: Any) -> None:
+        self._transport = transport
+        self._protocol = protocol
+
+    def abort(self) -> None:
+        self._transport.abort()
+
+    def get_protocol(self) -> Any:
+        return self._protocol
+
+    def write(self, data: bytes) -> None:
+        self._transport.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size()
+
+
+class _StreamProtocol(asyncio.Protocol):
+    """asyncio protocol in front of pika's: incoming bytes pass the interceptor first."""
+
+    def __init__(self, pika_protocol: Any) -> None:
+        self.pika_protocol = pika_protocol
+        self.pika_transport: _PikaTransport | None = None
+        self.transport: asyncio.Transport | None = None
+        self.interceptor: Interceptor | None = None
+        self.on_intercept_error: Callable[[BaseException], None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's TCPTransport is not an asyncio.Transport subclass, but has the same methods
+        self.transport = transport  # type: ignore[assignment]
+        self.pika_transport = _PikaTransport(transport, self.pika_protocol)
+        self.pika_protocol.connection_made(self.pika_transport)
+
+    def data_received(self, data: bytes) -> None:
+        interceptor = self.interceptor
+        if interceptor is not None:
+            try:
+                rest = interceptor(data)
+            except Exception as exc:  # a framing fault: the stream cannot be trusted any more
+                if self.on_intercept_error is not None:
+                    self.on_intercept_error(exc)
+                if self.transport is not None:
+                    self.transport.abort()
+                return
+            # pika's heartbeat checker judges liveness by this count
+            self.pika_protocol.conn.bytes_received += len(data) - len(rest)
+            if not rest:
+                return
+            data = rest
+        self.pika_protocol.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return bool(self.pika_protocol.eof_received())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.pika_protocol.connection_lost(exc)
+
+
+class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
+    """pika's asyncio services, with the stream on an asyncio transport of our own."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.stream: _StreamProtocol | None = None
+
+    def create_streaming_connection(
+        self,
+        protocol_factory: Callable[[], Any],
+        sock: socket.socket,
+        on_done: Callable[[Any], None],
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> Any:
+        loop = self.get_native_ioloop()
+
+        async def connect() -> None:
+            try:
+                stream = _StreamProtocol(protocol_factory())
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.create_connection(
+                    lambda: stream,
+                    sock=sock,
+                    ssl=ssl_context,
+                    server_hostname=server_hostname if ssl_context else None,
+                )
+            except BaseException as exc:  # handed to pika, which reports it to the opener
+                sock.close()
+                on_done(exc)
+                return
+            self.stream = stream
+            on_done((stream.pika_transport, stream.pika_protocol))
+
+        task = loop.create_task(connect())
+
+        class _Ref(nbio_interface.AbstractIOReference):  # type: ignore[misc]
+            def cancel(self) -> bool:
+                return task.cancel()
+
+        return _Ref()
+
+
+def _future_callback(fut: asyncio.Future[Any]) -> Callable[[Any], None]:
+    def done(frame: Any) -> None:
+        if not fut.done():
+            fut.set_result(frame)
+
+    return done
+
+
+class Link:
+    """An open connection with one open channel. Create with :func:`open_link`."""
+
+    def __init__(
+        self,
+        uri: BrokerURI,
+        connection: Any,
+        channel: pika.channel.Channel,
+        stream: _StreamProtocol,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.uri = uri
+        self.connection = connection
+        self.channel = channel
+        self._stream = stream
+        self._loop = loop
+        self.closed: asyncio.Future[BaseException] = loop.create_future()
+        self.last_declared_queue = ""
+        self._blocked_cb: Callable[[bool], None] | None = None
+        channel.add_on_close_callback(self._on_channel_closed)
+        channel.add_on_cancel_callback(self._on_consumer_cancelled)
+        connection.add_on_connection_blocked_callback(lambda *_: self._blocked(True))
+        connection.add_on_connection_unblocked_callback(lambda *_: self._blocked(False))
+        stream.on_intercept_error = self._fail
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def frame_max(self) -> int:
+        return int(self.connection.params.frame_max)
+
+    @property
+    def channel_number(self) -> int:
+        return int(self.channel.channel_number)
+
+    @property
+    def is_open(self) -> bool:
+        return not self.closed.done()
+
+    def on_blocked(self, callback: Callable[[bool], None]) -> None:
+        """``callback(True)`` on connection.blocked, ``callback(False)`` on unblocked."""
+        self._blocked_cb = callback
+
+    def _blocked(self, blocked: bool) -> None:
+        if self._blocked_cb is not None:
+            self._blocked_cb(blocked)
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self.closed.done():
+            self.closed.set_result(exc)
+
+    def _on_connection_closed(self, exc: BaseException) -> None:
+        self._fail(LinkError(f"connection to {self.uri.redacted()} closed: {_describe(exc)}"))
+
+    def _on_channel_closed(self, _channel: Any, exc: BaseException) -> None:
+        self._fail(LinkError(f"channel on {self.uri.redacted()} closed: {_describe(exc)}"))
+        if self.connection.is_open:
+            self.connection.close()
+
+    def _on_consumer_cancelled(self, _frame: Any) -> None:
+        self._fail(LinkError(f"the broker at {self.uri.redacted()} cancelled the consumer "
+                             "(queue deleted or failed over?)"))
+
+    # -- data plane --------------------------------------------------------------------------
+
+    def intercept(self, interceptor: Interceptor | None) -> None:
+        self._stream.interceptor = interceptor
+
+    def write(self, data: bytes) -> None:
+        """Write raw frames (built by the relay) to the connection."""
+        if data and self._stream.transport is not None and not self._stream.transport.is_closing():
+            self._stream.transport.write(data)
+            self.connection.bytes_sent += len(data)
+
+    def write_buffer_size(self) -> int:
+        t = self._stream.transport
+        return t.get_write_buffer_size() if t is not None else 0
+
+    # -- control plane -----------------------------------------------------------------------
+
+    async def _call(self, start: Callable[[Callable[[Any], None]], None], what: str) -> Any:
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        start(_future_callback(fut))
+        done, _ = await asyncio.wait({fut, self.closed}, return_when=asyncio.FIRST_COMPLETED)
+        if fut in done:
+            return fut.result()
+        raise LinkError(f"{what} failed: {_describe(self.closed.result())}")
+
+    async def declare(self, declarations: Sequence[Declaration]) -> None:
+        """Issue every declaration in order; ``queue: ""`` means the last queue declared."""
+        for decl in declarations:
+            await self._declare_one(decl)
+
+    async def _declare_one(self, decl: Declaration) -> None:
+        a = dict(decl.arguments)
+        a.pop("nowait", None)  # pika always waits for the -ok; a declaration must succeed
+        ch = self.channel
+        what = f"{decl.method} on {self.uri.redacted()}"
+        if decl.method == "queue.declare" and decl.if_missing and await self._queue_exists(a):
+            self.last_declared_queue = a["queue"]
+            return
+        if decl.method == "queue.declare":
+            frame = await self._call(
+                lambda cb: ch.queue_declare(
+                    queue=a.get("queue", ""),
+                    passive=a.get("passive", False),
+                    durable=a.get("durable", False),
+                    exclusive=a.get("exclusive", False),
+                    auto_delete=a.get("auto_delete", False),
+                    arguments=a.get("arguments"),
+                    callback=cb,
+                ),
+                what,
+            )
+            self.last_declared_queue = frame.method.queue
+            return
+        queue = a.get("queue")
+        if queue == "":
+            a["queue"] = self.last_declared_queue
+        calls: dict[str, Callable[[Callable[[Any], None]], None]] = {
+            "exchange.declare": lambda cb: ch.exchange_declare(
+                exchange=a["exchange"],
+                exchange_type=a.get("type", "direct"),
+                passive=a.get("passive", False),
+                durable=a.get("durable", False),
+                auto_delete=a.get("auto_delete", False),
+                internal=a.get("internal", False),
+                arguments=a.get("arguments"),
+                callback=cb,
+            ),
+            "exchange.delete": lambda cb: ch.exchange_delete(
+                exchange=a.get("exchange"), if_unused=a.get("if_unused", False), callback=cb
+            ),
+            "exchange.bind": lambda cb: ch.exchange_bind(
+                destination=a["destination"],
+                source=a["source"],
+                routing_key=a.get("routing_key", ""),
+                arguments=a.get("arguments"),
+                callback=cb,
+            ),
+            "exchange.unbind": lambda cb: ch.exchange_unbind(
+                destination=a.get("destination"),
+                source=a.get("source"),
+                routing_key=a.get("routing_key", ""),
+                arguments=a.get("arguments"),
+                callback=cb,
+            ),
+            "queue.bind": lambda cb: ch.queue_bind(
+                queue=a.get("queue", self.last_declared_queue),
+                exchange=a["exchange"],
+                # AMQP's default; pika would substitute the queue name for None
+                routing_key=a.get("routing_key", ""),
+                arguments=a.get("arguments"),
+                callback=cb,
+            ),
+            "queue.unbind": lambda cb: ch.queue_unbind(
+                queue=a.get("queue", self.last_declared_queue),
+                exchange=a.get("exchange"),
+                routing_key=a.get("routing_key", ""),
+                arguments=a.get("arguments"),
+                callback=cb,
+            ),
+            "queue.purge": lambda cb: ch.queue_purge(
+                queue=a.get("queue", self.last_declared_queue), callback=cb
+            ),
+            "queue.delete": lambda cb: ch.queue_delete(
+                queue=a.get("queue", self.last_declared_queue),
+                if_unused=a.get("if_unused", False),
+                if_empty=a.get("if_empty", False),
+                callback=cb,
+            ),
+        }
+        if decl.method not in calls:
+            raise LinkError(f"unsupported declaration {decl.method}")
+        await self._call(calls[decl.method], what)
+
+    async def _queue_exists(self, a: dict[str, Any]) -> bool:
+        """A passive declare on a channel of its own: a missing queue closes the channel (404),
+        which must not be the link's channel."""
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self.connection.channel(on_open_callback=_future_callback(fut))
+        probe = await asyncio.wait_for(fut, timeout=30)
+        answer: asyncio.Future[bool] = self._loop.create_future()
+
+        def on_close(_ch: Any, exc: BaseException) -> None:
+            if not answer.done():
+                if isinstance(exc, pika.exceptions.ChannelClosedByBroker) and exc.reply_code == 404:
+                    answer.set_result(False)
+                else:
+                    answer.set_exception(LinkError(f"checking queue {a['queue']!r}: {_describe(exc)}"))
+
+        probe.add_on_close_callback(on_close)
+        probe.queue_declare(
+            queue=a["queue"], passive=True, callback=lambda _f: answer.done() or answer.set_result(True)
+        )
+        exists = await asyncio.wait_for(answer, timeout=30)
+        if exists and probe.is_open:
+            probe.close()
+        return exists
+
+    async def queue_length(self, queue: str) -> int:
+        """Messages ready in ``queue`` (a passive declare)."""
+        frame = await self._call(
+            lambda cb: self.channel.queue_declare(queue=queue, passive=True, callback=cb),
+            f"checking queue {queue!r} on {self.uri.redacted()}",
+        )
+        return int(frame.method.message_count)
+
+    async def qos(self, prefetch_count: int) -> None:
+        await self._call(
+            lambda cb: self.channel.basic_qos(prefetch_count=prefetch_count, callback=cb),
+            f"basic.qos on {self.uri.redacted()}",
+        )
+
+    async def consume(self, queue: str, *, no_ack: bool) -> str:
+        """Start consuming; deliveries go to the interceptor, never to pika's callbacks."""
+
+        def unexpected(*_: Any) -> None:
+            log.error("a delivery reached pika on %s: the relay was not in place", self.uri.redacted())
+
+        frame = await self._call(
+            lambda cb: self.channel.basic_consume(
+                queue=queue, on_message_callback=unexpected, auto_ack=no_ack, callback=cb
+            ),
+            f"consuming from queue {queue!r} on {self.uri.redacted()}",
+        )
+        return str(frame.method.consumer_tag)
+
+    async def cancel(self, consumer_tag: str) -> None:
+        if self.is_open:
+            await self._call(
+                lambda cb: self.channel.basic_cancel(consumer_tag=consumer_tag, callback=cb),
+                f"basic.cancel on {self.uri.redacted()}",
+            )
+
+    async def confirm_select(self) -> None:
+        # pika wants an ack/nack callback; the relay takes those frames before pika sees them.
+        await self._call(
+            lambda cb: self.channel.confirm_delivery(ack_nack_callback=lambda _f: None, callback=cb),
+            f"confirm.select on {self.uri.redacted()}",
+        )
+
+    async def close(self) -> None:
+        """Close the connection politely; returns when it is closed (or at once if it is)."""
+        if self.connection.is_closed:
+            self._fail(LinkError("closed"))
+            return
+        if not self.connection.is_closing:
+            try:
+                self.connection.close()
+            except pika.exceptions.ConnectionWrongStateError:
+                pass
+        try:
+            await asyncio.wait_for(asyncio.shield(self.closed), timeout=5)
+        except asyncio.TimeoutError:
+            if self._stream.transport is not None:
+                self._stream.transport.abort()
+
+    def abort(self) -> None:
+        if self._stream.transport is not None:
+            self._stream.transport.abort()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, pika.exceptions.ConnectionClosedByBroker):
+        return f"{exc.reply_code} {exc.reply_text}"
+    if isinstance(exc, pika.exceptions.ChannelClosedByBroker):
+        return f"{exc.reply_code} {exc.reply_text}"
+    if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
+        return "authentication refused (wrong username or password?)"
+    if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
+        return "access refused (does the user have access to the vhost?)"
+    text = str(exc) or type(exc).__name__
+    return text
+
+
+async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Link:
+    """Connect, open one channel, and return the :class:`Link`.
+
+    :raises LinkError: when the broker cannot be reached or refuses the connection
+    """
+    loop = asyncio.get_running_loop()
+    services = _IOServices(loop)
+    opened: asyncio.Future[Any] = loop.create_future()
+    closed_holder: list[Link] = []
+
+    def on_open(conn: Any) -> None:
+        if not opened.done():
+            opened.set_result(conn)
+
+    def on_open_error(_conn: Any, exc: BaseException) -> None:
+        if not opened.done():
+            opened.set_exception(LinkError(f"cannot connect to {uri.redacted()}: {_describe(exc)}"))
+
+    def on_close(_conn: Any, exc: BaseException) -> None:
+        if closed_holder:
+            closed_holder[0]._on_connection_closed(exc)
+        elif not opened.done():
+            opened.set_exception(LinkError(f"connection to {uri.redacted()} closed: {_describe(exc)}"))
+
+    connection = AsyncioConnection(
+        parameters,
+        on_open_callback=on_open,
+        on_open_error_callback=on_open_error,
+        on_close_callback=on_close,
+        custom_ioloop=services,
+    )
+    try:
+        await opened
+        ch_fut: asyncio.Future[Any] = loop.create_future()
+        connection.channel(on_open_callback=_future_callback(ch_fut))
+        channel = await asyncio.wait_for(ch_fut, timeout=30)
+    except BaseException:
+        if connection.is_open:
+            connection.close()
+        raise
+    assert services.stream is not None
+    link = Link(uri, connection, channel, services.stream, loop)
+    closed_holder.append(link)
+    if not connection.is_open:
+        link._fail(LinkError(f"connection to {uri.redacted()} closed while opening"))
+    return link

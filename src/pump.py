@@ -1,0 +1,188 @@
+"""The generic pump: run one shovel's sessions one after the other, for as long as it should run.
+
+Connect to a source and a destination broker chosen at random, forward, and after a failure wait
+``reconnect_delay`` (with jitter once failures repeat) and connect to brokers chosen at random
+again; with a delay of 0 the shovel stops for good after its first failure (the seed's rule).
+State changes and counters go to a :class:`~pumpd.status.StatusSink`; how they are shown or
+stored is not the pump's concern.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+from .amqp_link import LinkError
+from .model import AckMode, DeleteAfter, ShovelConfig
+from .session import Session, SessionEnded
+from .status import Counters, State, StatusSink
+
+log = logging.getLogger(__name__)
+
+COUNTER_INTERVAL = 0.25  # seconds between counter snapshots sent to the sink
+MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multiple
+
+
+class Pump:
+    """Runs one shovel until ``stop`` is set or the shovel terminates by design.
+
+    :param drain_timeout: how long a stop waits for outstanding confirms before closing anyway
+    :param client_name: shown as the connection name in the brokers' management UI
+    """
+
+    def __init__(
+        self,
+        cfg: ShovelConfig,
+        sink: StatusSink,
+        *,
+        drain_timeout: float = 30.0,
+        client_name: str = "pumpd",
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.sink = sink
+        self.drain_timeout = drain_timeout
+        self.client_name = client_name
+        self._rng = rng or random.Random()
+        self._totals = Counters()  # completed sessions
+        self._session: Session | None = None
+        self._state: State | None = None
+        self._limit_total: int | None = None
+        if isinstance(cfg.delete_after, int):
+            self._limit_total = cfg.delete_after
+        self.terminated_reason: str | None = None
+
+    # -- status --------------------------------------------------------------------------------
+
+    def _enter(self, state: State, reason: str | None = None) -> None:
+        if state != self._state or reason is not None:
+            self._state = state
+            self.sink.state_changed(state, reason, time.time())
+            log.info(
+                "shovel %s: %s%s", self.cfg.name, state.label, f" ({reason})" if reason else ""
+            )
+
+    def counters(self) -> Counters:
+        c = Counters(**self._totals.as_dict())
+        if self._session is not None:
+            for name, value in self._session.counters().items():
+                if name in ("in_flight", "buffered"):
+                    setattr(c, name, value)
+                else:
+                    setattr(c, name, getattr(c, name) + value)
+        return c
+
+    async def _report_counters(self) -> None:
+        while True:
+            self.sink.counters_changed(self.counters())
+            await asyncio.sleep(COUNTER_INTERVAL)
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        reporter = asyncio.create_task(self._report_counters())
+        try:
+            await self._run(stop)
+        finally:
+            reporter.cancel()
+            self.sink.counters_changed(self.counters())
+
+    async def _run(self, stop: asyncio.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            self._enter(State.STARTING)
+            outcome, error = await self._one_session(stop)
+            if outcome == "stopped":
+                self._terminate("shutdown")
+                return
+            if outcome == "limit":
+                self._terminate(f"delete-after reached: {self._moved()} messages moved")
+                return
+            failures += 1
+            if self.cfg.reconnect_delay == 0:
+                self._terminate(f"{error}; reconnect_delay is 0, not reconnecting")
+                return
+            delay = self._backoff(failures)
+            self._totals.reconnects += 1
+            self._enter(State.STARTING, f"{error}; reconnecting in {delay:.1f}s")
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            except asyncio.TimeoutError:
+                continue
+        self._terminate("shutdown")
+
+    def _terminate(self, reason: str) -> None:
+        self.terminated_reason = reason
+        self._enter(State.TERMINATED, reason)
+
+    def _backoff(self, failures: int) -> float:
+        """The seed's delay for the first retry; repeated failures back off, with jitter so that
+        many shovels failing together do not reconnect in lockstep."""
+        base = self.cfg.reconnect_delay
+        if failures <= 1:
+            return base
+        factor = min(2 ** (failures - 1), MAX_BACKOFF_FACTOR)
+        return base * factor * self._rng.uniform(0.75, 1.0)
+
+    def _moved(self) -> int:
+        """Messages the source has let go of for good (acked, or consumed with no_ack)."""
+        if self.cfg.ack_mode == AckMode.NO_ACK:
+            return self._totals.consumed
+        return self._totals.acked
+
+    def _remaining_limit(self) -> int:
+        """The delivery limit for the next session: 0 = none, -1 = already reached."""
+        if self._limit_total is None:
+            return 0
+        return max(self._limit_total - self._moved(), 0) or -1
+
+    async def _one_session(self, stop: asyncio.Event) -> tuple[str, str | None]:
+        """Returns ("stopped" | "limit" | "failed", reason)."""
+        limit = self._remaining_limit()
+        if limit < 0:
+            return "limit", None
+        src = self._rng.choice(self.cfg.source.brokers)
+        dst = self._rng.choice(self.cfg.destination.brokers)
+        session = Session(
+            self.cfg,
+            limit_from_queue_length=(
+                self.cfg.delete_after == DeleteAfter.QUEUE_LENGTH and self._limit_total is None
+            ),
+            on_blocked=lambda b: self._enter(State.BLOCKED if b else State.RUNNING),
+            limit=limit,
+            client_name=self.client_name,
+        )
+        self._session = session
+        try:
+            try:
+                await session.open(src, dst)
+                if session.queue_length_limit is not None:
+                    self._limit_total = session.queue_length_limit
+                    log.info("shovel %s: will move %d messages (the queue's length at start)",
+                             self.cfg.name, self._limit_total)
+                    if self._limit_total == 0:
+                        return "limit", None
+                self._enter(State.RUNNING)
+                outcome = await session.wait(stop)
+            except (LinkError, SessionEnded, OSError) as exc:
+                return "failed", str(exc)
+            drained = await session.drain(self.drain_timeout)
+            if not drained:
+                log.warning(
+                    "shovel %s: %d messages not settled within %.0fs; the source requeues them",
+                    self.cfg.name,
+                    (session.relay.in_flight + session.relay.buffered) if session.relay else 0,
+                    self.drain_timeout,
+                )
+            return ("limit" if outcome == "limit" else "stopped"), None
+        finally:
+            await session.close()
+            self._fold(session)
+            self._session = None
+
+    def _fold(self, session: Session) -> None:
+        for name, value in session.counters().items():
+            if name not in ("in_flight", "buffered"):
+                setattr(self._totals, name, getattr(self._totals, name) + value)

@@ -1,0 +1,242 @@
+"""One connected attempt of a shovel: a source link, a destination link and the relay between them.
+
+A session opens both connections, issues the declarations, wires the relay into both streams and
+forwards until it is told to stop, a connection fails, or its delivery limit is reached. Any
+failure ends the whole session (both connections), as in the Erlang shovel: whatever the source had
+delivered and not yet had acknowledged is requeued by the source broker, so nothing is lost and a
+new session starts clean. Reconnecting and reporting status are the pump's business, not this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from .amqp_link import Link, LinkError, open_link
+from .fastpath import Relay
+from .forwarding import relay_options
+from .model import AckMode, BrokerURI, ShovelConfig
+from .uri import to_pika_parameters
+
+log = logging.getLogger(__name__)
+
+
+class SessionEnded(Exception):
+    """Why a session stopped forwarding (a failure; carries a human-readable reason)."""
+
+
+class Session:
+    """See the module docstring. ``on_blocked(bool)`` reports destination flow control."""
+
+    def __init__(
+        self,
+        cfg: ShovelConfig,
+        *,
+        on_blocked: Callable[[bool], None],
+        limit: int = 0,
+        limit_from_queue_length: bool = False,
+        client_name: str = "pumpd",
+    ) -> None:
+        self.cfg = cfg
+        self._on_blocked = on_blocked
+        self._limit = limit
+        self._limit_from_queue_length = limit_from_queue_length
+        # delete-after "queue-length": the queue's length when the shovel first connected
+        self.queue_length_limit: int | None = None
+        self._client_name = client_name
+        self.source: Link | None = None
+        self.destination: Link | None = None
+        self.relay: Relay | None = None
+        self.queue = cfg.queue
+        self._consumer_tag: str | None = None
+        self._blocked = False
+        self._flush_scheduled = False
+        self._failed: asyncio.Future[BaseException] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._flow_task: asyncio.Task[None] | None = None
+        self.source_uri: BrokerURI | None = None
+        self.destination_uri: BrokerURI | None = None
+
+    @property
+    def unbounded(self) -> bool:
+        """Whether nothing but us limits what the source sends (no prefetch applies)."""
+        return self.cfg.ack_mode == AckMode.NO_ACK or self.cfg.prefetch_count == 0
+
+    async def open(self, source_uri: BrokerURI, destination_uri: BrokerURI) -> None:
+        """Connect both sides, declare, and start consuming.
+
+        :raises LinkError: when a broker refuses or fails; the caller closes the session
+        """
+        self._loop = asyncio.get_running_loop()
+        self._failed = self._loop.create_future()
+        self.source_uri, self.destination_uri = source_uri, destination_uri
+        name = f"{self._client_name} {self.cfg.name}"
+        self.destination = await open_link(
+            destination_uri, to_pika_parameters(destination_uri, client_name=f"{name} (destination)")
+        )
+        self._watch(self.destination)
+        await self.destination.declare(self.cfg.destination.declarations)
+        if self.cfg.ack_mode == AckMode.ON_CONFIRM:
+            await self.destination.confirm_select()
+        self.source = await open_link(
+            source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)")
+        )
+        self._watch(self.source)
+        await self.source.declare(self.cfg.source.declarations)
+        self.queue = self.cfg.queue or self.source.last_declared_queue
+        if not self.queue:
+            raise LinkError("queue \"\" means the last declared queue, but none was declared")
+        if self._limit_from_queue_length:
+            self.queue_length_limit = self._limit = await self.source.queue_length(self.queue)
+            if self._limit == 0:
+                return
+        if self.cfg.ack_mode != AckMode.NO_ACK:
+            await self.source.qos(self.cfg.prefetch_count)
+        self.relay = Relay(
+            source_channel=self.source.channel_number,
+            dest_channel=self.destination.channel_number,
+            dest_frame_max=self.destination.frame_max,
+            window=self.cfg.prefetch_count,
+            limit=self._limit,
+            **relay_options(self.cfg, source_uri, destination_uri, self.queue),
+        )
+        relay = self.relay
+        self.source.intercept(self._fed(relay.feed_source))
+        self.destination.intercept(self._fed(relay.feed_destination))
+        self.destination.on_blocked(self._set_blocked)
+        await self._consume()
+
+    async def _consume(self) -> None:
+        assert self.source is not None
+        self._consumer_tag = await self.source.consume(
+            self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK
+        )
+
+    def _watch(self, link: Link) -> None:
+        def closed(fut: asyncio.Future[BaseException]) -> None:
+            if self._failed is not None and not self._failed.done():
+                self._failed.set_result(fut.result())
+
+        link.closed.add_done_callback(closed)
+
+    def _fed(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+        """Wrap a relay feed so that any output it produced gets flushed this loop iteration."""
+
+        def intercept(data: bytes) -> bytes:
+            rest = feed(data)
+            if not self._flush_scheduled and self.relay is not None and self.relay.has_output():
+                self._flush_scheduled = True
+                assert self._loop is not None
+                self._loop.call_soon(self.flush)
+            return rest
+
+        return intercept
+
+    def flush(self) -> None:
+        """Write what the relay produced: publishes (unless blocked), then source acks."""
+        self._flush_scheduled = False
+        relay = self.relay
+        if relay is None or self.source is None or self.destination is None:
+            return
+        if not self._blocked:
+            self.destination.write(relay.take_publishes())
+        self.source.write(relay.take_source_output())
+
+    def _set_blocked(self, blocked: bool) -> None:
+        self._blocked = blocked
+        log.info("shovel %s: destination %s", self.cfg.name, "blocked" if blocked else "unblocked")
+        self._on_blocked(blocked)
+        if not blocked:
+            self.flush()
+        if self.unbounded:
+            # With no prefetch to bound what piles up, stop the source delivering while blocked.
+            assert self._loop is not None
+            self._flow_task = self._loop.create_task(self._source_flow(not blocked))
+
+    async def _source_flow(self, active: bool) -> None:
+        assert self.source is not None
+        try:
+            if not active and self._consumer_tag:
+                tag, self._consumer_tag = self._consumer_tag, None
+                await self.source.cancel(tag)
+            elif active and not self._consumer_tag:
+                await self._consume()
+        except LinkError as exc:
+            log.debug("shovel %s: source flow change failed: %s", self.cfg.name, exc)
+
+    async def wait(self, stop: asyncio.Event) -> str | None:
+        """Forward until ``stop`` is set (returns None), the delivery limit is reached (returns
+        "limit"), or a connection fails (raises :class:`SessionEnded`)."""
+        assert self._failed is not None and self.relay is not None
+        stop_task = asyncio.ensure_future(stop.wait())
+        try:
+            while True:
+                done, _ = await asyncio.wait(
+                    {self._failed, stop_task}, timeout=0.2, return_when=asyncio.FIRST_COMPLETED
+                )
+                if self._failed.done():
+                    raise SessionEnded(str(self._failed.result()))
+                if stop_task.done():
+                    return None
+                if self.relay.limit_reached and self.relay.buffered == 0:
+                    return "limit"
+        finally:
+            stop_task.cancel()
+
+    async def drain(self, timeout: float) -> bool:
+        """Stop consuming, publish what is held, wait for outstanding confirms and ack them.
+
+        Returns True when everything received was settled within ``timeout`` seconds; whatever
+        was not is left unacknowledged and the source requeues it when the session closes.
+        """
+        relay, source = self.relay, self.source
+        if relay is None or source is None or not source.is_open:
+            return False
+        if self._consumer_tag:
+            tag, self._consumer_tag = self._consumer_tag, None
+            try:
+                await asyncio.wait_for(source.cancel(tag), timeout=max(timeout, 0.1))
+            except (LinkError, asyncio.TimeoutError):
+                return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.flush()
+            if relay.buffered == 0 and relay.in_flight == 0:
+                break
+            if self._failed is not None and self._failed.done():
+                return False
+            await asyncio.sleep(0.02)
+        self.flush()
+        return relay.buffered == 0 and relay.in_flight == 0
+
+    async def close(self) -> None:
+        """Close both connections (source first, after its acks are written)."""
+        if self._flow_task is not None:
+            self._flow_task.cancel()
+        for link in (self.source, self.destination):
+            if link is not None:
+                link.intercept(None) if not link.is_open else None
+                try:
+                    await link.close()
+                except Exception as exc:  # closing is best effort: the broker may be gone
+                    log.debug("closing %s: %s", link.uri.redacted(), exc)
+                    link.abort()
+
+    def counters(self) -> dict[str, Any]:
+        r = self.relay
+        if r is None:
+            return {}
+        return {
+            "consumed": r.consumed,
+            "published": r.published,
+            "confirmed": r.confirmed,
+            "acked": r.acked,
+            "nacked": r.nacked,
+            "returned": r.returned,
+            "redelivered": r.redelivered,
+            "in_flight": r.in_flight,
+            "buffered": r.buffered,
+            "bytes": r.bytes,
+        }
