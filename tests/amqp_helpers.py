@@ -1,0 +1,151 @@
+"""Small synchronous AMQP helpers for tests, on ``pika.BlockingConnection``.
+
+Every helper opens its own connection from an ``amqp://`` URI (e.g. ``node_a.uri(vhost_a)``)
+and closes it before returning, so tests stay independent of connection state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pika
+from pika.adapters.blocking_connection import BlockingChannel
+
+__all__ = [
+    "Delivery",
+    "Message",
+    "blocking_connection",
+    "declare_queue",
+    "drain_queue",
+    "publish_messages",
+    "queue_depth",
+]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to publish: its body and (optionally) its properties."""
+
+    body: bytes
+    properties: pika.BasicProperties | None = None
+
+
+class Delivery(NamedTuple):
+    """A consumed message: ``(method, properties, body)``.
+
+    ``method`` is a ``Basic.Deliver`` or ``Basic.GetOk`` frame; both have ``delivery_tag``,
+    ``redelivered``, ``exchange`` and ``routing_key``.
+    """
+
+    method: Any
+    properties: pika.BasicProperties
+    body: bytes
+
+
+@contextmanager
+def blocking_connection(uri: str) -> Iterator[pika.BlockingConnection]:
+    """A ``BlockingConnection`` to ``uri``, closed on exit."""
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        yield connection
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+@contextmanager
+def _channel(uri: str) -> Iterator[BlockingChannel]:
+    with blocking_connection(uri) as connection:
+        yield connection.channel()
+
+
+def publish_messages(
+    uri: str,
+    exchange: str,
+    routing_key: str,
+    messages: list[Message],
+    confirm: bool = True,
+) -> None:
+    """Publish ``messages`` in order to ``exchange`` with ``routing_key``.
+
+    With ``confirm`` the channel is in confirm mode and each publish waits for the broker's
+    confirm: when this returns, the broker has taken responsibility for every message (raises
+    ``pika.exceptions.NackError`` on a nack).
+    """
+    with _channel(uri) as channel:
+        if confirm:
+            channel.confirm_delivery()
+        for message in messages:
+            channel.basic_publish(
+                exchange=exchange,
+                routing_key=routing_key,
+                body=message.body,
+                properties=message.properties,
+            )
+
+
+def drain_queue(
+    uri: str,
+    queue: str,
+    expected: int | None = None,
+    timeout: float = 10.0,
+) -> list[Delivery]:
+    """Consume (and ack) messages from ``queue``; returns them in delivery order.
+
+    :param expected: stop after this many messages, waiting up to ``timeout`` seconds for them
+        to arrive (fewer are returned on timeout; the caller asserts the count). ``None``: take
+        what the queue holds now, until it is empty.
+    """
+    deliveries: list[Delivery] = []
+    deadline = time.monotonic() + timeout
+    with _channel(uri) as channel:
+        if expected is None:
+            while time.monotonic() < deadline:
+                method, properties, body = channel.basic_get(queue, auto_ack=False)
+                if method is None:
+                    break
+                channel.basic_ack(method.delivery_tag)
+                deliveries.append(Delivery(method, properties, body))
+            return deliveries
+        if expected <= 0:
+            return deliveries
+        # A prefetch of exactly the remaining count: nothing beyond it is taken off the queue.
+        channel.basic_qos(prefetch_count=min(expected, 65535))
+        while len(deliveries) < expected and time.monotonic() < deadline:
+            # The same arguments each time: pika resumes its consumer generator.
+            for method, properties, body in channel.consume(
+                queue, auto_ack=False, inactivity_timeout=0.25
+            ):
+                if method is None:  # inactivity timeout: re-check the deadline
+                    break
+                channel.basic_ack(method.delivery_tag)
+                deliveries.append(Delivery(method, properties, body))
+                if len(deliveries) >= expected or time.monotonic() >= deadline:
+                    break
+        channel.cancel()
+    return deliveries
+
+
+def queue_depth(uri: str, queue: str) -> tuple[int, int]:
+    """``(messages_ready, consumers)`` of ``queue``, by a passive declare.
+
+    Raises ``pika.exceptions.ChannelClosedByBroker`` (404) if the queue does not exist.
+    """
+    with _channel(uri) as channel:
+        frame = channel.queue_declare(queue, passive=True)
+        return int(frame.method.message_count), int(frame.method.consumer_count)
+
+
+def declare_queue(
+    uri: str,
+    name: str,
+    durable: bool = True,
+    arguments: dict[str, Any] | None = None,
+) -> None:
+    """Declare queue ``name`` (durable by default; pass ``arguments`` for e.g. quorum)."""
+    with _channel(uri) as channel:
+        channel.queue_declare(name, durable=durable, arguments=arguments)
