@@ -1,0 +1,1073 @@
+# cython: language_level=3
+"""The native data plane: ``ConfirmWindow`` and ``Relay`` in C, same API and behaviour as the
+pure-Python reference (:mod:`pumpd.confirms`, :mod:`pumpd.relay_ref`), which is the specification.
+
+What makes it fast, compared with the reference:
+
+- frames are parsed with pointer arithmetic straight from the bytes read off the socket, and
+  ``basic.publish`` + content header + body frames are encoded straight into one C buffer that
+  grows in place; no Python object is made per message (except with ``rewrite_properties``);
+- a message is *streamed*: its publish method frame is written when ``basic.deliver`` arrives,
+  the content header when the header arrives, and each body frame's bytes are copied once, from
+  the input to the publish buffer, re-chunked at the destination frame size on the way. Only a
+  frame cut by the end of a read is copied to the carry-over buffer first. The publish buffer
+  therefore may end with the frames of one unfinished message; ``take_publishes`` hands out only
+  the complete ones (``_complete`` marks where they end);
+- the confirm window is a ring of delivery tags and two bitmaps (settled, nacked) of 64-bit
+  words; advancing the confirmed prefix is a count of trailing ones per word.
+
+Invariant checks are compiled in only with ``PUMPD_DEBUG=1`` (see ``setup.py``); in a release
+build ``if PUMPD_DEBUG:`` is a constant 0 and the C compiler drops them.
+
+The cdef declarations live here, not in a ``.pxd``: with ``src/`` mapped as the package directory
+Cython does not pick one up (see the design notes).
+"""
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcpy, memmove
+
+from pumpd import frames as _frames
+from pumpd.frames import FrameError
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    #ifndef PUMPD_DEBUG
+    #define PUMPD_DEBUG 0
+    #endif
+
+    static inline int pumpd_ctz64(uint64_t x) { return __builtin_ctzll(x); }
+    static inline int pumpd_clz64(uint64_t x) { return __builtin_clzll(x); }
+    static inline int pumpd_popcount64(uint64_t x) { return __builtin_popcountll(x); }
+    /* the n lowest bits set, 0 <= n <= 64 */
+    static inline uint64_t pumpd_low_bits(unsigned n) {
+        return n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
+    }
+
+    /* AMQP is big-endian. */
+    static inline uint16_t pumpd_rd16(const unsigned char *p) {
+        return (uint16_t)(((unsigned)p[0] << 8) | p[1]);
+    }
+    static inline uint32_t pumpd_rd32(const unsigned char *p) {
+        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+    }
+    static inline uint64_t pumpd_rd64(const unsigned char *p) {
+        return ((uint64_t)pumpd_rd32(p) << 32) | pumpd_rd32(p + 4);
+    }
+    static inline void pumpd_wr16(unsigned char *p, uint16_t v) {
+        p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v;
+    }
+    static inline void pumpd_wr32(unsigned char *p, uint32_t v) {
+        p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+        p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+    }
+    static inline void pumpd_wr64(unsigned char *p, uint64_t v) {
+        pumpd_wr32(p, (uint32_t)(v >> 32)); pumpd_wr32(p + 4, (uint32_t)v);
+    }
+    """
+    int PUMPD_DEBUG
+    int pumpd_ctz64(uint64_t x) nogil
+    int pumpd_clz64(uint64_t x) nogil
+    int pumpd_popcount64(uint64_t x) nogil
+    uint64_t pumpd_low_bits(unsigned n) nogil
+    uint16_t pumpd_rd16(const unsigned char *p) nogil
+    uint32_t pumpd_rd32(const unsigned char *p) nogil
+    uint64_t pumpd_rd64(const unsigned char *p) nogil
+    void pumpd_wr16(unsigned char *p, uint16_t v) nogil
+    void pumpd_wr32(unsigned char *p, uint32_t v) nogil
+    void pumpd_wr64(unsigned char *p, uint64_t v) nogil
+
+DEBUG_BUILD = bool(PUMPD_DEBUG)
+
+# Wire constants, as in pumpd.frames (checked against it below, at import).
+cdef enum:
+    FRAME_METHOD = 1
+    FRAME_HEADER = 2
+    FRAME_BODY = 3
+    FRAME_END = 0xCE
+    FRAME_HEAD = 7  # type(1) channel(2) size(4)
+    CLASS_BASIC = 60
+    BASIC_PUBLISH = 40
+    BASIC_RETURN = 50
+    BASIC_DELIVER = 60
+    BASIC_ACK = 80
+    BASIC_NACK = 120
+    ACK_MODE_NO_ACK = 0
+    ACK_MODE_ON_PUBLISH = 1
+    ACK_MODE_ON_CONFIRM = 2
+    N_PROPERTIES = 14
+    ACK_FRAME_SIZE = 21  # 7 + class, method (4) + tag (8) + bits (1) + end
+    # states of a content assembler
+    IDLE = 0
+    HEADER = 1
+    BODY = 2
+    # property wire kinds
+    KIND_SHORTSTR = 0
+    KIND_TABLE = 1
+    KIND_OCTET = 2
+    KIND_U64 = 3
+
+# Property wire kinds by index, from frames.PROPERTY_KINDS ("s", "t", "o", "q").
+cdef int[14] PROPERTY_KIND
+for _index, _kind in enumerate(_frames.PROPERTY_KINDS):
+    PROPERTY_KIND[_index] = "stoq".index(_kind)
+del _index, _kind
+
+# The C constants above are the wire's and pumpd.frames' too: refuse to load if they drift.
+if (
+    len(_frames.PROPERTY_KINDS) != N_PROPERTIES
+    or (_frames.FRAME_METHOD, _frames.FRAME_HEADER, _frames.FRAME_BODY, _frames.FRAME_END,
+        _frames.FRAME_HEADER_SIZE, _frames.CLASS_BASIC, _frames.BASIC_PUBLISH,
+        _frames.BASIC_RETURN, _frames.BASIC_DELIVER, _frames.BASIC_ACK, _frames.BASIC_NACK,
+        _frames.ACK_MODE_NO_ACK, _frames.ACK_MODE_ON_PUBLISH, _frames.ACK_MODE_ON_CONFIRM)
+    != (FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_END, FRAME_HEAD, CLASS_BASIC,
+        BASIC_PUBLISH, BASIC_RETURN, BASIC_DELIVER, BASIC_ACK, BASIC_NACK, ACK_MODE_NO_ACK,
+        ACK_MODE_ON_PUBLISH, ACK_MODE_ON_CONFIRM)
+):
+    raise ImportError("pumpd._fastpath disagrees with pumpd.frames on the wire constants")
+
+# -- growable byte buffers -----------------------------------------------------------------------
+
+ctypedef struct Buf:
+    unsigned char *data
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int buf_grow(Buf *b, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t want = b.len + extra
+    cdef Py_ssize_t cap = b.cap * 2
+    if cap < want:
+        cap = want
+    if cap < 4096:
+        cap = 4096
+    cdef unsigned char *p = <unsigned char *>realloc(b.data, <size_t>cap)
+    if p == NULL:
+        raise MemoryError()
+    b.data = p
+    b.cap = cap
+    return 0
+
+
+cdef inline int buf_reserve(Buf *b, Py_ssize_t extra) except -1:
+    """Room for ``extra`` more bytes; the buffer only grows."""
+    if b.len + extra > b.cap:
+        return buf_grow(b, extra)
+    return 0
+
+
+cdef inline int buf_append(Buf *b, const unsigned char *p, Py_ssize_t n) except -1:
+    if b.len + n > b.cap:
+        buf_grow(b, n)
+    memcpy(b.data + b.len, p, <size_t>n)
+    b.len += n
+    return 0
+
+
+cdef inline void write_ack_frame(unsigned char *o, uint16_t channel, uint16_t method,
+                                 uint64_t tag, unsigned char bits) noexcept:
+    o[0] = FRAME_METHOD
+    pumpd_wr16(o + 1, channel)
+    pumpd_wr32(o + 3, 13)
+    pumpd_wr16(o + 7, CLASS_BASIC)
+    pumpd_wr16(o + 9, method)
+    pumpd_wr64(o + 11, tag)
+    o[19] = bits
+    o[20] = FRAME_END
+
+
+cdef inline void buf_free(Buf *b) noexcept:
+    free(b.data)
+    b.data = NULL
+    b.len = 0
+    b.cap = 0
+
+
+cdef object bytes_of(Buf *b):
+    """The buffer's bytes as a new ``bytes`` (the shared empty one when there are none)."""
+    if b.len == 0:
+        return b""
+    return PyBytes_FromStringAndSize(<char *>b.data, b.len)
+
+
+# -- the confirm window --------------------------------------------------------------------------
+
+@cython.final
+cdef class ConfirmWindow:
+    """Outstanding publishes: sequence number → source delivery tag, and which are settled.
+
+    Same API and behaviour as :class:`pumpd.confirms.ConfirmWindow`. The ring of tags and the two
+    bitmaps (settled: acked or nacked; nacked) have ``capacity`` entries; the bit of a sequence
+    number is ``seq & (capacity - 1)``, so a word never straddles the end of the ring. Bits outside
+    ``[base, next)`` are always 0: settling only touches that range and advancing clears what it
+    passes.
+    """
+
+    cdef uint64_t *_tags
+    cdef uint64_t *_settled
+    cdef uint64_t *_nackbits
+    cdef uint64_t _cap
+    cdef uint64_t _mask
+    cdef uint64_t _base  # oldest unsettled sequence number
+    cdef uint64_t _next  # next sequence number to hand out
+    cdef uint64_t _unsettled
+    cdef uint64_t _nacked_open  # nacked bits not yet passed by the advance
+    cdef uint64_t _pending_tag
+    cdef uint64_t _pending_count
+    cdef readonly unsigned long long confirmed
+    cdef readonly unsigned long long nacked
+    cdef readonly unsigned long long acked
+
+    def __init__(self, long long capacity=64):
+        cdef uint64_t cap = 64
+        while <long long>cap < capacity:
+            cap *= 2
+        self._release()
+        self._tags = <uint64_t *>malloc(cap * sizeof(uint64_t))
+        self._settled = <uint64_t *>calloc(cap // 64, sizeof(uint64_t))
+        self._nackbits = <uint64_t *>calloc(cap // 64, sizeof(uint64_t))
+        if self._tags == NULL or self._settled == NULL or self._nackbits == NULL:
+            self._release()
+            raise MemoryError()
+        self._cap = cap
+        self._mask = cap - 1
+        self._base = 1
+        self._next = 1
+        self._unsettled = 0
+        self._nacked_open = 0
+        self._pending_tag = 0
+        self._pending_count = 0
+        self.confirmed = 0
+        self.nacked = 0
+        self.acked = 0
+
+    def __dealloc__(self):
+        self._release()
+
+    cdef void _release(self) noexcept:
+        free(self._tags)
+        free(self._settled)
+        free(self._nackbits)
+        self._tags = NULL
+        self._settled = NULL
+        self._nackbits = NULL
+        self._cap = 0
+
+    @property
+    def outstanding(self):
+        """Published and not yet settled by the destination."""
+        return self._unsettled
+
+    @property
+    def next_seq(self):
+        return self._next
+
+    @property
+    def capacity(self):
+        return self._cap
+
+    def add(self, uint64_t delivery_tag):
+        """Record the next publish; returns its confirm sequence number."""
+        cdef uint64_t seq = self._add(delivery_tag)
+        if PUMPD_DEBUG:
+            self._check()
+        return seq
+
+    def ack(self, uint64_t seq, bint multiple):
+        """The destination confirmed ``seq`` (and, with ``multiple``, everything before it)."""
+        self._ack(seq, multiple)
+        if PUMPD_DEBUG:
+            self._check()
+
+    def nack(self, uint64_t seq, bint multiple):
+        """The destination refused ``seq`` (and, with ``multiple``, everything unsettled before
+        it). Returns the source delivery tags to reject with requeue, oldest first."""
+        cdef list rejected = self._nack(seq, multiple)
+        if PUMPD_DEBUG:
+            self._check()
+        return rejected
+
+    def take_ack(self):
+        """The delivery tag for one source ``basic.ack(multiple=true)`` covering every publish
+        acked since the last call, or 0 when there is none."""
+        return self._take_ack()
+
+    # -- C-level API, used by Relay without Python calls -------------------------------------
+
+    cdef inline uint64_t _add(self, uint64_t tag) except 0:
+        if self._next - self._base >= self._cap:
+            self._grow()
+        cdef uint64_t seq = self._next
+        self._tags[seq & self._mask] = tag
+        self._next = seq + 1
+        self._unsettled += 1
+        return seq
+
+    cdef inline void _ack(self, uint64_t seq, bint multiple) noexcept:
+        cdef uint64_t last, pos, bit
+        if multiple:
+            last = seq if seq < self._next else self._next - 1
+            if last >= self._base:
+                self._settle_range(self._base, last)
+        elif self._base <= seq and seq < self._next:
+            pos = seq & self._mask
+            bit = (<uint64_t>1) << (pos & 63)
+            if not (self._settled[pos >> 6] & bit):
+                self._settled[pos >> 6] |= bit
+                self.confirmed += 1
+                self._unsettled -= 1
+        self._advance()
+
+    cdef inline uint64_t _take_ack(self) noexcept:
+        cdef uint64_t tag = self._pending_tag
+        if tag:
+            self.acked += self._pending_count
+            self._pending_tag = 0
+            self._pending_count = 0
+        return tag
+
+    cdef list _nack(self, uint64_t seq, bint multiple):
+        cdef uint64_t first = self._base if multiple else seq
+        cdef uint64_t last = seq if seq < self._next else self._next - 1
+        cdef uint64_t s, pos, w, bits, fresh
+        cdef unsigned off, n
+        cdef int k
+        cdef list rejected = []
+        if first < self._base:
+            first = self._base
+        s = first
+        while s <= last:
+            pos = s & self._mask
+            off = pos & 63
+            n = 64 - off
+            if last - s + 1 < n:
+                n = <unsigned>(last - s + 1)
+            bits = pumpd_low_bits(n) << off
+            w = pos >> 6
+            fresh = ~self._settled[w] & bits
+            if fresh:
+                self._settled[w] |= fresh
+                self._nackbits[w] |= fresh
+                k = pumpd_popcount64(fresh)
+                self._unsettled -= k
+                self._nacked_open += k
+                self.nacked += k
+                while fresh:
+                    rejected.append(self._tags[(w << 6) | <uint64_t>pumpd_ctz64(fresh)])
+                    fresh &= fresh - 1
+            s += n
+        self._advance()
+        return rejected
+
+    # -- internals -----------------------------------------------------------------------------
+
+    cdef void _settle_range(self, uint64_t first, uint64_t last) noexcept:
+        """Mark [first, last] settled by ack, whole words at a time."""
+        cdef uint64_t s = first, pos, w, bits
+        cdef unsigned off, n, fresh
+        while s <= last:
+            pos = s & self._mask
+            off = pos & 63
+            n = 64 - off
+            if last - s + 1 < n:
+                n = <unsigned>(last - s + 1)
+            bits = pumpd_low_bits(n) << off
+            w = pos >> 6
+            fresh = n - <unsigned>pumpd_popcount64(self._settled[w] & bits)
+            self.confirmed += fresh
+            self._unsettled -= fresh
+            self._settled[w] |= bits
+            s += n
+
+    cdef inline void _advance(self) noexcept:
+        """Move ``base`` over the settled prefix, a word at a time; record the newest acked tag."""
+        cdef uint64_t pos, w, inv, bits, nb, acked_bits
+        cdef uint64_t run
+        cdef unsigned off
+        cdef int k
+        while self._base < self._next:
+            pos = self._base & self._mask
+            off = pos & 63
+            w = pos >> 6
+            inv = (~self._settled[w]) >> off
+            run = <uint64_t>pumpd_ctz64(inv) if inv else 64 - off
+            if run > self._next - self._base:
+                run = self._next - self._base
+            if run == 0:
+                return
+            bits = pumpd_low_bits(<unsigned>run) << off
+            self._settled[w] &= ~bits
+            self._base += run
+            if self._nacked_open:
+                nb = self._nackbits[w] & bits
+                if nb:
+                    # rare path: the run holds nacked publishes, which the source ack must skip
+                    k = pumpd_popcount64(nb)
+                    self._nackbits[w] &= ~nb
+                    self._nacked_open -= k
+                    acked_bits = bits & ~nb
+                    if acked_bits:
+                        self._pending_tag = self._tags[(w << 6) | <uint64_t>(63 - pumpd_clz64(acked_bits))]
+                        self._pending_count += run - k
+                    continue
+            self._pending_tag = self._tags[(self._base - 1) & self._mask]
+            self._pending_count += run
+
+    cdef int _grow(self) except -1:
+        cdef uint64_t cap = self._cap * 2
+        cdef uint64_t mask = cap - 1
+        cdef uint64_t s, old, new
+        cdef uint64_t *tags = <uint64_t *>malloc(cap * sizeof(uint64_t))
+        cdef uint64_t *settled = <uint64_t *>calloc(cap // 64, sizeof(uint64_t))
+        cdef uint64_t *nackbits = <uint64_t *>calloc(cap // 64, sizeof(uint64_t))
+        if tags == NULL or settled == NULL or nackbits == NULL:
+            free(tags)
+            free(settled)
+            free(nackbits)
+            raise MemoryError()
+        s = self._base
+        while s < self._next:
+            old = s & self._mask
+            new = s & mask
+            tags[new] = self._tags[old]
+            if self._settled[old >> 6] >> (old & 63) & 1:
+                settled[new >> 6] |= (<uint64_t>1) << (new & 63)
+            if self._nackbits[old >> 6] >> (old & 63) & 1:
+                nackbits[new >> 6] |= (<uint64_t>1) << (new & 63)
+            s += 1
+        self._release()
+        self._tags = tags
+        self._settled = settled
+        self._nackbits = nackbits
+        self._cap = cap
+        self._mask = mask
+        return 0
+
+    cdef int _check(self) except -1:
+        """Debug builds: the invariants, with a full scan (never called in a release build)."""
+        cdef uint64_t s, pos, w, settled_in = 0, nacked_in = 0, settled_all = 0, nacked_all = 0
+        if self._base > self._next or self._next - self._base > self._cap:
+            raise AssertionError(f"confirm window: base {self._base} next {self._next} cap {self._cap}")
+        for w in range(self._cap // 64):
+            settled_all += pumpd_popcount64(self._settled[w])
+            nacked_all += pumpd_popcount64(self._nackbits[w])
+            if self._nackbits[w] & ~self._settled[w]:
+                raise AssertionError(f"confirm window: a nacked bit not settled in word {w}")
+        s = self._base
+        while s < self._next:
+            pos = s & self._mask
+            settled_in += self._settled[pos >> 6] >> (pos & 63) & 1
+            nacked_in += self._nackbits[pos >> 6] >> (pos & 63) & 1
+            s += 1
+        if settled_in != settled_all or nacked_in != nacked_all:
+            raise AssertionError("confirm window: bits set outside [base, next)")
+        if self._next - self._base - settled_in != self._unsettled:
+            raise AssertionError(f"confirm window: {self._unsettled} unsettled counted, "
+                                 f"{self._next - self._base - settled_in} in the bitmap")
+        if nacked_in != self._nacked_open:
+            raise AssertionError(f"confirm window: {self._nacked_open} open nacks counted, {nacked_in} in the bitmap")
+        return 0
+
+
+# -- the relay -----------------------------------------------------------------------------------
+
+@cython.final
+cdef class Relay:
+    """One session's data plane: same API and behaviour as :class:`pumpd.relay_ref.Relay`.
+
+    :raises ValueError: for a destination frame_max below 4096 or an unknown ack mode (as the
+        reference); also, where the reference would only fail later, per message, or misbehave:
+        a channel outside 0..65535, a fixed exchange or routing key longer than 255 bytes, a
+        property override index outside 0..13, a negative limit
+    """
+
+    cdef uint16_t _src_ch
+    cdef uint16_t _dst_ch
+    cdef Py_ssize_t _body_max
+    cdef int _ack_mode
+    cdef unsigned char _mandatory
+    cdef unsigned long long _limit
+    cdef ConfirmWindow _window
+    # publish fields: fixed ones pre-encoded as short strings
+    cdef bint _ex_fixed
+    cdef bint _rk_fixed
+    cdef unsigned char[256] _ex
+    cdef unsigned char[256] _rk
+    # property overrides, pre-encoded values by index (kept alive by _ovr_keep)
+    cdef object _rewrite
+    cdef tuple _ovr_keep
+    cdef bint _has_ovr
+    cdef unsigned _ovr_flags
+    cdef Py_ssize_t _ovr_total
+    cdef const unsigned char *_ovr_ptr[14]
+    cdef Py_ssize_t[14] _ovr_len
+    # buffers
+    cdef Buf _src_carry  # an incomplete frame at the end of the last source read
+    cdef Buf _dst_carry
+    cdef Buf _pub  # publish frames: complete messages, then maybe one unfinished message
+    cdef Py_ssize_t _complete  # bytes of _pub holding complete messages
+    cdef Buf _src_out  # ack / nack frames for the source channel
+    cdef Buf _pass  # the frames for pika of the current feed call
+    # the message being assembled on the source channel
+    cdef int _src_state
+    cdef bint _held  # past the limit: parsed and dropped, not published
+    cdef bint _cur_redelivered
+    cdef uint64_t _cur_tag
+    cdef uint64_t _cur_size
+    cdef uint64_t _remaining  # body bytes still to come
+    cdef uint64_t _out_left  # bytes still to fill in the current output body frame
+    # the content of a basic.return on the destination channel (counted and dropped)
+    cdef int _ret_state
+    cdef uint64_t _ret_remaining
+    # on_publish: newest delivery tag encoded and not yet acked
+    cdef uint64_t _last_tag
+    cdef unsigned long long _buffered
+    cdef unsigned long long _acked_on_publish
+    cdef readonly unsigned long long consumed
+    cdef readonly unsigned long long published
+    cdef readonly unsigned long long redelivered
+    cdef readonly unsigned long long returned
+    cdef readonly unsigned long long bytes
+
+    def __init__(
+        self,
+        *,
+        source_channel,
+        dest_channel,
+        dest_frame_max,
+        ack_mode,
+        exchange=None,
+        routing_key=None,
+        property_overrides=None,
+        rewrite_properties=None,
+        window=0,
+        mandatory=True,
+        limit=0,
+    ):
+        cdef Py_ssize_t i
+        if dest_frame_max and dest_frame_max < 4096:
+            raise ValueError(f"destination frame_max {dest_frame_max} is below AMQP's 4096")
+        if ack_mode not in (ACK_MODE_NO_ACK, ACK_MODE_ON_PUBLISH, ACK_MODE_ON_CONFIRM):
+            raise ValueError(f"unknown ack mode {ack_mode}")
+        for name, channel in (("source_channel", source_channel), ("dest_channel", dest_channel)):
+            if not 0 <= channel <= 0xFFFF:
+                raise ValueError(f"{name} {channel} is not a channel number")
+        self._src_ch = source_channel
+        self._dst_ch = dest_channel
+        self._body_max = (dest_frame_max or 131072) - (FRAME_HEAD + 1)
+        self._ack_mode = ack_mode
+        self._mandatory = 1 if mandatory else 0
+        if limit < 0:
+            raise ValueError(f"limit {limit} is negative")
+        self._limit = limit
+        self._window = ConfirmWindow(window or 64)
+        self._ex_fixed = exchange is not None
+        if self._ex_fixed:
+            _short_string(self._ex, exchange, "exchange")
+        self._rk_fixed = routing_key is not None
+        if self._rk_fixed:
+            _short_string(self._rk, routing_key, "routing key")
+        self._rewrite = rewrite_properties
+        overrides = dict(property_overrides or {})
+        self._has_ovr = bool(overrides)
+        self._ovr_flags = 0
+        self._ovr_total = 0
+        for i in range(N_PROPERTIES):
+            self._ovr_ptr[i] = NULL
+            self._ovr_len[i] = 0
+        keep = []
+        for index, encoded in overrides.items():
+            if not 0 <= index < N_PROPERTIES:
+                raise ValueError(f"property override index {index} is not one of the 14 basic properties")
+            i = index
+            value = bytes(encoded)
+            keep.append(value)
+            self._ovr_ptr[i] = <const unsigned char *>PyBytes_AS_STRING(value)
+            self._ovr_len[i] = len(value)
+            self._ovr_flags |= 1u << (15 - i)
+        self._ovr_total = sum(len(v) for v in keep)
+        self._ovr_keep = tuple(keep)
+        self._src_carry.len = 0
+        self._dst_carry.len = 0
+        self._pub.len = 0
+        self._complete = 0
+        self._src_out.len = 0
+        self._pass.len = 0
+        self._src_state = IDLE
+        self._ret_state = IDLE
+        self._last_tag = 0
+        self._buffered = 0
+        self._acked_on_publish = 0
+        self.consumed = 0
+        self.published = 0
+        self.redelivered = 0
+        self.returned = 0
+        self.bytes = 0
+
+    def __dealloc__(self):
+        buf_free(&self._src_carry)
+        buf_free(&self._dst_carry)
+        buf_free(&self._pub)
+        buf_free(&self._src_out)
+        buf_free(&self._pass)
+
+    # -- counters -------------------------------------------------------------------------------
+
+    @property
+    def confirmed(self):
+        return self._window.confirmed
+
+    @property
+    def nacked(self):
+        return self._window.nacked
+
+    @property
+    def acked(self):
+        return self._window.acked + self._acked_on_publish
+
+    @property
+    def in_flight(self):
+        """Published and not yet settled by the destination (on_confirm only)."""
+        return self._window._unsettled
+
+    @property
+    def buffered(self):
+        """Messages encoded for the destination and not yet taken (held while blocked)."""
+        return self._buffered
+
+    @property
+    def limit_reached(self):
+        return self._limit != 0 and self.consumed >= self._limit
+
+    def has_output(self):
+        return self._complete != 0 or self._src_out.len != 0
+
+    # -- source side ----------------------------------------------------------------------------
+
+    def feed_source(self, data):
+        """Scan bytes read from the source connection; returns the bytes meant for pika."""
+        cdef Py_buffer view
+        if PyBytes_CheckExact(data):
+            return self._feed(<const unsigned char *>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), True)
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            return self._feed(<const unsigned char *>view.buf, view.len, True)
+        finally:
+            PyBuffer_Release(&view)
+
+    def take_publishes(self):
+        """All publish frames encoded since the last call, as one buffer to write. In on_publish
+        mode this also queues the source ack covering them."""
+        cdef Py_ssize_t n = self._complete
+        cdef Py_ssize_t tail
+        if n:
+            data = PyBytes_FromStringAndSize(<char *>self._pub.data, n)
+            tail = self._pub.len - n
+            if tail:  # the frames of a message still being received
+                memmove(self._pub.data, self._pub.data + n, <size_t>tail)
+            self._pub.len = tail
+            self._complete = 0
+        else:
+            data = b""
+        self.published += self._buffered
+        if self._ack_mode == ACK_MODE_ON_PUBLISH and self._last_tag:
+            buf_reserve(&self._src_out, ACK_FRAME_SIZE)
+            write_ack_frame(self._src_out.data + self._src_out.len, self._src_ch, BASIC_ACK,
+                            self._last_tag, 1)
+            self._src_out.len += ACK_FRAME_SIZE
+            self._acked_on_publish += self._buffered
+            self._last_tag = 0
+        self._buffered = 0
+        if PUMPD_DEBUG:
+            self._check()
+        return data
+
+    def take_source_output(self):
+        """Ack / nack frames for the source channel, in the order they must be sent."""
+        data = bytes_of(&self._src_out)
+        self._src_out.len = 0
+        return data
+
+    # -- destination side -----------------------------------------------------------------------
+
+    def feed_destination(self, data):
+        """Scan bytes read from the destination connection; returns the bytes meant for pika."""
+        cdef Py_buffer view
+        if PyBytes_CheckExact(data):
+            return self._feed(<const unsigned char *>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False)
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            return self._feed(<const unsigned char *>view.buf, view.len, False)
+        finally:
+            PyBuffer_Release(&view)
+
+    # -- framing --------------------------------------------------------------------------------
+
+    cdef object _feed(self, const unsigned char *data, Py_ssize_t n, bint source):
+        """Complete the carried-over frame from ``data``, then scan ``data`` in place; keep an
+        incomplete last frame for the next call. Returns the passthrough bytes."""
+        cdef Buf *carry = &self._src_carry if source else &self._dst_carry
+        cdef Py_ssize_t pos = 0, k, frame_len
+        cdef uint64_t tag
+        self._pass.len = 0
+        try:
+            if carry.len:
+                if carry.len < FRAME_HEAD:
+                    k = min(FRAME_HEAD - carry.len, n)
+                    buf_append(carry, data, k)
+                    pos = k
+                if carry.len >= FRAME_HEAD:
+                    frame_len = FRAME_HEAD + <Py_ssize_t>pumpd_rd32(carry.data + 3) + 1
+                    k = min(frame_len - carry.len, n - pos)
+                    buf_append(carry, data + pos, k)
+                    pos += k
+                    if carry.len == frame_len:
+                        self._scan(carry.data, carry.len, source)
+                        carry.len = 0
+            if carry.len == 0:
+                pos += self._scan(data + pos, n - pos, source)
+                if pos < n:
+                    buf_append(carry, data + pos, n - pos)
+        except BaseException:
+            if source:
+                # Never hand out part of a message: drop the frames of the unfinished one.
+                self._pub.len = self._complete
+                self._src_state = IDLE
+            raise
+        if not source:
+            tag = self._window._take_ack()
+            if tag:
+                buf_reserve(&self._src_out, ACK_FRAME_SIZE)
+                write_ack_frame(self._src_out.data + self._src_out.len, self._src_ch, BASIC_ACK, tag, 1)
+                self._src_out.len += ACK_FRAME_SIZE
+        if PUMPD_DEBUG:
+            self._check()
+        return bytes_of(&self._pass)
+
+    cdef Py_ssize_t _scan(self, const unsigned char *buf, Py_ssize_t n, bint source) except -1:
+        """Handle every complete frame in ``buf``; returns the bytes used."""
+        cdef Py_ssize_t pos = 0, size, end
+        cdef uint16_t channel
+        cdef int taken
+        while n - pos >= FRAME_HEAD:
+            size = <Py_ssize_t>pumpd_rd32(buf + pos + 3)
+            end = pos + FRAME_HEAD + size
+            if end >= n:
+                break
+            channel = pumpd_rd16(buf + pos + 1)
+            if buf[end] != FRAME_END:
+                raise FrameError(f"frame end octet missing on channel {channel}")
+            taken = 0
+            if source:
+                if channel == self._src_ch:
+                    taken = self._source_frame(buf[pos], buf + pos + FRAME_HEAD, size)
+            elif channel == self._dst_ch:
+                taken = self._dest_frame(buf[pos], buf + pos + FRAME_HEAD, size)
+            if not taken:
+                buf_append(&self._pass, buf + pos, end + 1 - pos)
+            pos = end + 1
+        return pos
+
+    cdef inline int _source_frame(self, int ftype, const unsigned char *p, Py_ssize_t size) except -1:
+        """One frame of the source channel (payload ``p``); 1 if it is the relay's, 0 for pika."""
+        if self._src_state == IDLE:
+            if ftype != FRAME_METHOD:
+                return 0
+            if size < 4:
+                raise FrameError(f"method frame of {size} bytes")
+            if pumpd_rd16(p) != CLASS_BASIC or pumpd_rd16(p + 2) != BASIC_DELIVER:
+                return 0
+            self._on_deliver(p, size)
+            return 1
+        if self._src_state == HEADER:
+            if ftype != FRAME_HEADER:
+                raise FrameError(f"expected a content header after basic.deliver, got frame type {ftype}")
+            if size < 12:
+                raise FrameError(f"content header of {size} bytes")
+            self._on_header(p, size)
+            return 1
+        if ftype != FRAME_BODY:
+            raise FrameError(f"expected a body frame, got frame type {ftype}")
+        if <uint64_t>size > self._remaining:
+            raise FrameError("body frames longer than the content header's body size")
+        if not self._held:
+            self._write_body(p, size)
+        self._remaining -= <uint64_t>size
+        if self._remaining == 0:
+            self._on_delivery()
+        return 1
+
+    cdef int _on_deliver(self, const unsigned char *p, Py_ssize_t size) except -1:
+        """basic.deliver: note the tag, and write the basic.publish frame unless held."""
+        cdef Py_ssize_t pos = 5, ex_pos, rk_pos, frame_size
+        cdef const unsigned char *ex
+        cdef const unsigned char *rk
+        cdef unsigned char *o
+        if size < 5 or size < pos + p[4] + 10:
+            raise FrameError("basic.deliver truncated")
+        pos += p[4]  # consumer tag
+        self._cur_tag = pumpd_rd64(p + pos)
+        self._cur_redelivered = p[pos + 8] & 1
+        ex_pos = pos + 9
+        rk_pos = ex_pos + 1 + p[ex_pos]
+        if rk_pos >= size or rk_pos + 1 + p[rk_pos] > size:
+            raise FrameError("basic.deliver truncated")
+        self._src_state = HEADER
+        self._held = self._limit != 0 and self.consumed >= self._limit
+        if self._held:
+            return 0  # held unacknowledged: requeued at the source when the session closes
+        ex = p + ex_pos
+        if self._ex_fixed:
+            ex = &self._ex[0]
+        rk = p + rk_pos
+        if self._rk_fixed:
+            rk = &self._rk[0]
+        # class, method (4), ticket (2), exchange, routing key, mandatory bit
+        frame_size = 6 + 1 + ex[0] + 1 + rk[0] + 1
+        buf_reserve(&self._pub, FRAME_HEAD + frame_size + 1)
+        o = self._pub.data + self._pub.len
+        o[0] = FRAME_METHOD
+        pumpd_wr16(o + 1, self._dst_ch)
+        pumpd_wr32(o + 3, <uint32_t>frame_size)
+        pumpd_wr16(o + 7, CLASS_BASIC)
+        pumpd_wr16(o + 9, BASIC_PUBLISH)
+        o[11] = 0
+        o[12] = 0
+        o += 13
+        memcpy(o, ex, 1 + ex[0])
+        o += 1 + ex[0]
+        memcpy(o, rk, 1 + rk[0])
+        o += 1 + rk[0]
+        o[0] = self._mandatory
+        o[1] = FRAME_END
+        self._pub.len += FRAME_HEAD + frame_size + 1
+        return 0
+
+    cdef int _on_header(self, const unsigned char *p, Py_ssize_t size) except -1:
+        """The content header: write ours (properties forwarded, spliced or rewritten)."""
+        cdef uint64_t body_size = pumpd_rd64(p + 4)
+        self._cur_size = body_size
+        self._remaining = body_size
+        self._out_left = 0
+        if not self._held:
+            self._write_header(body_size, p + 12, size - 12)
+        if body_size == 0:
+            self._on_delivery()
+        else:
+            self._src_state = BODY
+        return 0
+
+    cdef inline int _write_header(self, uint64_t body_size, const unsigned char *props,
+                                  Py_ssize_t props_len) except -1:
+        cdef unsigned char *o
+        cdef Py_ssize_t n = props_len
+        if self._has_ovr or self._rewrite is not None:
+            return self._write_header_changed(body_size, props, props_len)
+        buf_reserve(&self._pub, FRAME_HEAD + 12 + props_len + 1)
+        o = self._pub.data + self._pub.len
+        memcpy(o + FRAME_HEAD + 12, props, <size_t>props_len)  # forwarded as they came
+        self._finish_header(o, body_size, n)
+        return 0
+
+    cdef int _write_header_changed(self, uint64_t body_size, const unsigned char *props,
+                                   Py_ssize_t props_len) except -1:
+        """With property overrides (spliced in C) and / or the rewrite hook (a Python call)."""
+        cdef unsigned char *o
+        cdef Py_ssize_t n = props_len
+        cdef const unsigned char[:] rewritten
+        buf_reserve(&self._pub, FRAME_HEAD + 12 + props_len + self._ovr_total + 1)
+        o = self._pub.data + self._pub.len
+        if self._has_ovr:
+            n = self._splice_properties(props, props_len, o + FRAME_HEAD + 12)
+        else:
+            memcpy(o + FRAME_HEAD + 12, props, <size_t>props_len)
+        if self._rewrite is not None:
+            result = self._rewrite(PyBytes_FromStringAndSize(<char *>o + FRAME_HEAD + 12, n))
+            rewritten = result
+            n = rewritten.shape[0]
+            buf_reserve(&self._pub, FRAME_HEAD + 12 + n + 1)
+            o = self._pub.data + self._pub.len
+            if n:
+                memcpy(o + FRAME_HEAD + 12, &rewritten[0], <size_t>n)
+        self._finish_header(o, body_size, n)
+        return 0
+
+    cdef inline void _finish_header(self, unsigned char *o, uint64_t body_size,
+                                    Py_ssize_t props_len) noexcept:
+        """Frame head and end around the ``props_len`` property bytes already at ``o + 19``."""
+        o[0] = FRAME_HEADER
+        pumpd_wr16(o + 1, self._dst_ch)
+        pumpd_wr32(o + 3, <uint32_t>(12 + props_len))
+        pumpd_wr16(o + 7, CLASS_BASIC)
+        pumpd_wr16(o + 9, 0)  # weight
+        pumpd_wr64(o + 11, body_size)
+        o[FRAME_HEAD + 12 + props_len] = FRAME_END
+        self._pub.len += FRAME_HEAD + 12 + props_len + 1
+
+    cdef Py_ssize_t _splice_properties(self, const unsigned char *src, Py_ssize_t src_len,
+                                       unsigned char *out) except -1:
+        """Raw properties with the overrides put in, without decoding the other values (the
+        same as ``frames.apply_property_overrides``); returns the length written to ``out``."""
+        cdef unsigned flags, bit
+        cdef Py_ssize_t pos = 2, start = 0, end = 0, o = 2
+        cdef int i, kind
+        if src_len < 2:
+            raise FrameError("content header without property flags")
+        flags = pumpd_rd16(src)
+        if flags & 1:
+            raise FrameError("property flag continuation is not used by basic properties")
+        for i in range(N_PROPERTIES):
+            bit = 1u << (15 - i)
+            if flags & bit:
+                kind = PROPERTY_KIND[i]
+                if kind == KIND_SHORTSTR:
+                    end = pos + 1 + (src[pos] if pos < src_len else 0)
+                elif kind == KIND_TABLE:
+                    end = pos + 4 + (<Py_ssize_t>pumpd_rd32(src + pos) if pos + 4 <= src_len else 0)
+                elif kind == KIND_OCTET:
+                    end = pos + 1
+                else:
+                    end = pos + 8
+                if end > src_len:
+                    raise FrameError("content header properties truncated")
+                start = pos
+                pos = end
+            if self._ovr_flags & bit:
+                memcpy(out + o, self._ovr_ptr[i], <size_t>self._ovr_len[i])
+                o += self._ovr_len[i]
+            elif flags & bit:
+                memcpy(out + o, src + start, <size_t>(end - start))
+                o += end - start
+        pumpd_wr16(out, <uint16_t>(flags | self._ovr_flags))
+        return o
+
+    cdef inline int _write_body(self, const unsigned char *p, Py_ssize_t n) except -1:
+        """Copy body bytes into body frames of at most ``_body_max`` bytes."""
+        cdef uint64_t left = self._remaining  # body bytes not yet written, this chunk included
+        cdef uint64_t out_left = self._out_left
+        cdef uint64_t k
+        cdef unsigned char *o
+        buf_reserve(&self._pub, n + (FRAME_HEAD + 1) * (n // self._body_max + 2))
+        o = self._pub.data + self._pub.len
+        while n > 0:
+            if out_left == 0:
+                out_left = <uint64_t>self._body_max if left > <uint64_t>self._body_max else left
+                o[0] = FRAME_BODY
+                pumpd_wr16(o + 1, self._dst_ch)
+                pumpd_wr32(o + 3, <uint32_t>out_left)
+                o += FRAME_HEAD
+            k = <uint64_t>n if <uint64_t>n < out_left else out_left
+            memcpy(o, p, <size_t>k)
+            o += k
+            p += k
+            n -= <Py_ssize_t>k
+            left -= k
+            out_left -= k
+            if out_left == 0:
+                o[0] = FRAME_END
+                o += 1
+        self._out_left = out_left
+        self._pub.len = o - self._pub.data
+        return 0
+
+    cdef inline int _on_delivery(self) except -1:
+        """The whole message is in: count it and hand its tag to the ack bookkeeping."""
+        self._src_state = IDLE
+        if self._held:
+            return 0
+        self.consumed += 1
+        if self._cur_redelivered:
+            self.redelivered += 1
+        if self._ack_mode == ACK_MODE_ON_CONFIRM:
+            self._window._add(self._cur_tag)
+        elif self._ack_mode == ACK_MODE_ON_PUBLISH:
+            self._last_tag = self._cur_tag
+        self._buffered += 1
+        self.bytes += self._cur_size
+        self._complete = self._pub.len
+        return 0
+
+    cdef inline int _dest_frame(self, int ftype, const unsigned char *p, Py_ssize_t size) except -1:
+        """One frame of the destination channel; 1 if it is the relay's, 0 for pika."""
+        cdef int method_id
+        cdef list rejected
+        cdef uint64_t tag
+        if self._ret_state != IDLE:
+            # the content of a basic.return: counted and dropped
+            if self._ret_state == HEADER:
+                if ftype != FRAME_HEADER:
+                    raise FrameError("expected a content header after basic.return")
+                if size < 12:
+                    raise FrameError(f"content header of {size} bytes")
+                self._ret_remaining = pumpd_rd64(p + 4)
+                self._ret_state = BODY if self._ret_remaining else IDLE
+            elif <uint64_t>size >= self._ret_remaining:
+                self._ret_state = IDLE
+            else:
+                self._ret_remaining -= <uint64_t>size
+            return 1
+        if ftype != FRAME_METHOD:
+            return 0
+        if size < 4:
+            raise FrameError(f"method frame of {size} bytes")
+        if pumpd_rd16(p) != CLASS_BASIC:
+            return 0
+        method_id = pumpd_rd16(p + 2)
+        if method_id == BASIC_ACK:
+            if size < 13:
+                raise FrameError("basic.ack truncated")
+            self._window._ack(pumpd_rd64(p + 4), p[12] & 1)
+            return 1
+        if method_id == BASIC_NACK:
+            if size < 13:
+                raise FrameError("basic.nack truncated")
+            # Queued before the multiple ack that feed_destination() adds at the end: once the
+            # source has the nack, that ack cannot cover the refused tag.
+            rejected = self._window._nack(pumpd_rd64(p + 4), p[12] & 1)
+            for tag in rejected:
+                buf_reserve(&self._src_out, ACK_FRAME_SIZE)
+                write_ack_frame(self._src_out.data + self._src_out.len, self._src_ch, BASIC_NACK,
+                                tag, 2)  # requeue, not multiple
+                self._src_out.len += ACK_FRAME_SIZE
+            return 1
+        if method_id == BASIC_RETURN:
+            self.returned += 1
+            self._ret_state = HEADER
+            return 1
+        return 0
+
+    cdef int _check(self) except -1:
+        """Debug builds: the invariants of the buffers and states, and of the window."""
+        cdef Buf *bufs[5]
+        cdef int i
+        bufs[0], bufs[1], bufs[2], bufs[3], bufs[4] = (
+            &self._src_carry, &self._dst_carry, &self._pub, &self._src_out, &self._pass)
+        for i in range(5):
+            if bufs[i].len < 0 or bufs[i].len > bufs[i].cap:
+                raise AssertionError(f"relay: buffer {i} length {bufs[i].len} beyond its capacity {bufs[i].cap}")
+        if self._complete > self._pub.len:
+            raise AssertionError("relay: complete publishes beyond the publish buffer")
+        if self._src_state == IDLE and self._complete != self._pub.len:
+            raise AssertionError("relay: frames of an unfinished message while idle")
+        if self._src_carry.len and self._src_carry.len >= FRAME_HEAD and \
+                self._src_carry.len >= FRAME_HEAD + <Py_ssize_t>pumpd_rd32(self._src_carry.data + 3) + 1:
+            raise AssertionError("relay: a complete frame left in the source carry-over")
+        self._window._check()
+        return 0
+
+
+cdef int _short_string(unsigned char *out, value, str what) except -1:
+    """Pre-encode a fixed exchange / routing key as an AMQP short string into ``out[256]``."""
+    cdef const unsigned char[:] view = value
+    cdef Py_ssize_t n = view.shape[0]
+    if n > 255:
+        raise ValueError(f"{what} longer than 255 bytes: {bytes(value[:40])!r}...")
+    out[0] = <unsigned char>n
+    if n:
+        memcpy(out + 1, &view[0], <size_t>n)
+    return 0
