@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import os
 import ssl
 from typing import Any
 from urllib.parse import quote, unquote
@@ -408,15 +409,35 @@ def _ssl_context(uri: BrokerURI) -> ssl.SSLContext:
     return ctx
 
 
+LOCAL_BROKER_ENV = "PUMPD_LOCAL_BROKER"
+
+
+def local_broker_address(uri: BrokerURI) -> tuple[str, int]:
+    """Where a host-less URI (the seed's "local broker") connects: 127.0.0.1 on the URI's port,
+    or ``host:port`` from the environment variable PUMPD_LOCAL_BROKER when it is set (pumpd runs
+    outside the broker, so "local" has to be told when the broker is not on the default port).
+
+    :raises URIError: when PUMPD_LOCAL_BROKER is not ``host:port``
+    """
+    setting = os.environ.get(LOCAL_BROKER_ENV, "").strip()
+    if not setting:
+        return "127.0.0.1", uri.port
+    host, sep, port = setting.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise URIError(uri.redacted(), f"{LOCAL_BROKER_ENV}={setting!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
 def to_pika_parameters(uri: BrokerURI, *, client_name: str) -> pika.ConnectionParameters:
     """Connection parameters for pika, from public pika API only.
 
     :param client_name: shown as the connection's name in the broker's management UI.
     :raises URIError: when an amqps URI's certificate or key file cannot be loaded.
     """
+    host, port = (uri.host, uri.port) if uri.host is not None else local_broker_address(uri)
     kwargs: dict[str, Any] = {
-        "host": uri.effective_host,
-        "port": uri.port,
+        "host": host,
+        "port": port,
         "virtual_host": uri.vhost,
         "credentials": pika.PlainCredentials(uri.username, uri.password),
         "client_properties": {"connection_name": client_name},
