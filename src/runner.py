@@ -42,19 +42,23 @@ class ProgressReporter:
 
     def __init__(self, statuses: list[ShovelStatus]) -> None:
         self.statuses = statuses
-        self._last: dict[str, tuple[float, int]] = {}
-
-    def line(self, st: ShovelStatus) -> str:
         now = time.monotonic()
-        moved = st.counters.acked or st.counters.published
-        t0, n0 = self._last.get(st.name, (now, moved))
-        rate = (moved - n0) / (now - t0) if now > t0 else 0.0
-        self._last[st.name] = (now, moved)
+        # the first line's rate is measured from the start
+        self._last: dict[str, tuple[float, int]] = {st.name: (now, 0) for st in statuses}
+
+    def line(self, st: ShovelStatus, *, with_rate: bool = True) -> str:
+        rate = ""
+        if with_rate:
+            now = time.monotonic()
+            moved = st.counters.acked or st.counters.published
+            t0, n0 = self._last.get(st.name, (now, moved))
+            rate = f" | {(moved - n0) / (now - t0) if now > t0 else 0.0:,.0f} msg/s"
+            self._last[st.name] = (now, moved)
         c = st.counters
         reason = f" ({st.reason})" if st.reason else ""
         return (
             f"{st.name}: {st.state.label}{reason} | consumed {c.consumed} published {c.published}"
-            f" confirmed {c.confirmed} acked {c.acked} | {rate:,.0f} msg/s | in flight "
+            f" confirmed {c.confirmed} acked {c.acked}{rate} | in flight "
             f"{c.in_flight} | nacked {c.nacked} returned {c.returned} redelivered "
             f"{c.redelivered} reconnects {c.reconnects}"
         )
@@ -88,7 +92,7 @@ async def run_shovels(
         if reporter is not None:
             reporter.cancel()
     for st in statuses:
-        log.info("%s", ProgressReporter(statuses).line(st))
+        log.info("%s", ProgressReporter([]).line(st, with_rate=False))
     return statuses
 
 
