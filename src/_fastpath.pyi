@@ -6,7 +6,7 @@ the counters are read-only here. (``Relay.bytes`` is a counter, so the type is s
 """
 
 import builtins
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 DEBUG_BUILD: bool
 

@@ -22,7 +22,8 @@ import asyncio
 import logging
 import socket
 import ssl
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pika
 import pika.channel
@@ -67,14 +68,14 @@ class _StreamProtocol(asyncio.Protocol):
     def __init__(self, pika_protocol: Any) -> None:
         self.pika_protocol = pika_protocol
         self.pika_transport: _PikaTransport | None = None
-        self.transport: asyncio.Transport | None = None
+        self.transport: Any = None  # asyncio.Transport, or uvloop's TCPTransport
         self.interceptor: Interceptor | None = None
         self.on_intercept_error: Callable[[BaseException], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCPTransport is not an asyncio.Transport subclass, but has the same methods
         self.transport = transport  # type: ignore[assignment]
-        self.pika_transport = _PikaTransport(transport, self.pika_protocol)
+        self.pika_transport = _PikaTransport(self.transport, self.pika_protocol)
         self.pika_protocol.connection_made(self.pika_transport)
 
     def data_received(self, data: bytes) -> None:
@@ -140,7 +141,7 @@ class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
 
         class _Ref(nbio_interface.AbstractIOReference):  # type: ignore[misc]
             def cancel(self) -> bool:
-                return task.cancel()
+                return bool(task.cancel())
 
         return _Ref()
 
@@ -345,9 +346,11 @@ class Link:
                     answer.set_exception(LinkError(f"checking queue {a['queue']!r}: {_describe(exc)}"))
 
         probe.add_on_close_callback(on_close)
-        probe.queue_declare(
-            queue=a["queue"], passive=True, callback=lambda _f: answer.done() or answer.set_result(True)
-        )
+        def declared(_frame: Any) -> None:
+            if not answer.done():
+                answer.set_result(True)
+
+        probe.queue_declare(queue=a["queue"], passive=True, callback=declared)
         exists = await asyncio.wait_for(answer, timeout=30)
         if exists and probe.is_open:
             probe.close()

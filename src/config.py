@@ -638,12 +638,12 @@ def _find_duplicate(value: object, path: list[str]) -> tuple[list[str], str] | N
         if value.duplicates:
             return path, value.duplicates[0]
         for key, item in value.items():
-            found = _find_duplicate(item, path + [key])
+            found = _find_duplicate(item, [*path, key])
             if found:
                 return found
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            found = _find_duplicate(item, path[:-1] + [f"{path[-1]}[{i}]"] if path else [f"[{i}]"])
+            found = _find_duplicate(item, [*path[:-1], f"{path[-1]}[{i}]"] if path else [f"[{i}]"])
             if found:
                 return found
     return None
@@ -666,7 +666,7 @@ def _check_duplicates(data: bytes, source: str) -> None:
         raise ConfigError("this shovel name is given twice (shovel names must be distinct)",
                           source=source, shovel=key)
     if len(path) >= 2 and path[0] == "shovels":
-        clause = ".".join(path[2:] + [key])
+        clause = ".".join([*path[2:], key])
         raise ConfigError(f"key {key!r} is given twice", source=source, shovel=path[1],
                           clause=clause)
     raise ConfigError(f"key {key!r} is given twice at {'.'.join(path) or 'the top level'}",

@@ -37,4 +37,4 @@ else:
                 "reference",
             )
 
-__all__ = ["ConfirmWindow", "Relay", "IMPLEMENTATION"]
+__all__ = ["IMPLEMENTATION", "ConfirmWindow", "Relay"]

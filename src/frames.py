@@ -7,7 +7,8 @@ No I/O here. The pure-Python relay uses these per message; the native relay only
 from __future__ import annotations
 
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pika.data
 

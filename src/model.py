@@ -7,8 +7,9 @@ nothing downstream of :mod:`pumpd.config` ever sees raw JSON.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 class AckMode(str, enum.Enum):

@@ -124,7 +124,7 @@ class Pump:
         if failures <= 1:
             return base
         factor = min(2 ** (failures - 1), MAX_BACKOFF_FACTOR)
-        return base * factor * self._rng.uniform(0.75, 1.0)
+        return float(base * factor * self._rng.uniform(0.75, 1.0))
 
     def _moved(self) -> int:
         """Messages the source has let go of for good (acked, or consumed with no_ack)."""

@@ -13,7 +13,7 @@ failure.
 from __future__ import annotations
 
 import struct
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from .confirms import ConfirmWindow
 from .frames import (
@@ -50,7 +50,7 @@ _IDLE, _HEADER, _BODY = 0, 1, 2
 class _Assembler:
     """Collects method + header + body frames of one message on one channel."""
 
-    __slots__ = ("state", "remaining", "properties", "body", "method_payload")
+    __slots__ = ("body", "method_payload", "properties", "remaining", "state")
 
     def __init__(self) -> None:
         self.state = _IDLE

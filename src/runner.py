@@ -12,7 +12,7 @@ import logging
 import signal
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from . import exitcodes
 from .fastpath import IMPLEMENTATION
@@ -82,7 +82,7 @@ async def run_shovels(
     statuses = [status_for(s) for s in cfg.shovels.values()]
     if on_status is not None:
         on_status(statuses)
-    pumps = [Pump(s, st, drain_timeout=drain_timeout) for s, st in zip(cfg.shovels.values(), statuses)]
+    pumps = [Pump(s, st, drain_timeout=drain_timeout) for s, st in zip(cfg.shovels.values(), statuses, strict=False)]
     reporter = None
     if status_interval > 0:
         reporter = asyncio.create_task(ProgressReporter(statuses).run(status_interval))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .amqp_link import Link, LinkError, open_link
 from .fastpath import Relay
@@ -170,12 +171,11 @@ class Session:
         """Forward until ``stop`` is set (returns None), the delivery limit is reached (returns
         "limit"), or a connection fails (raises :class:`SessionEnded`)."""
         assert self._failed is not None and self.relay is not None
-        stop_task = asyncio.ensure_future(stop.wait())
+        stop_task: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         try:
             while True:
-                done, _ = await asyncio.wait(
-                    {self._failed, stop_task}, timeout=0.2, return_when=asyncio.FIRST_COMPLETED
-                )
+                waiting: set[asyncio.Future[Any]] = {self._failed, stop_task}
+                await asyncio.wait(waiting, timeout=0.2, return_when=asyncio.FIRST_COMPLETED)
                 if self._failed.done():
                     raise SessionEnded(str(self._failed.result()))
                 if stop_task.done():

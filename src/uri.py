@@ -22,8 +22,8 @@ seconds.
 from __future__ import annotations
 
 import ipaddress
-import re
 import os
+import re
 import ssl
 from typing import Any
 from urllib.parse import quote, unquote

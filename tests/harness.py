@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvloop
-
 from pumpd.config import parse_config
 from pumpd.model import ShovelConfig
 from pumpd.pump import Pump
@@ -57,7 +57,7 @@ class RunningPumps:
             runs.append(pump.run(self._stop))
         await asyncio.gather(*runs)
 
-    def start(self) -> "RunningPumps":
+    def start(self) -> RunningPumps:
         self._thread.start()
         return self
 

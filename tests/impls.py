@@ -11,7 +11,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
 from pumpd import confirms, relay_ref
 
 IMPLEMENTATIONS = ["reference", "native"]

@@ -12,13 +12,20 @@ from pathlib import Path
 import orjson
 import pika
 import pytest
-
-from amqp_helpers import Message, blocking_connection, declare_queue, drain_queue, publish_messages, queue_depth
-from harness import running
 from pumpd.config import parse_config
 from pumpd.importers import import_erlang_config
 from pumpd.localnode import LocalNode
 from pumpd.status import State
+
+from amqp_helpers import (
+    Message,
+    blocking_connection,
+    declare_queue,
+    drain_queue,
+    publish_messages,
+    queue_depth,
+)
+from harness import running
 
 DATA = Path(__file__).parent / "data"
 

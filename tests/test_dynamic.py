@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import time
 
-from amqp_helpers import Message, blocking_connection, declare_queue, drain_queue, publish_messages, queue_depth
-from harness import running, shovel
 from pumpd.localnode import LocalNode
 from pumpd.status import State
+
+from amqp_helpers import (
+    Message,
+    blocking_connection,
+    declare_queue,
+    drain_queue,
+    publish_messages,
+    queue_depth,
+)
+from harness import running, shovel
 
 
 def test_src_delete_after_a_count_moves_exactly_that_many(node_a: LocalNode, vhost_a: str) -> None:

@@ -27,7 +27,7 @@ def same(actual: object, expected: object) -> bool:
         return False
     if isinstance(actual, (list, tuple)):
         assert isinstance(expected, (list, tuple))
-        return len(actual) == len(expected) and all(same(a, e) for a, e in zip(actual, expected))
+        return len(actual) == len(expected) and all(same(a, e) for a, e in zip(actual, expected, strict=False))
     if isinstance(actual, dict):
         assert isinstance(expected, dict)
         return len(actual) == len(expected) and all(

@@ -8,11 +8,18 @@ import time
 
 import pika
 import pytest
-
-from amqp_helpers import Message, blocking_connection, declare_queue, drain_queue, publish_messages, queue_depth
-from harness import running, shovel
 from pumpd.localnode import LocalNode, find_free_port
 from pumpd.status import State
+
+from amqp_helpers import (
+    Message,
+    blocking_connection,
+    declare_queue,
+    drain_queue,
+    publish_messages,
+    queue_depth,
+)
+from harness import running, shovel
 
 
 def unacked(node: LocalNode, vhost: str, queue: str) -> int:

@@ -11,8 +11,6 @@ import pika
 import pika.frame
 import pika.spec
 import pytest
-
-from impls import IMPLEMENTATIONS, relay_class
 from pumpd.frames import (
     ACK_MODE_NO_ACK,
     ACK_MODE_ON_CONFIRM,
@@ -20,6 +18,8 @@ from pumpd.frames import (
     FrameError,
     encode_property_overrides,
 )
+
+from impls import IMPLEMENTATIONS, relay_class
 
 SRC, DST = 1, 1
 
@@ -157,7 +157,7 @@ def test_publish_fields_and_properties_override(Relay: Any) -> None:
                                            "headers": {"x-from": "pumpd"}})
     r = make(Relay, exchange=b"", routing_key=b"fixed", property_overrides=overrides)
     r.feed_source(deliver(1, b"m", RICH) + deliver(2, b"n"))
-    (m1, p1, _), (m2, p2, _) = published(r.take_publishes())
+    (m1, p1, _), (_m2, p2, _) = published(r.take_publishes())
     assert (m1.exchange, m1.routing_key) == ("", "fixed")
     assert p1.delivery_mode == 2 and p1.app_id == "shovel" and p1.headers == {"x-from": "pumpd"}
     assert p1.message_id == "m-1" and p1.cluster_id == "cl"  # the others unchanged

@@ -8,11 +8,18 @@ from decimal import Decimal
 
 import pika
 import pytest
-
-from amqp_helpers import Message, blocking_connection, declare_queue, drain_queue, publish_messages, queue_depth
-from harness import running, shovel
 from pumpd.localnode import LocalNode
 from pumpd.status import State
+
+from amqp_helpers import (
+    Message,
+    blocking_connection,
+    declare_queue,
+    drain_queue,
+    publish_messages,
+    queue_depth,
+)
+from harness import running, shovel
 
 RICH_HEADERS = {
     "str": "text", "int": -42, "long": 2**40, "bool": False, "bytes": b"\x00\xff",
@@ -49,7 +56,7 @@ PROPERTY_NAMES = ("content_type", "content_encoding", "headers", "delivery_mode"
 
 def assert_same_messages(sent: list[Message], got: list, *, ignore: tuple[str, ...] = ()) -> None:
     assert len(got) == len(sent)
-    for i, (m, d) in enumerate(zip(sent, got)):
+    for i, (m, d) in enumerate(zip(sent, got, strict=False)):
         assert d.body == m.body, f"message {i}: body differs"
         expected = m.properties or pika.BasicProperties()
         for name in PROPERTY_NAMES:
