@@ -209,3 +209,31 @@ def test_passwords_never_reach_logs_or_status(node_a: LocalNode, vhost_a: str,
     assert "authentication" in (pumps.status().reason or "")
     assert "Sup3rSecretPw" not in (pumps.status().reason or "")
     assert "Sup3rSecretPw" not in caplog.text
+
+
+def test_blocked_without_prefetch_stops_consuming_until_unblocked(
+    node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str
+) -> None:
+    """no_ack has no prefetch to bound what piles up while blocked: the consumer is cancelled."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    declare_queue(src, "q", durable=True)
+    declare_queue(dst, "out", durable=True)
+    s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="q", ack_mode="no_ack",
+               publish_fields={"exchange": "", "routing_key": "out"})
+    sent = [Message(b"%05d" % i) for i in range(20_000)]
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
+        node_b.set_vm_memory_high_watermark(0)
+        try:
+            publish_messages(src, "", "q", sent[:1])
+            pumps.wait_for(lambda: pumps.status().state == State.BLOCKED, 30, "blocked")
+            pumps.wait_for(lambda: queue_depth(src, "q")[1] == 0, 30, "consumer cancelled")
+            publish_messages(src, "", "q", sent[1:])
+            time.sleep(0.5)
+            assert queue_depth(src, "q") == (len(sent) - 1, 0), "nothing consumed while blocked"
+        finally:
+            node_b.set_vm_memory_high_watermark(0.4)
+        pumps.wait_for(lambda: queue_depth(dst, "out")[0] == len(sent), 60, "all delivered")
+        assert queue_depth(src, "q") == (0, 1)
+    got = drain_queue(dst, "out", expected=len(sent), timeout=30)
+    assert [d.body for d in got] == [m.body for m in sent]
