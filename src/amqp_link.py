@@ -71,6 +71,7 @@ class _StreamProtocol(asyncio.Protocol):
         self.transport: Any = None  # asyncio.Transport, or uvloop's TCPTransport
         self.interceptor: Interceptor | None = None
         self.on_intercept_error: Callable[[BaseException], None] | None = None
+        self.on_write_pressure: Callable[[bool], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCPTransport is not an asyncio.Transport subclass, but has the same methods
@@ -98,6 +99,14 @@ class _StreamProtocol(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         return bool(self.pika_protocol.eof_received())
+
+    def pause_writing(self) -> None:
+        if self.on_write_pressure is not None:
+            self.on_write_pressure(True)
+
+    def resume_writing(self) -> None:
+        if self.on_write_pressure is not None:
+            self.on_write_pressure(False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.pika_protocol.connection_lost(exc)
@@ -227,6 +236,18 @@ class Link:
         if data and self._stream.transport is not None and not self._stream.transport.is_closing():
             self._stream.transport.write(data)
             self.connection.bytes_sent += len(data)
+
+    def on_write_pressure(self, callback: Callable[[bool], None], high_water: int) -> None:
+        """``callback(True)`` when more than ``high_water`` bytes wait to be sent on this
+        connection, ``callback(False)`` once they drained below a quarter of it."""
+        self._stream.on_write_pressure = callback
+        if self._stream.transport is not None:
+            self._stream.transport.set_write_buffer_limits(high=high_water)
+
+    def pause_reading(self, paused: bool) -> None:
+        t = self._stream.transport
+        if t is not None and not t.is_closing():
+            t.pause_reading() if paused else t.resume_reading()
 
     def write_buffer_size(self) -> int:
         t = self._stream.transport

@@ -24,6 +24,9 @@ from .uri import to_pika_parameters
 log = logging.getLogger(__name__)
 
 
+DEST_WRITE_HIGH_WATER = 8 * 1024 * 1024  # bytes queued for the destination socket
+
+
 class SessionEnded(Exception):
     """Why a session stopped forwarding (a failure; carries a human-readable reason)."""
 
@@ -107,6 +110,10 @@ class Session:
         self.source.intercept(self._fed(relay.feed_source))
         self.destination.intercept(self._fed(relay.feed_destination))
         self.destination.on_blocked(self._set_blocked)
+        # A destination slower than the source (a WAN link, large bodies, no_ack with nothing
+        # bounding it) must not pile up unsent bytes here: stop reading the source meanwhile.
+        source = self.source
+        self.destination.on_write_pressure(source.pause_reading, DEST_WRITE_HIGH_WATER)
         await self._consume()
 
     async def _consume(self) -> None:
@@ -217,7 +224,6 @@ class Session:
             self._flow_task.cancel()
         for link in (self.source, self.destination):
             if link is not None:
-                link.intercept(None) if not link.is_open else None
                 try:
                     await link.close()
                 except Exception as exc:  # closing is best effort: the broker may be gone
