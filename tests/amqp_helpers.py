@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import pika
@@ -21,9 +22,22 @@ __all__ = [
     "blocking_connection",
     "declare_queue",
     "drain_queue",
+    "naive",
     "publish_messages",
     "queue_depth",
 ]
+
+
+def naive(value: Any) -> Any:
+    """pika 1.3 decodes AMQP timestamps without a timezone and 1.4 with UTC; tests compare
+    decoded headers naive so they hold for every pika release pumpd supports."""
+    if isinstance(value, dict):
+        return {k: naive(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [naive(v) for v in value]
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    return value
 
 
 @dataclass(frozen=True)
