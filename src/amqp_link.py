@@ -440,7 +440,37 @@ class Link:
             self._stream.transport.abort()
 
 
+def _root_cause(exc: BaseException) -> BaseException:
+    """pika wraps connect failures in workflow exceptions; the last attempt's inner exception is
+    what the user needs to see (refused, certificate rejected, timed out...)."""
+    for _ in range(5):
+        inner = getattr(exc, "exceptions", None)
+        if inner:
+            exc = inner[-1]
+            continue
+        inner_one = getattr(exc, "exception", None)
+        if isinstance(inner_one, BaseException):
+            exc = inner_one
+            continue
+        if isinstance(exc, pika.exceptions.AMQPConnectionError) and exc.args and isinstance(
+            exc.args[0], BaseException
+        ):
+            exc = exc.args[0]
+            continue
+        break
+    return exc
+
+
 def _describe(exc: BaseException) -> str:
+    exc = _root_cause(exc)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS certificate rejected: {exc.verify_message or exc}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS handshake failed: {exc.reason or exc}"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the broker running on that host and port?)"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "timed out"
     if isinstance(exc, pika.exceptions.ConnectionClosedByBroker):
         return f"{exc.reply_code} {exc.reply_text}"
     if isinstance(exc, pika.exceptions.ChannelClosedByBroker):

@@ -57,6 +57,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,17 @@ _ports_lock = threading.Lock()
 # Nodes created and not yet closed; the atexit hook kills them and removes their directories.
 _open_nodes: set[LocalNode] = set()
 _open_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class TLSListener:
+    """PEM files for an AMQPS listener: the CA that signs client certificates, the server's
+    certificate and key; with ``require_client_cert`` the node refuses clients without one."""
+
+    cacertfile: str
+    certfile: str
+    keyfile: str
+    require_client_cert: bool = True
 
 
 class LocalNodeError(RuntimeError):
@@ -217,8 +229,12 @@ class LocalNode:
         name: str | None = None,
         base_dir: str | os.PathLike[str] | None = None,
         start_timeout: float = 90.0,
+        tls: TLSListener | None = None,
     ) -> None:
         self.plugins: tuple[str, ...] = tuple(plugins)
+        #: With ``tls``, the node also listens for AMQPS on :attr:`tls_port`.
+        self.tls = tls
+        self.tls_port: int | None = None
         self.name = name or f"pumpd-{os.getpid()}-{secrets.token_hex(4)}"
         #: Full Erlang node name, e.g. ``pumpd-123-0a1b2c3d@localhost``.
         self.nodename = f"{self.name}@localhost"
@@ -287,6 +303,8 @@ class LocalNode:
         self.dist_port = find_free_port()
         if "rabbitmq_management" in self.plugins:
             self.management_port = find_free_port()
+        if self.tls is not None:
+            self.tls_port = find_free_port()
 
     def _ports(self) -> list[int]:
         ports = [self.amqp_port, self.dist_port]
@@ -336,6 +354,15 @@ class LocalNode:
             conf += [
                 f"management.tcp.port = {self.management_port}",
                 f"management.tcp.ip = {LOCALHOST}",
+            ]
+        if self.tls is not None:
+            conf += [
+                f"listeners.ssl.1 = {LOCALHOST}:{self.tls_port}",
+                f"ssl_options.cacertfile = {self.tls.cacertfile}",
+                f"ssl_options.certfile = {self.tls.certfile}",
+                f"ssl_options.keyfile = {self.tls.keyfile}",
+                "ssl_options.verify = verify_peer",
+                f"ssl_options.fail_if_no_peer_cert = {str(self.tls.require_client_cert).lower()}",
             ]
         self.config_file.write_text("\n".join(conf) + "\n")
         self.env_file.write_text("")

@@ -1,0 +1,90 @@
+"""amqps URIs with the seed's five TLS parameters, against a node with a TLS listener."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from pumpd.localnode import LocalNode, TLSListener
+from pumpd.status import State
+
+from amqp_helpers import Message, declare_queue, drain_queue, publish_messages
+from harness import running, shovel
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_ca(d: Path, name: str) -> None:
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
+            "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
+
+
+def make_cert(d: Path, ca: str, name: str, ext: str) -> None:
+    (d / f"{name}.ext").write_text(ext)
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("certs")
+    make_ca(d, "ca")
+    make_ca(d, "other-ca")
+    make_cert(d, "ca", "server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    make_cert(d, "ca", "client", "extendedKeyUsage=clientAuth\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def tls_node(certs: Path) -> Iterator[LocalNode]:
+    tls = TLSListener(str(certs / "ca.pem"), str(certs / "server.pem"), str(certs / "server.key"))
+    with LocalNode(tls=tls) as node:
+        yield node
+
+
+def amqps(node: LocalNode, certs: Path, ca: str = "ca") -> str:
+    q = {"cacertfile": certs / f"{ca}.pem", "certfile": certs / "client.pem",
+         "keyfile": certs / "client.key", "verify": "verify_peer", "fail_if_no_peer_cert": "true"}
+    query = "&".join(f"{k}={quote(str(v), safe='/')}" for k, v in q.items())
+    return f"amqps://guest:guest@127.0.0.1:{node.tls_port}/%2F?{query}"
+
+
+def test_amqps_with_client_certificates_moves_messages(tls_node: LocalNode, certs: Path) -> None:
+    plain = tls_node.uri("/")
+    declare_queue(plain, "tls-in")
+    publish_messages(plain, "", "tls-in", [Message(b"secure %d" % i) for i in range(100)])
+    s = shovel(
+        sources={"broker": amqps(tls_node, certs)},
+        destinations={"broker": amqps(tls_node, certs),
+                      "declarations": [{"queue.declare": {"queue": "tls-out", "durable": True}}]},
+        queue="tls-in", publish_fields={"exchange": "", "routing_key": "tls-out"})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().counters.acked == 100, 60, "100 over TLS")
+    got = drain_queue(plain, "tls-out", expected=100, timeout=10)
+    assert [d.body for d in got] == [b"secure %d" % i for i in range(100)]
+
+
+def test_the_connections_really_use_tls(tls_node: LocalNode, certs: Path) -> None:
+    plain = tls_node.uri("/")
+    declare_queue(plain, "tls-q")
+    s = shovel(sources={"broker": amqps(tls_node, certs)}, destinations={"broker": plain}, queue="tls-q")
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
+        listed = tls_node.ctl("list_connections", "-q", "--no-table-headers", "ssl", "peer_cert_subject")
+    assert "true\tCN=client" in listed.replace(" ", "\t"), listed
+
+
+def test_a_server_not_signed_by_the_given_ca_is_refused(tls_node: LocalNode, certs: Path) -> None:
+    s = shovel(sources={"broker": amqps(tls_node, certs, ca="other-ca")},
+               destinations={"broker": tls_node.uri("/")}, queue="q", reconnect_delay=0)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
+    reason = pumps.status().reason or ""
+    assert "certificate" in reason.lower(), reason
