@@ -264,6 +264,11 @@ cdef class ConfirmWindow:
         return self._unsettled
 
     @property
+    def pending_acks(self):
+        """Settled publishes the next take_ack() will cover."""
+        return self._pending_count
+
+    @property
     def next_seq(self):
         return self._next
 
@@ -528,6 +533,8 @@ cdef class Relay:
     cdef uint64_t _last_tag
     cdef unsigned long long _buffered
     cdef unsigned long long _acked_on_publish
+    cdef uint64_t _pub_ack_tag  # on_publish: the newest published tag not yet acked
+    cdef unsigned long long _pub_ack_count
     cdef readonly unsigned long long consumed
     cdef readonly unsigned long long published
     cdef readonly unsigned long long redelivered
@@ -603,6 +610,8 @@ cdef class Relay:
         self._last_tag = 0
         self._buffered = 0
         self._acked_on_publish = 0
+        self._pub_ack_tag = 0
+        self._pub_ack_count = 0
         self.consumed = 0
         self.published = 0
         self.redelivered = 0
@@ -644,8 +653,18 @@ cdef class Relay:
     def limit_reached(self):
         return self._limit != 0 and self.consumed >= self._limit
 
+    @property
+    def pending_acks(self):
+        """Source messages the next take_source_output() ack will cover."""
+        if self._ack_mode == ACK_MODE_ON_PUBLISH:
+            return self._pub_ack_count
+        return self._window._pending_count
+
+    def has_source_output(self):
+        return self._src_out.len != 0 or self._window._pending_count != 0 or self._pub_ack_tag != 0
+
     def has_output(self):
-        return self._complete != 0 or self._src_out.len != 0
+        return self._complete != 0 or self.has_source_output()
 
     # -- source side ----------------------------------------------------------------------------
 
@@ -676,11 +695,8 @@ cdef class Relay:
             data = b""
         self.published += self._buffered
         if self._ack_mode == ACK_MODE_ON_PUBLISH and self._last_tag:
-            buf_reserve(&self._src_out, ACK_FRAME_SIZE)
-            write_ack_frame(self._src_out.data + self._src_out.len, self._src_ch, BASIC_ACK,
-                            self._last_tag, 1)
-            self._src_out.len += ACK_FRAME_SIZE
-            self._acked_on_publish += self._buffered
+            self._pub_ack_tag = self._last_tag
+            self._pub_ack_count += self._buffered
             self._last_tag = 0
         self._buffered = 0
         if PUMPD_DEBUG:
@@ -688,7 +704,19 @@ cdef class Relay:
         return data
 
     def take_source_output(self):
-        """Ack / nack frames for the source channel, in the order they must be sent."""
+        """Ack / nack frames for the source channel, in the order they must be sent: nacks
+        first, then one multiple ack covering everything settled (or published) since the last
+        call. Calling it less often coalesces acks further."""
+        cdef uint64_t tag = self._window._take_ack()
+        if self._pub_ack_tag:
+            tag = self._pub_ack_tag
+            self._acked_on_publish += self._pub_ack_count
+            self._pub_ack_tag = 0
+            self._pub_ack_count = 0
+        if tag:
+            buf_reserve(&self._src_out, ACK_FRAME_SIZE)
+            write_ack_frame(self._src_out.data + self._src_out.len, self._src_ch, BASIC_ACK, tag, 1)
+            self._src_out.len += ACK_FRAME_SIZE
         data = bytes_of(&self._src_out)
         self._src_out.len = 0
         return data
@@ -739,12 +767,6 @@ cdef class Relay:
                 self._pub.len = self._complete
                 self._src_state = IDLE
             raise
-        if not source:
-            tag = self._window._take_ack()
-            if tag:
-                buf_reserve(&self._src_out, ACK_FRAME_SIZE)
-                write_ack_frame(self._src_out.data + self._src_out.len, self._src_ch, BASIC_ACK, tag, 1)
-                self._src_out.len += ACK_FRAME_SIZE
         if PUMPD_DEBUG:
             self._check()
         return bytes_of(&self._pass)

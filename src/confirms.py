@@ -47,6 +47,11 @@ class ConfirmWindow:
         return self._unsettled
 
     @property
+    def pending_acks(self) -> int:
+        """Settled publishes the next take_ack() will cover."""
+        return self._pending_count
+
+    @property
     def next_seq(self) -> int:
         return self._next
 

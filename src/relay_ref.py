@@ -121,6 +121,8 @@ class Relay:
         self.returned = 0
         self.bytes = 0
         self._acked_on_publish = 0
+        self._pub_ack_tag = 0  # on_publish: the newest published tag not yet acked
+        self._pub_ack_count = 0
 
     # -- counters -----------------------------------------------------------------------------
 
@@ -150,8 +152,18 @@ class Relay:
     def limit_reached(self) -> bool:
         return bool(self._limit) and self.consumed >= self._limit
 
+    @property
+    def pending_acks(self) -> int:
+        """Source messages the next take_source_output() ack will cover."""
+        if self._ack_mode == ACK_MODE_ON_PUBLISH:
+            return self._pub_ack_count
+        return self._window.pending_acks
+
+    def has_source_output(self) -> bool:
+        return bool(self._source_out or self._window.pending_acks or self._pub_ack_tag)
+
     def has_output(self) -> bool:
-        return bool(self._publishes or self._source_out)
+        return bool(self._publishes) or self.has_source_output()
 
     # -- source side ----------------------------------------------------------------------------
 
@@ -256,14 +268,23 @@ class Relay:
         self._publishes.clear()
         self.published += self._buffered
         if self._ack_mode == ACK_MODE_ON_PUBLISH and self._last_tag:
-            self._source_out.append(basic_ack_frame(self._src_ch, self._last_tag, True))
-            self._acked_on_publish += self._buffered
+            self._pub_ack_tag = self._last_tag
+            self._pub_ack_count += self._buffered
             self._last_tag = 0
         self._buffered = 0
         return data
 
     def take_source_output(self) -> bytes:
-        """Ack / nack frames for the source channel, in the order they must be sent."""
+        """Ack / nack frames for the source channel, in the order they must be sent: nacks
+        first, then one multiple ack covering everything settled (or published) since the last
+        call. Calling it less often coalesces acks further."""
+        tag = self._window.take_ack()
+        if self._pub_ack_tag:
+            tag = self._pub_ack_tag
+            self._acked_on_publish += self._pub_ack_count
+            self._pub_ack_tag = self._pub_ack_count = 0
+        if tag:
+            self._source_out.append(basic_ack_frame(self._src_ch, tag, True))
         data = b"".join(self._source_out)
         self._source_out.clear()
         return data
@@ -287,9 +308,6 @@ class Relay:
                 passthrough.append(buf[pos : end + 1])
             pos = end + 1
         self._dst_buf = buf[pos:]
-        tag = self._window.take_ack()
-        if tag:
-            self._source_out.append(basic_ack_frame(self._src_ch, tag, True))
         return b"".join(passthrough)
 
     def _take_dest_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
@@ -316,8 +334,8 @@ class Relay:
             return True
         if method_id == BASIC_NACK:
             seq = _U64.unpack_from(buf, start + 4)[0]
-            # Queued before the multiple ack that feed_destination() adds at the end: once the
-            # source has the nack, that ack cannot cover the refused tag.
+            # Queued before the multiple ack that take_source_output() adds: once the source has
+            # the nack, that ack cannot cover the refused tag.
             for tag in self._window.nack(seq, bool(buf[start + 12] & 1)):
                 self._source_out.append(basic_nack_frame(self._src_ch, tag, False, True))
             return True
