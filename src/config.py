@@ -350,15 +350,19 @@ def _publish_properties(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]
     return props
 
 
-def _publish_fields(ctx: _Ctx, clause: str, value: object) -> tuple[str | None, str | None]:
+def _publish_fields(
+    ctx: _Ctx, clause: str, value: object
+) -> tuple[str | None, str | None, bool]:
     obj = _object(ctx, clause, value)
-    _check_keys(ctx, f"{clause}.", obj, ("exchange", "routing_key"), "not a publish field")
+    _check_keys(ctx, f"{clause}.", obj, ("exchange", "routing_key", "mandatory"),
+                "not a publish field")
     exchange = routing_key = None
     if "exchange" in obj:  # "" is the default exchange
         exchange = _shortstr(ctx, f"{clause}.exchange", obj["exchange"])
     if "routing_key" in obj:
         routing_key = _shortstr(ctx, f"{clause}.routing_key", obj["routing_key"])
-    return exchange, routing_key
+    mandatory = _bool(ctx, f"{clause}.mandatory", obj.get("mandatory", True))
+    return exchange, routing_key, mandatory
 
 
 def _delete_after(ctx: _Ctx, clause: str, value: object) -> DeleteAfter | int:
@@ -389,7 +393,9 @@ def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
     source = _endpoint(ctx, "sources", obj["sources"])
     destination = _endpoint(ctx, "destinations", obj["destinations"])
     queue = _shortstr(ctx, "queue", obj["queue"])
-    exchange, routing_key = _publish_fields(ctx, "publish_fields", obj.get("publish_fields", {}))
+    exchange, routing_key, mandatory = _publish_fields(
+        ctx, "publish_fields", obj.get("publish_fields", {})
+    )
     modes = [m.value for m in AckMode]
     return ShovelConfig(
         name=ctx.shovel or "",
@@ -403,6 +409,7 @@ def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
                                                obj.get("publish_properties", {})),
         publish_exchange=exchange,
         publish_routing_key=routing_key,
+        publish_mandatory=mandatory,
         reconnect_delay=_number(ctx, "reconnect_delay",
                                 obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
         delete_after=_delete_after(ctx, "delete_after", obj.get("delete_after", "never")),
@@ -720,8 +727,11 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
             out["declarations"] = decls
         return out
 
-    fields = {k: v for k, v in (("exchange", shovel.publish_exchange),
-                                ("routing_key", shovel.publish_routing_key)) if v is not None}
+    fields: dict[str, Any] = {
+        k: v for k, v in (("exchange", shovel.publish_exchange),
+                          ("routing_key", shovel.publish_routing_key)) if v is not None}
+    if not shovel.publish_mandatory:
+        fields["mandatory"] = False
     delete_after = shovel.delete_after
     return {
         "sources": endpoint(shovel.source),

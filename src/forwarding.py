@@ -93,5 +93,5 @@ def relay_options(
         "routing_key": None if cfg.publish_routing_key is None else cfg.publish_routing_key.encode(),
         "property_overrides": encode_property_overrides(cfg.publish_properties),
         "rewrite_properties": header_rewriter(cfg, source, destination, queue),
-        "mandatory": True,
+        "mandatory": cfg.publish_mandatory,
     }

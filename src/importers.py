@@ -135,12 +135,10 @@ _PUBLISH_PROPERTIES = {
     "message_id": _TEXT, "timestamp": _LONGLONG, "type": _TEXT, "user_id": _TEXT, "app_id": _TEXT,
     "cluster_id": _TEXT,
 }  # fmt: skip
-_PUBLISH_FIELDS = {"exchange": _TEXT, "routing_key": _TEXT}
+_PUBLISH_FIELDS = {"exchange": _TEXT, "routing_key": _TEXT, "mandatory": _BOOL}
 _DROPPED_FIELDS = ("ticket",)
 # basic.publish fields the importer refuses, and why.
 _REFUSED_PUBLISH_FIELDS = {
-    "mandatory": "pumpd always publishes with mandatory set and handles returned messages "
-    "itself; remove the field",
     "immediate": "RabbitMQ does not support immediate (it closes the connection); remove the field",
 }
 
@@ -644,8 +642,8 @@ def import_erlang_config(text: str, *, source: str) -> dict[str, JSON]:
 
     Besides the seed's clauses, ``delete_after``, ``add_forward_headers`` and
     ``add_timestamp_header`` (which RabbitMQ 3.7+ also reads in this format) are carried over.
-    The deprecated ``ticket`` field is dropped; ``mandatory`` and ``immediate`` in
-    ``publish_fields`` are refused (pumpd always publishes mandatory; RabbitMQ rejects
+    The deprecated ``ticket`` field is dropped; ``immediate`` in
+    ``publish_fields`` is refused (RabbitMQ rejects
     immediate), and so is the newer ``{source, ...}`` / ``{destination, ...}`` format. Unlike
     the plugin, unknown keys in ``sources`` / ``destinations`` are errors, not silently
     ignored: a misspelt ``declaration`` would otherwise vanish.

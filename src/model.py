@@ -112,6 +112,10 @@ class ShovelConfig:
     # None = keep the message's original exchange / routing key.
     publish_exchange: str | None = None
     publish_routing_key: str | None = None
+    # basic.publish's mandatory flag: unroutable messages come back and are counted as returned
+    # (the plugin publishes without it, and such messages are lost silently). False saves the
+    # broker some work per message.
+    publish_mandatory: bool = True
     reconnect_delay: float = 5.0  # 0 = stop for good after the first failure
     # Dynamic-shovel extras.
     delete_after: DeleteAfter | int = DeleteAfter.NEVER

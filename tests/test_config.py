@@ -208,7 +208,8 @@ BAD_CLAUSES = [
     ({"publish_fields": "x"}, "publish_fields", 'must be an object, got "x"'),
     ({"publish_fields": {"exchange": 1}}, "publish_fields.exchange", "must be a string, got 1"),
     ({"publish_fields": {"routing_key": None}}, "publish_fields.routing_key", "got null"),
-    ({"publish_fields": {"mandatory": True}}, "publish_fields.mandatory", "not a publish field"),
+    ({"publish_fields": {"mandatory": "yes"}}, "publish_fields.mandatory", "must be true or false"),
+    ({"publish_fields": {"immediate": True}}, "publish_fields.immediate", "not a publish field"),
     ({"publish_fields": {"routingkey": "k"}}, "publish_fields.routingkey",
      "(did you mean 'routing_key'?)"),
     ({"delete_after": -1}, "delete_after", 'must be "never", "queue-length" or a non-negative'),
@@ -734,3 +735,10 @@ def test_shovel_to_json_round_trips(definition: dict[str, Any]) -> None:
     as_json = shovel_to_json(shovel)
     json.dumps(as_json)  # plain JSON types only
     assert one(as_json) == shovel
+
+
+def test_publish_fields_mandatory_defaults_to_true_and_can_be_turned_off() -> None:
+    assert one(MINIMAL).publish_mandatory is True
+    off = one({**MINIMAL, "publish_fields": {"mandatory": False}})
+    assert off.publish_mandatory is False
+    assert shovel_to_json(off)["publish_fields"] == {"mandatory": False}

@@ -542,7 +542,6 @@ def test_quoted_atom_shovel_names() -> None:
         ("{publish_properties, [{headers, 1}]}", "headers: expected a field table"),
         ("{publish_properties, [{content_type, text}]}", "expected a binary or string, found text"),
         ("{publish_properties, {delivery_mode, 2}}", "expected a property list"),
-        ("{publish_fields, [{mandatory, true}]}", "pumpd always publishes with mandatory set"),
         ("{publish_fields, [{immediate, true}]}", "RabbitMQ does not support immediate"),
         ('{publish_fields, [{exchnage, <<"x">>}]}', "unknown field 'exchnage' of basic.publish"),
         ("{publish_fields, [exchange]}", "expected a binary or string, found true"),
@@ -924,3 +923,8 @@ def test_main_import_definitions_errors(
         f'pumpd: import-definitions: {empty}: no shovels found: no entry of "parameters" has '
         '"component": "shovel"\n'
     )
+
+
+def test_publish_fields_mandatory_is_imported() -> None:
+    doc = imported(shovel("{publish_fields, [{mandatory, false}, {routing_key, <<\"k\">>}]}"))
+    assert doc["shovels"]["s"]["publish_fields"] == {"mandatory": False, "routing_key": "k"}

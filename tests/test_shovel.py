@@ -186,3 +186,20 @@ def test_destination_declarations_and_server_named_source_queue(node_a: LocalNod
     got = drain_queue(uri, "landed", expected=5, timeout=10)
     assert {(d.properties.delivery_mode, d.properties.app_id, d.properties.type) for d in got} == {(2, "pumpd-test", "x")}
     assert {d.method.routing_key for d in got} == {"from_shovel"}
+
+
+@pytest.mark.parametrize("mandatory", [True, False])
+def test_unroutable_messages_are_returned_and_counted_unless_mandatory_is_off(
+    node_a: LocalNode, vhost_a: str, mandatory: bool
+) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "q", durable=True)
+    publish_messages(uri, "", "q", [Message(b"nowhere")] * 7)
+    s = shovel(sources={"broker": uri}, queue="q",
+               destinations={"broker": uri, "declarations": [
+                   {"exchange.declare": {"exchange": "unbound", "type": "direct"}}]},
+               publish_fields={"exchange": "unbound", "mandatory": mandatory})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().counters.acked == 7, 30, "7 acked")
+    assert pumps.status().counters.returned == (7 if mandatory else 0)
+    assert queue_depth(uri, "q")[0] == 0
