@@ -1,4 +1,9 @@
-"""The ``pumpd`` command line."""
+"""The ``pumpd`` command line: the daemon (default), ``status``, ``check`` and the importers.
+
+``pumpd --config FILE`` validates the configuration and the state file, then hands over to the
+coordinator (:mod:`pumpd.coordinator`); ``--single-process`` runs the shovels in this process
+instead (:mod:`pumpd.runner`).
+"""
 
 from __future__ import annotations
 
@@ -12,20 +17,76 @@ DESCRIPTION = """\
 pumpd moves messages from a queue on one RabbitMQ broker to an exchange on another (or the same)
 broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
 
-  pumpd --config shovels.json          run every shovel in the file until SIGTERM / SIGINT
+  pumpd --config shovels.json          run the daemon: a coordinator and one worker process per
+                                       shovel (N with --workers N), until SIGTERM / SIGINT
+  pumpd status [--json]                show what every shovel of a running daemon is doing
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`
   pumpd check --config shovels.json    validate a configuration and print what it means
+
+The daemon: the coordinator starts a worker process per shovel and supervises it through a slot
+in shared memory (state, heartbeat, counters). A worker that exits or stops heartbeating is
+replaced, with exponential backoff and jitter; a shovel that terminates by design
+(reconnect_delay 0 after a failure, or its delete_after limit) stays terminated and says why.
+With more than one worker, a shovel's workers are competing consumers on its source queue: more
+throughput, no ordering. One worker (the default) keeps the source queue's order.
+
+Signals: SIGTERM / SIGINT drain every worker (stop consuming, publish what is held, wait up to
+--drain-timeout for outstanding confirms, ack, close) and exit 0. SIGHUP reads the configuration
+again: changed shovels restart, new ones start, removed ones stop, the rest are not touched (an
+invalid file is refused and logged; the running shovels carry on).
+
+Status over HTTP (127.0.0.1:15680 unless --http says otherwise; no authentication):
+  GET    /api/shovels                list of shovels: state, URIs (redacted), rates, counters,
+                                     workers (pid, state, restarts, heartbeat age, counters)
+  GET    /api/shovels/NAME           one shovel
+  GET    /api/overview               the daemon itself
+  GET    /metrics                    Prometheus text, series labelled shovel="NAME", worker="i"
+  POST   /api/shovels/NAME/restart   restart a shovel's workers
+  PUT    /api/shovels/NAME           add or replace a run-time shovel; body: its definition (JSON,
+                                     either configuration form); kept in the state file
+  DELETE /api/shovels/NAME           remove a run-time shovel (its workers drain first)
 """
 
-EPILOG = """\
-exit status: 0 stopped cleanly; 1 a shovel gave up on a failure (reconnect_delay 0);
-2 bad configuration or usage (nothing was started); 3 a needed service is unavailable.
-See README.md for the configuration format.
+EPILOG = f"""\
+exit status:
+  {exitcodes.OK} (OK)             stopped cleanly (SIGTERM/SIGINT, every worker drained)
+  {exitcodes.FAILURE} (FAILURE)        --single-process only: a shovel gave up on a failure
+                       (reconnect_delay 0)
+  {exitcodes.CONFIG_ERROR} (CONFIG_ERROR)   bad configuration, state file or usage: nothing was started
+  {exitcodes.UNAVAILABLE} (UNAVAILABLE)    `pumpd status`: the daemon could not be reached
+  {exitcodes.CANNOT_LISTEN} (CANNOT_LISTEN)  the status endpoint could not be bound (--http): nothing
+                       was started
+
+environment: PUMPD_LOCAL_BROKER=HOST:PORT is where a host-less amqp:// URI connects (default
+127.0.0.1 on the URI's port); PUMPD_IMPLEMENTATION=reference forces the pure-Python data plane.
+See README.md for the configuration format and docs/daemon.md for the daemon.
 """
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, got {text}")
+    return value
 
 
 def _run_parser() -> argparse.ArgumentParser:
+    from .http_api import DEFAULT_HOST, DEFAULT_PORT
+
     p = argparse.ArgumentParser(
         prog="pumpd",
         description=DESCRIPTION,
@@ -34,21 +95,48 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", "-c", required=True, metavar="FILE", help="shovel definitions (JSON)")
     p.add_argument(
+        "--workers", type=_positive_int, default=None, metavar="N",
+        help="worker processes per shovel, competing consumers on its source queue (default 1; "
+             "a shovel's own \"workers\" clause wins; 1 keeps the queue's order)",
+    )
+    p.add_argument(
+        "--http", default=None, metavar="HOST:PORT",
+        help=f"the status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT}); \"off\" disables it",
+    )
+    p.add_argument(
+        "--state-file", default=None, metavar="FILE",
+        help="where shovels added at run time (PUT /api/shovels/NAME) are kept (default: next to "
+             "the configuration, NAME.runtime.json for NAME.json); written atomically, mode 0600",
+    )
+    p.add_argument(
         "--drain-timeout",
-        type=float,
+        type=_seconds,
         default=30.0,
         metavar="SECONDS",
-        help="on SIGTERM/SIGINT, how long to wait for outstanding confirms (default 30)",
+        help="on SIGTERM/SIGINT, how long a worker waits for outstanding confirms (default 30); "
+             "the coordinator kills a worker still draining 10 s after that",
+    )
+    p.add_argument(
+        "--heartbeat-timeout", type=_seconds, default=10.0, metavar="SECONDS",
+        help="replace a worker whose heartbeat is older than this (default 10; workers beat "
+             "every second)",
+    )
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text lines (default) or JSON lines, one object per line")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    p.add_argument(
+        "--single-process", action="store_true",
+        help="no daemon: run every shovel in this one process (no workers, no status endpoint, "
+             "no state file), for debugging or embedding",
     )
     p.add_argument(
         "--status-interval",
-        type=float,
+        type=_seconds,
         default=5.0,
         metavar="SECONDS",
-        help="log a progress line per shovel this often; 0 turns it off (default 5)",
+        help="--single-process only: log a progress line per shovel this often; 0 turns it off "
+             "(default 5)",
     )
-    p.add_argument("--log-format", choices=("text", "json"), default="text")
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     return p
 
 
@@ -106,7 +194,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return exitcodes.OK
 
-    ns = _run_parser().parse_args(args)
+    if args and args[0] == "status":
+        from .status_client import main as status_main
+
+        return status_main(args[1:])
+
+    parser = _run_parser()
+    ns = parser.parse_args(args)
+    if ns.single_process:
+        return _run_single_process(parser, ns)
+    return _run_daemon(parser, ns)
+
+
+def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
+    for flag, value in (("--workers", ns.workers), ("--http", ns.http),
+                        ("--state-file", ns.state_file)):
+        if value is not None:
+            parser.error(f"{flag} is for the daemon; --single-process runs one pump per shovel "
+                         "in this process")
     from . import logsetup
 
     logsetup.configure(ns.log_format, ns.log_level)
@@ -119,6 +224,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert isinstance(cfg, PumpConfig)
     return run_foreground(cfg, drain_timeout=ns.drain_timeout, status_interval=ns.status_interval)
 
+
+def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
+    from . import daemon_log, statefile
+    from .config import ConfigError
+    from .http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
+
+    try:
+        http = parse_address(ns.http if ns.http is not None else f"{DEFAULT_HOST}:{DEFAULT_PORT}")
+    except ValueError as exc:
+        parser.error(f"--http: {exc}")
+    daemon_log.configure(ns.log_format, ns.log_level)
+    from . import daemon_config
+    from .coordinator import Coordinator, DaemonOptions
+
+    state_path = str(ns.state_file or statefile.default_path(ns.config))
+    # Everything is validated before anything starts: a bad file exits 2 with its error.
+    try:
+        shovels = daemon_config.merge(
+            daemon_config.load_file(ns.config, ns.workers),
+            daemon_config.load_runtime(state_path, ns.workers),
+            state_path,
+        )
+    except ConfigError as exc:
+        print(f"pumpd: {exc}", file=sys.stderr)
+        return exitcodes.CONFIG_ERROR
+    opts = DaemonOptions(
+        config_path=ns.config,
+        state_path=state_path,
+        default_workers=ns.workers,
+        drain_timeout=ns.drain_timeout,
+        heartbeat_timeout=ns.heartbeat_timeout,
+        http=http,
+        log_format=ns.log_format,
+        log_level=ns.log_level,
+    )
+    return Coordinator(opts, shovels).run()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,121 @@
+"""What the daemon runs: the configuration file's shovels and the state file's, each with its
+effective number of workers.
+
+``--workers N`` is the default for every shovel without its own ``workers`` clause; a shovel's
+clause always wins (so ``"workers": 1`` keeps a shovel ordered whatever the command line says).
+More than one worker per shovel needs a shared, named, non-exclusive source queue, and no
+``delete_after`` (each worker would count its own limit).
+
+A name may be defined in the configuration file or at run time, never both: at start that is a
+configuration error; on reload the new file is refused and the running set kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from . import statefile
+from .config import ConfigError, load_config, parse_config
+from .model import DeleteAfter, ShovelConfig
+
+Origin = Literal["config", "runtime"]
+
+
+@dataclass(frozen=True)
+class ShovelDefinition:
+    """One shovel as the daemon runs it."""
+
+    cfg: ShovelConfig  # with its effective ``workers``
+    origin: Origin
+    definition: Mapping[str, Any]  # the JSON as written (kept in the state file for runtime)
+
+
+def _apply_workers(cfg: ShovelConfig, raw: Mapping[str, Any], default_workers: int | None,
+                   source: str) -> ShovelConfig:
+    """The shovel with its effective worker count, checked.
+
+    :raises ConfigError: when several workers cannot share this shovel's source queue.
+    """
+    if default_workers is not None and "workers" not in raw:
+        cfg = dataclasses.replace(cfg, workers=default_workers)
+    if cfg.workers > 1:
+        how = "its 'workers' clause" if "workers" in raw else f"--workers {cfg.workers}"
+        exclusive = any(d.method == "queue.declare" and d.arguments.get("exclusive")
+                        for d in cfg.source.declarations)
+        if cfg.queue == "" or exclusive:
+            raise ConfigError(f"{how} needs a shared, named, non-exclusive source queue; "
+                              "give this shovel \"workers\": 1", source=source, shovel=cfg.name,
+                              clause="workers")
+        if cfg.delete_after != DeleteAfter.NEVER:
+            raise ConfigError(f"{how}: delete_after would be counted by each worker separately; "
+                              "give this shovel \"workers\": 1", source=source, shovel=cfg.name,
+                              clause="workers")
+    return cfg
+
+
+def load_file(path: str | os.PathLike[str],
+              default_workers: int | None) -> dict[str, ShovelDefinition]:
+    """The configuration file's shovels.
+
+    :raises ConfigError: on any error in the file.
+    """
+    source = os.fspath(path)
+    pump_config = load_config(path)
+    # load_config has validated the file; read it raw as well, to see which clauses were given.
+    try:
+        with open(path, "rb") as f:
+            raw = orjson.loads(f.read())["shovels"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ConfigError(f"the file changed while it was read: {exc}", source=source) from None
+    out: dict[str, ShovelDefinition] = {}
+    for name, cfg in pump_config.shovels.items():
+        definition = raw.get(name, {})
+        out[name] = ShovelDefinition(_apply_workers(cfg, definition, default_workers, source),
+                                     "config", definition)
+    return out
+
+
+def parse_runtime(name: str, definition: object, default_workers: int | None,
+                  source: str) -> ShovelDefinition:
+    """One run-time shovel (a PUT body, or an entry of the state file).
+
+    :raises ConfigError: when the definition is not valid.
+    """
+    cfg = parse_config({"shovels": {name: definition}}, source=source).shovels[name]
+    assert isinstance(definition, dict)  # parse_config has checked it
+    return ShovelDefinition(_apply_workers(cfg, definition, default_workers, source), "runtime",
+                            definition)
+
+
+def load_runtime(path: str | os.PathLike[str],
+                 default_workers: int | None) -> dict[str, ShovelDefinition]:
+    """The state file's shovels.
+
+    :raises ConfigError: when the state file cannot be read or holds an invalid definition.
+    """
+    try:
+        raw = statefile.load(path)
+    except statefile.StateFileError as exc:
+        raise ConfigError(str(exc), source=os.fspath(path)) from None
+    return {name: parse_runtime(name, definition, default_workers, os.fspath(path))
+            for name, definition in raw.items()}
+
+
+def merge(file_shovels: Mapping[str, ShovelDefinition],
+          runtime: Mapping[str, ShovelDefinition], state_path: str) -> dict[str, ShovelDefinition]:
+    """Both sets together, the file's first.
+
+    :raises ConfigError: when a name is in both.
+    """
+    both = sorted(set(file_shovels) & set(runtime))
+    if both:
+        raise ConfigError("defined both in the configuration file and at run time (in the state "
+                          "file); remove it from one of the two",
+                          source=os.fspath(state_path), shovel=both[0])
+    return {**file_shovels, **runtime}

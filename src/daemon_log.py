@@ -1,0 +1,57 @@
+"""Logging for the daemon's processes: :mod:`pumpd.logsetup`'s formats, told which process speaks.
+
+The coordinator and every worker write to the same stderr. In the text format a worker's lines
+carry ``[NAME#i pid N]``; in the JSON format every line carries ``process`` ("coordinator" or
+"worker"), ``pid``, and for a worker ``shovel`` and ``worker``. Supervision events add their
+fields (``event``, ``shovel``, ``worker``, ``state``, ``reason``, ``restarts``, ``exit``, ...) through
+``extra=``, so a log shipper can filter on them without parsing the message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import orjson
+
+from . import logsetup
+
+# Keys that supervision log calls pass with ``extra=`` and the JSON format copies into the line.
+EVENT_FIELDS = ("event", "shovel", "worker", "state", "reason", "restarts", "exit", "delay",
+                "pid_old", "counters", "added", "changed", "removed", "unchanged")
+
+
+class DaemonJsonFormatter(logsetup.JsonFormatter):
+    def __init__(self, identity: dict[str, Any]) -> None:
+        super().__init__()
+        self.identity = identity
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = orjson.loads(super().format(record))
+        doc.update(self.identity)
+        doc["pid"] = record.process
+        for key in EVENT_FIELDS:
+            value = record.__dict__.get(key)
+            if value is not None:
+                doc[key] = value
+        return orjson.dumps(doc).decode()
+
+
+def configure(fmt: str, level: str, *, shovel: str | None = None,
+              worker: int | None = None) -> None:
+    """Set up logging for the coordinator (no ``shovel``) or for one worker process."""
+    logsetup.configure(fmt, level)
+    handler = logging.getLogger().handlers[0]
+    if shovel is None:
+        identity: dict[str, Any] = {"process": "coordinator"}
+        tag = ""
+    else:
+        identity = {"process": "worker", "shovel": shovel, "worker": worker}
+        # '%' doubled: the tag goes into a logging format string
+        tag = f"[{shovel}#{worker} pid {os.getpid()}] ".replace("%", "%%")
+    if fmt == "json":
+        handler.setFormatter(DaemonJsonFormatter(identity))
+    else:
+        handler.setFormatter(logsetup.RedactingFormatter(
+            f"%(asctime)s %(levelname)-7s {tag}%(message)s", "%H:%M:%S"))

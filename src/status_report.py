@@ -1,0 +1,254 @@
+"""The daemon's status, as documents: JSON for ``/api/shovels`` and ``pumpd status``, Prometheus
+text for ``/metrics``, and the message rates both show.
+
+The coordinator builds :class:`ShovelView` snapshots from its slots and its supervision
+bookkeeping; this module only turns them into output. URIs are always shown redacted (user, host,
+port, vhost; never a password).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__
+from .model import ShovelConfig
+from .slots import COUNTER_FIELDS, GAUGES, SlotRecord
+from .status import Counters, State
+
+# Counters that have a rate (per second) in the status; "msg_per_s" is the published rate.
+RATE_FIELDS = ("consumed", "published", "confirmed", "acked", "bytes")
+RATE_WINDOW = 5.0  # seconds of samples a rate is computed over
+SAMPLE_EVERY = 0.5  # seconds between samples
+
+
+class RateMeter:
+    """Per-second rates of cumulative counters, over the last :data:`RATE_WINDOW` seconds."""
+
+    def __init__(self) -> None:
+        self._samples: collections.deque[tuple[float, tuple[int, ...]]] = collections.deque()
+
+    def sample(self, counters: Counters, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if self._samples and now - self._samples[-1][0] < SAMPLE_EVERY:
+            return
+        self._samples.append((now, tuple(getattr(counters, f) for f in RATE_FIELDS)))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW:
+            self._samples.popleft()
+
+    def rates(self) -> dict[str, float]:
+        if len(self._samples) < 2:
+            return {f: 0.0 for f in RATE_FIELDS}
+        (t0, v0), (t1, v1) = self._samples[0], self._samples[-1]
+        dt = t1 - t0
+        # max(0, ...): a worker's counters restart from zero when it is replaced mid-window
+        return {f: round(max(0, b - a) / dt, 1) for f, a, b in zip(RATE_FIELDS, v0, v1, strict=True)}
+
+
+def add_counters(a: Counters, b: Counters) -> Counters:
+    return Counters(**{f: getattr(a, f) + getattr(b, f) for f in COUNTER_FIELDS})
+
+
+def carry(totals: Counters, last: Counters) -> Counters:
+    """Fold a finished process's counters into the totals of its worker position (gauges are
+    about the present, so they are not carried)."""
+    return Counters(**{f: getattr(totals, f) + (0 if f in GAUGES else getattr(last, f))
+                       for f in COUNTER_FIELDS})
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    index: int
+    pid: int  # the live process, 0 when none runs
+    alive: bool
+    stopping: bool
+    record: SlotRecord
+    restarts: int
+    last_exit: str | None
+    next_start_in: float | None  # seconds until a scheduled (re)start
+    heartbeat_age: float | None
+    counters: Counters  # every process of this position so far, plus the live one
+    rates: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ShovelView:
+    name: str
+    cfg: ShovelConfig
+    origin: str
+    removing: bool
+    state: State
+    reason: str
+    since: float
+    workers: Sequence[WorkerView]
+
+    @property
+    def counters(self) -> Counters:
+        total = Counters()
+        for w in self.workers:
+            total = add_counters(total, w.counters)
+        return total
+
+    @property
+    def rates(self) -> dict[str, float]:
+        return {f: round(sum(w.rates.get(f, 0.0) for w in self.workers), 1) for f in RATE_FIELDS}
+
+
+def iso_time(t: float) -> str | None:
+    if t <= 0:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _uris(cfg: ShovelConfig, side: str) -> list[str]:
+    endpoint = cfg.source if side == "src" else cfg.destination
+    return [b.redacted() for b in endpoint.brokers]
+
+
+def worker_doc(w: WorkerView) -> dict[str, Any]:
+    r = w.record
+    return {
+        "index": w.index,
+        "pid": w.pid or None,
+        "alive": w.alive,
+        "stopping": w.stopping,
+        "state": r.state.label,
+        "reason": r.reason or None,
+        "reason_code": r.reason_code.label,
+        "since": r.since or None,
+        "timestamp": iso_time(r.since),
+        "started": iso_time(r.started),
+        "heartbeat_age": None if w.heartbeat_age is None else round(w.heartbeat_age, 3),
+        "restarts": w.restarts,
+        "last_exit": w.last_exit,
+        "next_restart_in": None if w.next_start_in is None else round(w.next_start_in, 2),
+        "implementation": r.implementation or None,
+        "msg_per_s": w.rates.get("published", 0.0),
+        "rates": w.rates,
+        "counters": w.counters.as_dict(),
+    }
+
+
+def shovel_doc(v: ShovelView) -> dict[str, Any]:
+    """One shovel: the management plugin's shovel-status fields, then pumpd's own."""
+    cfg = v.cfg
+    src, dest = _uris(cfg, "src"), _uris(cfg, "dest")
+    rates = v.rates
+    impls = sorted({w.record.implementation for w in v.workers if w.record.implementation})
+    return {
+        "name": v.name,
+        "type": "pumpd",
+        "state": v.state.label,
+        "reason": v.reason or None,
+        "timestamp": iso_time(v.since),
+        "since": v.since or None,
+        "src_protocol": "amqp091",
+        "src_uri": src[0],
+        "src_uris": src,
+        "src_queue": cfg.queue,
+        "dest_protocol": "amqp091",
+        "dest_uri": dest[0],
+        "dest_uris": dest,
+        # null: each message keeps its own exchange / routing key
+        "dest_exchange": cfg.publish_exchange,
+        "dest_exchange_key": cfg.publish_routing_key,
+        "ack_mode": cfg.ack_mode.value,
+        "prefetch_count": cfg.prefetch_count,
+        "reconnect_delay": cfg.reconnect_delay,
+        "origin": v.origin,
+        "removing": v.removing,
+        "workers_configured": cfg.workers,
+        "workers_running": sum(1 for w in v.workers if w.alive),
+        "implementation": ",".join(impls) or None,
+        "restarts": sum(w.restarts for w in v.workers),
+        "msg_per_s": rates["published"],
+        "rates": rates,
+        "counters": v.counters.as_dict(),
+        "workers": [worker_doc(w) for w in v.workers],
+    }
+
+
+# ------------------------------------------------------------------------------- Prometheus
+
+# (name, help, source) for per-worker series; source is a counter field or a callable key.
+COUNTER_METRICS = (
+    ("pumpd_messages_consumed_total", "Deliveries taken from the source queue.", "consumed"),
+    ("pumpd_messages_published_total", "Messages re-published to the destination.", "published"),
+    ("pumpd_messages_confirmed_total", "Publisher confirms (acks) from the destination.",
+     "confirmed"),
+    ("pumpd_messages_acked_total", "Source messages acknowledged.", "acked"),
+    ("pumpd_messages_nacked_total", "Publisher nacks from the destination.", "nacked"),
+    ("pumpd_messages_returned_total", "Messages returned unroutable by the destination.",
+     "returned"),
+    ("pumpd_messages_redelivered_total", "Deliveries flagged redelivered by the source.",
+     "redelivered"),
+    ("pumpd_reconnects_total", "Sessions that failed and were started again in the worker.",
+     "reconnects"),
+    ("pumpd_published_bytes_total", "Message body bytes re-published.", "bytes"),
+)
+GAUGE_METRICS = (
+    ("pumpd_messages_in_flight", "Published and not yet confirmed.", "in_flight"),
+    ("pumpd_messages_buffered", "Received and held while the destination is blocked.",
+     "buffered"),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(**labels: str | int) -> str:
+    return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items()) + "}"
+
+
+def _num(value: float) -> str:
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
+    """Prometheus text exposition format 0.0.4."""
+    views = list(views)
+    out: list[str] = []
+
+    def family(name: str, kind: str, help_text: str,
+               samples: Iterable[tuple[str, float]]) -> None:
+        out.append(f"# HELP {name} {help_text}")
+        out.append(f"# TYPE {name} {kind}")
+        out.extend(f"{name}{labels} {_num(value)}" for labels, value in samples)
+
+    family("pumpd_info", "gauge", "pumpd version and data plane implementation.",
+           [(_labels(version=__version__, implementation=implementation), 1)])
+    family("pumpd_shovel_state", "gauge",
+           "1 for the state each shovel is in (starting, running, blocked, terminated).",
+           [(_labels(shovel=v.name, state=s.label), int(v.state == s))
+            for v in views for s in State])
+    family("pumpd_shovel_workers", "gauge", "Worker processes configured for each shovel.",
+           [(_labels(shovel=v.name), v.cfg.workers) for v in views])
+    workers = [(v, w) for v in views for w in v.workers]
+
+    def per_worker(value: Any) -> list[tuple[str, float]]:
+        return [(_labels(shovel=v.name, worker=w.index), value(w)) for v, w in workers]
+
+    family("pumpd_worker_state", "gauge",
+           "1 for the state each worker is in (starting, running, blocked, terminated).",
+           [(_labels(shovel=v.name, worker=w.index, state=s.label), int(w.record.state == s))
+            for v, w in workers for s in State])
+    family("pumpd_worker_up", "gauge", "1 while the worker process is alive.",
+           per_worker(lambda w: int(w.alive)))
+    family("pumpd_worker_restarts_total", "counter", "Times the worker process was replaced.",
+           per_worker(lambda w: w.restarts))
+    family("pumpd_worker_state_since_timestamp_seconds", "gauge",
+           "Unix time the worker entered its current state.",
+           per_worker(lambda w: float(w.record.since)))
+    family("pumpd_worker_heartbeat_age_seconds", "gauge",
+           "Seconds since the worker's last heartbeat (absent while no process runs).",
+           [(_labels(shovel=v.name, worker=w.index), round(w.heartbeat_age, 3))
+            for v, w in workers if w.heartbeat_age is not None])
+    for name, help_text, key in COUNTER_METRICS:
+        family(name, "counter", help_text, per_worker(lambda w, k=key: getattr(w.counters, k)))
+    for name, help_text, key in GAUGE_METRICS:
+        family(name, "gauge", help_text, per_worker(lambda w, k=key: getattr(w.counters, k)))
+    return "\n".join(out) + "\n"

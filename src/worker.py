@@ -1,0 +1,149 @@
+"""A worker process: one :class:`~pumpd.pump.Pump` on uvloop, reporting into its shared-memory slot.
+
+The coordinator starts :func:`main` in a fresh interpreter (multiprocessing's "spawn" context)
+with a picklable :class:`WorkerSpec`. The worker:
+
+* attaches to the coordinator's slot block and writes every state change, a counter snapshot
+  (the pump sends one every 0.25 s) and a heartbeat (every ``heartbeat_interval``) into its own
+  slot, never anything per message;
+* on SIGTERM or SIGINT stops consuming, publishes what it holds, waits up to the drain timeout for
+  outstanding confirms, acks them and closes (the pump's drain), then exits;
+* ignores SIGHUP (reloading is the coordinator's business; a terminal hang-up reaches the whole
+  process group);
+* stops the same way if the coordinator disappears (its parent pid changes), so a coordinator
+  killed with SIGKILL does not leave workers running unsupervised.
+
+Exit status: :data:`pumpd.exitcodes.OK` after a requested stop or a delete_after limit,
+:data:`pumpd.exitcodes.FAILURE` when the shovel gave up (reconnect_delay 0). The coordinator
+decides what to do from the slot (state and reason code), the exit status only confirms it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import exitcodes
+from .model import ShovelConfig
+from .slots import ReasonCode, SlotRecord, SlotRef, SlotTable, SlotWriter, classify_reason
+from .status import Counters, State
+
+log = logging.getLogger("pumpd.worker")
+
+HEARTBEAT_INTERVAL = 1.0  # seconds; the coordinator's timeout is several times this
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker process needs, pickled across the spawn."""
+
+    shovel: ShovelConfig
+    index: int  # this worker's number within its shovel, 0..workers-1
+    slot: SlotRef
+    drain_timeout: float
+    parent_pid: int
+    log_format: str = "text"
+    log_level: str = "info"
+    heartbeat_interval: float = HEARTBEAT_INTERVAL
+
+    @property
+    def tag(self) -> str:
+        return f"{self.shovel.name}#{self.index}"
+
+
+class SlotSink:
+    """A :class:`~pumpd.status.StatusSink` that keeps the latest report and writes it whole into
+    the slot on every change, with a fresh heartbeat."""
+
+    def __init__(self, writer: SlotWriter, implementation: str) -> None:
+        self._writer = writer
+        self.record = SlotRecord(
+            pid=os.getpid(),
+            state=State.STARTING,
+            since=time.time(),
+            heartbeat=time.monotonic(),
+            started=time.time(),
+            implementation=implementation,
+        )
+        self._publish()
+
+    def _publish(self, **changes: Any) -> None:
+        self.record = dataclasses.replace(self.record, heartbeat=time.monotonic(), **changes)
+        self._writer.write(self.record)
+
+    def state_changed(self, state: State, reason: str | None, at: float) -> None:
+        self._publish(state=state, reason=reason or "", since=at,
+                      reason_code=classify_reason(state, reason))
+
+    def counters_changed(self, counters: Counters) -> None:
+        self._publish(counters=counters)
+
+    def beat(self) -> None:
+        self._publish()
+
+
+async def _heartbeat(sink: SlotSink, spec: WorkerSpec, stop: asyncio.Event) -> None:
+    """Proves the event loop is alive; also notices an orphaned worker."""
+    while True:
+        await asyncio.sleep(spec.heartbeat_interval)
+        sink.beat()
+        if os.getppid() != spec.parent_pid and not stop.is_set():
+            log.warning("the coordinator (pid %d) is gone: draining and exiting", spec.parent_pid)
+            stop.set()
+
+
+async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
+    from .pump import Pump
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # only record the request: the pump drains and returns
+        loop.add_signal_handler(sig, stop.set)
+    pump = Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
+                client_name=f"pumpd {spec.tag}")
+    beats = asyncio.create_task(_heartbeat(sink, spec, stop))
+    try:
+        await pump.run(stop)
+    finally:
+        beats.cancel()
+    c = sink.record.counters
+    log.info(
+        "worker exiting (%s): consumed %d published %d confirmed %d acked %d nacked %d",
+        pump.terminated_reason, c.consumed, c.published, c.confirmed, c.acked, c.nacked,
+        extra={"event": "worker_exit", "shovel": spec.shovel.name, "worker": spec.index,
+               "reason": pump.terminated_reason, "counters": c.as_dict()},
+    )
+    if sink.record.reason_code == ReasonCode.GAVE_UP:
+        return exitcodes.FAILURE
+    return exitcodes.OK
+
+
+def main(spec: WorkerSpec) -> None:
+    """The process entry point (``multiprocessing`` target). Exits with the worker's status."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # Until the event loop takes over, SIGINT/SIGTERM simply end the process: nothing is held.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from . import daemon_log
+
+    daemon_log.configure(spec.log_format, spec.log_level, shovel=spec.shovel.name,
+                         worker=spec.index)
+    import uvloop
+
+    from .fastpath import IMPLEMENTATION
+
+    table = SlotTable.attach(spec.slot.block)
+    try:
+        sink = SlotSink(table.writer(spec.slot.index), IMPLEMENTATION)
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            code = runner.run(_run(spec, sink))
+    finally:
+        table.close()
+    sys.exit(code)

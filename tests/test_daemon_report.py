@@ -1,0 +1,113 @@
+"""The status documents without a broker: rates, counters carried over restarts, Prometheus text,
+the status table, the state file and the daemon's configuration rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from pumpd import statefile
+from pumpd.config import ConfigError
+from pumpd.daemon_config import load_file, merge, parse_runtime
+from pumpd.http_api import parse_address
+from pumpd.slots import SlotRecord
+from pumpd.status import Counters, State
+from pumpd.status_client import render_table
+from pumpd.status_report import (
+    RateMeter,
+    ShovelView,
+    WorkerView,
+    carry,
+    metrics_text,
+    shovel_doc,
+)
+
+URI = "amqp://user:hunter2@broker:5672/%2F"
+DEFINITION = {"src-uri": URI, "src-queue": "q", "dest-uri": URI, "dest-queue": "out"}
+
+
+def test_rates_come_from_counter_deltas_over_the_window() -> None:
+    meter = RateMeter()
+    meter.sample(Counters(published=0, acked=0), now=100.0)
+    meter.sample(Counters(published=500, acked=400), now=101.0)
+    meter.sample(Counters(published=1000, acked=900), now=102.0)
+    rates = meter.rates()
+    assert rates["published"] == 500.0 and rates["acked"] == 450.0
+
+
+def test_a_finished_process_carries_its_totals_but_not_its_gauges() -> None:
+    total = carry(Counters(acked=10), Counters(acked=5, in_flight=7, buffered=3))
+    assert (total.acked, total.in_flight, total.buffered) == (15, 0, 0)
+
+
+def view(name: str = 'odd "name"\\x') -> ShovelView:
+    cfg = parse_runtime(name, DEFINITION, 2, "test").cfg
+    record = SlotRecord(pid=42, state=State.RUNNING, since=1.0, heartbeat=0.0,
+                        counters=Counters(acked=3, in_flight=1), implementation="native")
+    workers = [WorkerView(index=i, pid=42 + i, alive=True, stopping=False, record=record,
+                          restarts=i, last_exit=None, next_start_in=None, heartbeat_age=0.5,
+                          counters=record.counters, rates={"published": 10.0})
+               for i in range(2)]
+    return ShovelView(name=name, cfg=cfg, origin="runtime", removing=False,
+                      state=State.RUNNING, reason="", since=1.0, workers=workers)
+
+
+def test_shovel_document_sums_workers_and_hides_passwords() -> None:
+    doc = shovel_doc(view())
+    assert doc["counters"]["acked"] == 6 and doc["restarts"] == 1 and doc["msg_per_s"] == 20.0
+    assert doc["workers_configured"] == 2 and len(doc["workers"]) == 2
+    assert "hunter2" not in json.dumps(doc)
+    assert doc["src_uri"] == "amqp://user@broker:5672/%2F"
+
+
+def test_metrics_escape_label_values_and_label_every_series() -> None:
+    text = metrics_text([view()], "native")
+    assert 'shovel="odd \\"name\\"\\\\x"' in text
+    assert 'pumpd_messages_acked_total{shovel="odd \\"name\\"\\\\x",worker="1"} 3' in text
+    for line in text.splitlines():
+        if line and not line.startswith("#") and not line.startswith("pumpd_info"):
+            assert "shovel=" in line, line
+    assert "hunter2" not in text
+
+
+def test_status_table_has_the_shovel_status_columns() -> None:
+    doc = shovel_doc(view("orders"))
+    lines = render_table([doc]).splitlines()
+    assert lines[0].split() == ["NAME", "STATE", "SOURCE", "DESTINATION", "LAST", "CHANGE",
+                                "MSG/S", "IN", "FLIGHT", "WORKERS"]
+    assert lines[1].startswith("orders  running  amqp://user@broker:5672/%2F [q]")
+    assert "2/2 (1 restart)" in lines[1]
+    assert render_table([]) == "no shovels\n"
+
+
+def test_state_file_is_written_atomically_with_mode_0600(tmp_path: Path) -> None:
+    path = tmp_path / "s.runtime.json"
+    assert statefile.load(path) == {}
+    statefile.save(path, {"a": DEFINITION})
+    assert statefile.load(path) == {"a": DEFINITION}
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["s.runtime.json"]  # no temporary left
+    assert statefile.default_path("/etc/pumpd/shovels.json") == \
+        Path("/etc/pumpd/shovels.runtime.json")
+
+
+def test_workers_option_is_a_default_that_a_shovel_clause_overrides(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"shovels": {"a": DEFINITION, "b": {**DEFINITION, "workers": 1}}}))
+    shovels = load_file(cfg, 4)
+    assert shovels["a"].cfg.workers == 4 and shovels["b"].cfg.workers == 1
+    assert load_file(cfg, None)["a"].cfg.workers == 1
+    with pytest.raises(ConfigError, match="both in the configuration file and at run time"):
+        merge(shovels, {"a": parse_runtime("a", DEFINITION, None, "x")}, "state")
+
+
+def test_http_addresses() -> None:
+    assert parse_address("off") is None
+    assert parse_address("0.0.0.0:8080") == ("0.0.0.0", 8080)
+    assert parse_address(":9000") == ("127.0.0.1", 9000)
+    assert parse_address("[::1]:15680") == ("::1", 15680)
+    with pytest.raises(ValueError):
+        parse_address("localhost")

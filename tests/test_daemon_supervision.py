@@ -1,0 +1,152 @@
+"""The coordinator replaces workers that die or hang, leaves shovels that terminated by design
+alone, and its workers do not outlive it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from pumpd.localnode import LocalNode, find_free_port
+
+from amqp_helpers import drain_queue, queue_depth
+from daemon_helpers import (
+    fill_queue,
+    pid_alive,
+    pumpd_daemon,
+    running_state,
+    settled,
+    shovel_def,
+)
+
+__all__ = ["pumpd_daemon"]  # the fixture, imported for pytest
+
+
+def test_kill_9_mid_stream_the_worker_is_replaced_and_nothing_is_lost(
+    pumpd_daemon, node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str
+) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    d = pumpd_daemon({"s": shovel_def(src, "in", dst, "out", prefetch_count=500)})
+    d.wait_for(lambda: running_state(d, "s"), 30, "the shovel running")
+    (old_pid,) = d.worker_pids("s")
+
+    n, batch = 20_000, 500
+    sent = [b"m%06d" % i for i in range(n)]
+    published = threading.Event()
+
+    def publish() -> None:  # a steady stream, so that the kill lands with messages in flight
+        for i in range(0, n, batch):
+            fill_queue(src, "in", sent[i:i + batch])
+            time.sleep(0.02)
+        published.set()
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    d.wait_for(lambda: d.shovel("s")["counters"]["consumed"] >= 3000, 60, "3000 consumed")
+    os.kill(old_pid, signal.SIGKILL)
+
+    def replaced() -> bool:
+        (w,) = d.shovel("s")["workers"]
+        return w["pid"] not in (None, old_pid) and w["state"] == "running" and w["restarts"] == 1
+
+    d.wait_for(replaced, 60, "a replacement worker running")
+    publisher.join(120)
+    assert published.is_set()
+    d.wait_for(lambda: queue_depth(dst, "out")[0] >= n and queue_depth(src, "in") == (0, 1)
+               and d.shovel("s")["counters"]["in_flight"] == 0, 120, "the source drained")
+    doc = d.shovel("s")
+    (w,) = doc["workers"]
+    assert w["restarts"] == 1 and doc["restarts"] == 1
+    assert w["last_exit"] == "killed by signal 9 (SIGKILL)"
+    depth = queue_depth(dst, "out")[0]
+    got = [m.body for m in drain_queue(dst, "out", expected=depth, timeout=60)]
+    # on_confirm: at least once. Whatever the killed worker had published but not acked comes
+    # again from the source (at most its prefetch window); nothing is missing.
+    assert set(got) == set(sent)
+    assert len(got) - n <= 500
+    # the counters are carried over the restart (the killed worker's last snapshot, which can
+    # be a quarter of a second old, plus the new worker's)
+    assert doc["counters"]["acked"] >= n // 2
+    events = d.log_events()
+    assert any(e.get("event") == "crash" and e.get("shovel") == "s" for e in events)
+    assert d.stop() == 0
+
+
+def test_a_hung_worker_is_killed_and_replaced(
+    pumpd_daemon, node_a: LocalNode, vhost_a: str
+) -> None:
+    uri = node_a.uri(vhost_a)
+    d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out")}, "--heartbeat-timeout", "3")
+    d.wait_for(lambda: running_state(d, "s"), 30, "the shovel running")
+    (old_pid,) = d.worker_pids("s")
+    os.kill(old_pid, signal.SIGSTOP)  # alive, but its event loop no longer runs
+    try:
+        def replaced() -> bool:
+            (w,) = d.shovel("s")["workers"]
+            return w["pid"] not in (None, old_pid) and w["state"] == "running"
+
+        d.wait_for(replaced, 60, "a replacement worker")
+    finally:
+        if pid_alive(old_pid):
+            os.kill(old_pid, signal.SIGCONT)
+    (w,) = d.shovel("s")["workers"]
+    assert w["restarts"] == 1
+    assert w["last_exit"].startswith("killed by pumpd: no heartbeat for")
+    assert not pid_alive(old_pid)
+    fill_queue(uri, "in", [b"after"])
+    d.wait_for(lambda: queue_depth(uri, "out")[0] == 1, 30, "the new worker moving messages")
+    assert d.stop() == 0
+
+
+def test_a_shovel_terminated_by_design_stays_terminated_and_says_why(
+    pumpd_daemon, node_a: LocalNode, vhost_a: str
+) -> None:
+    uri = node_a.uri(vhost_a)
+    nowhere = f"amqp://guest:guest@127.0.0.1:{find_free_port()}/%2F"  # nothing listens there
+    d = pumpd_daemon({
+        "broken": shovel_def(nowhere, "in", uri, "out", reconnect_delay=0),
+        "fine": shovel_def(uri, "in2", uri, "out2"),
+    })
+    d.wait_for(lambda: d.shovel("broken")["state"] == "terminated", 30, "terminated")
+    d.wait_for(lambda: running_state(d, "fine"), 30, "the other shovel running")
+    time.sleep(2)  # several supervision passes: it must not come back
+    doc = d.shovel("broken")
+    assert doc["state"] == "terminated"
+    assert "reconnect_delay is 0" in doc["reason"]
+    assert doc["restarts"] == 0 and doc["workers_running"] == 0
+    (w,) = doc["workers"]
+    assert w["reason_code"] == "gave-up"
+    # an operator can ask for another attempt
+    status, _ = d.request("POST", "/api/shovels/broken/restart")
+    assert status == 202
+    d.wait_for(lambda: d.shovel("broken")["restarts"] == 1
+               and d.shovel("broken")["state"] == "terminated"
+               and d.shovel("broken")["workers_running"] == 0, 30, "terminated again")
+    assert running_state(d, "fine")
+    assert d.stop() == 0
+
+
+def test_workers_exit_when_the_coordinator_is_killed(
+    pumpd_daemon, node_a: LocalNode, vhost_a: str
+) -> None:
+    uri = node_a.uri(vhost_a)
+    d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out")}, "--workers", "2")
+    d.wait_for(lambda: running_state(d, "s", 2), 30, "two workers running")
+    pids = d.worker_pids("s")
+    blocks = d.get("/api/overview")["slot_blocks"]
+    assert blocks and all(Path("/dev/shm", b).exists() for b in blocks)
+    d.remember_workers()
+    d.proc.kill()  # type: ignore[union-attr]
+    d.proc.wait(10)  # type: ignore[union-attr]
+    deadline = time.monotonic() + 30
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(pid_alive(p) for p in pids), "orphaned workers kept running"
+    # multiprocessing's resource tracker unlinks the slot block once they are all gone
+    while any(Path("/dev/shm", b).exists() for b in blocks) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path("/dev/shm", b).exists() for b in blocks), "slot block leaked"
+    # they drained: nothing is left unacknowledged or consumed at the source
+    assert settled(node_a, vhost_a, "in") == (0, 0, 0)
