@@ -222,13 +222,13 @@ class Session:
         relay, source = self.relay, self.source
         if relay is None or source is None or not source.is_open:
             return False
+        deadline = time.monotonic() + timeout  # one budget for the cancel and the settling
         if self._consumer_tag:
             tag, self._consumer_tag = self._consumer_tag, None
             try:
                 await asyncio.wait_for(source.cancel(tag), timeout=max(timeout, 0.1))
             except (LinkError, asyncio.TimeoutError):
                 return False
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.flush(acks_due=True)
             if relay.buffered == 0 and relay.in_flight == 0:

@@ -139,7 +139,7 @@ def test_sigterm_drains_and_exits_0(node_a: LocalNode, node_b: LocalNode, vhost_
     cfg = {"shovels": {"s": {"sources": {"broker": src}, "destinations": {"broker": dst}, "queue": "q",
                              "publish_fields": {"exchange": "", "routing_key": "out"}}}}
     proc = subprocess.Popen([sys.executable, "-m", "pumpd", "--config", str(write(tmp_path, cfg)),
-                             "--status-interval", "0"], stderr=subprocess.PIPE, text=True)
+                             "--http", "off"], stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while queue_depth(dst, "out")[0] < 5000 and time.monotonic() < deadline:
