@@ -60,7 +60,7 @@ exit status:
 
 environment: PUMPD_LOCAL_BROKER=HOST:PORT is where a host-less amqp:// URI connects (default
 127.0.0.1 on the URI's port); PUMPD_IMPLEMENTATION=reference forces the pure-Python data plane.
-See README.md for the configuration format and docs/daemon.md for the daemon.
+See README.md for the configuration format, the daemon, its status and metrics.
 """
 
 
