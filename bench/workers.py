@@ -38,6 +38,8 @@ from typing import Any
 import pika
 from pumpd.localnode import LocalNode, find_free_port
 
+from common import find_descendant, process_cpu_seconds, process_tree, tree_cpu_seconds
+
 RESULTS = Path(__file__).resolve().parent / "results"
 LAYOUTS = [("one shovel", "workers", n) for n in (1, 2, 4)] + \
           [("separate shovels", "shovels", n) for n in (1, 2, 4)]
@@ -69,50 +71,9 @@ def depth(uri: str, queue: str) -> int:
         conn.close()
 
 
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU of a process so far (fields 14 and 15 of /proc/PID/stat)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rfind(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
-                out.append(int(entry))
-    return out
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of pumpd's coordinator and its live children (the workers)."""
-    total = 0.0
-    for p in (pid, *children(pid)):
-        try:
-            total += cpu_seconds(p)
-        except OSError:  # exited meanwhile
-            pass
-    return total
-
-
-def beam_pid(node: LocalNode) -> int:
-    """The Erlang VM of the node (LocalNode.pid is the rabbitmq-server script, its parent)."""
-    assert node.pid is not None
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            name = stat[stat.index("(") + 1:stat.rfind(")")]
-            if name == "beam.smp" and int(stat[stat.rfind(")") + 2:].split()[1]) == node.pid:
-                return int(entry)
-    raise RuntimeError("beam.smp not found")
+def pumpd_cpu_seconds(pid: int) -> float:
+    """CPU seconds of pumpd's coordinator and every live process below it (the workers)."""
+    return sum(tree_cpu_seconds(process_tree(pid)).values())
 
 
 def shovel(uri: str, src: str, dst: str) -> dict[str, Any]:
@@ -173,7 +134,9 @@ def one_run(node: LocalNode, layout: str, n: int, messages: int, size: int,
                 "--state-file", str(workdir / f"{vhost}.state.json")]
         if layout == "one shovel":
             args += ["--workers", str(n)]
-        beam = beam_pid(node)
+        beam = find_descendant(node.pid or 0, "beam.smp")
+        if beam is None:
+            raise RuntimeError("cannot find the node's beam.smp process")
         t_start = time.monotonic()
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL)
         samples: list[tuple[float, int]] = []
@@ -186,7 +149,7 @@ def one_run(node: LocalNode, layout: str, n: int, messages: int, size: int,
                     total, workers = acked(port)
                 except OSError:
                     total = 0
-                cpu.append((tree_cpu(proc.pid), cpu_seconds(beam)))
+                cpu.append((pumpd_cpu_seconds(proc.pid), process_cpu_seconds(beam)))
                 samples.append((time.monotonic(), total))
                 if total >= messages:
                     break

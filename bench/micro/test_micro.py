@@ -7,7 +7,7 @@ The per-message table at the end divides each timed call by the messages it hand
   one single ``ack`` of the oldest, ``take_ack`` every 100 (as a read of the destination socket
   would); and one ``add`` per message with a multiple ``ack`` + ``take_ack`` every 100. The native
   cost must not depend on the window (100 vs 100,000 within 20%).
-- relay: ``feed_source`` of one buffer of 1,000 × 64 B deliveries + ``take_publishes``; and
+- relay: ``feed_source`` of one buffer of 1,000 x 64 B deliveries + ``take_publishes``; and
   ``feed_destination`` of 1,000 single acks + ``take_source_output``, also with ``window``
   publishes outstanding (the confirm cost seen from the relay, with no Python call per message).
 
