@@ -670,14 +670,7 @@ cdef class Relay:
 
     def feed_source(self, data):
         """Scan bytes read from the source connection; returns the bytes meant for pika."""
-        cdef Py_buffer view
-        if PyBytes_CheckExact(data):
-            return self._feed(<const unsigned char *>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), True)
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        try:
-            return self._feed(<const unsigned char *>view.buf, view.len, True)
-        finally:
-            PyBuffer_Release(&view)
+        return self._feed_object(data, True)
 
     def take_publishes(self):
         """All publish frames encoded since the last call, as one buffer to write. In on_publish
@@ -725,16 +718,20 @@ cdef class Relay:
 
     def feed_destination(self, data):
         """Scan bytes read from the destination connection; returns the bytes meant for pika."""
-        cdef Py_buffer view
-        if PyBytes_CheckExact(data):
-            return self._feed(<const unsigned char *>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False)
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        try:
-            return self._feed(<const unsigned char *>view.buf, view.len, False)
-        finally:
-            PyBuffer_Release(&view)
+        return self._feed_object(data, False)
 
     # -- framing --------------------------------------------------------------------------------
+
+    cdef object _feed_object(self, object data, bint source):
+        """:meth:`_feed` on what a transport handed over: bytes without a copy, or any buffer."""
+        cdef Py_buffer view
+        if PyBytes_CheckExact(data):
+            return self._feed(<const unsigned char *>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), source)
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            return self._feed(<const unsigned char *>view.buf, view.len, source)
+        finally:
+            PyBuffer_Release(&view)
 
     cdef object _feed(self, const unsigned char *data, Py_ssize_t n, bint source):
         """Complete the carried-over frame from ``data``, then scan ``data`` in place; keep an

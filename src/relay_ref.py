@@ -47,6 +47,28 @@ _U64 = struct.Struct(">Q")
 _IDLE, _HEADER, _BODY = 0, 1, 2
 
 
+def _scan(
+    buf: bytes, channel: int, take: Callable[[int, bytes, int, int], bool]
+) -> tuple[bytes, bytes]:
+    """Walk the whole frames in ``buf``: ``take(type, buf, payload_start, payload_end)`` decides
+    for each frame on ``channel`` whether the relay keeps it. Returns the incomplete tail to carry
+    over and the frames meant for pika, in order."""
+    passthrough: list[bytes] = []
+    pos = 0
+    n = len(buf)
+    while n - pos >= 7:
+        ftype, frame_channel, size = _HEAD.unpack_from(buf, pos)
+        end = pos + 7 + size
+        if end >= n:
+            break
+        if buf[end] != FRAME_END:
+            raise FrameError(f"frame end octet missing on channel {frame_channel}")
+        if not (frame_channel == channel and take(ftype, buf, pos + 7, end)):
+            passthrough.append(buf[pos : end + 1])
+        pos = end + 1
+    return buf[pos:], b"".join(passthrough)
+
+
 class _Assembler:
     """Collects method + header + body frames of one message on one channel."""
 
@@ -169,25 +191,13 @@ class Relay:
 
     def feed_source(self, data: bytes) -> bytes:
         """Scan bytes read from the source connection; returns the bytes meant for pika."""
-        buf = self._src_buf + data if self._src_buf else data
-        passthrough: list[bytes] = []
-        pos = 0
-        n = len(buf)
         asm = self._deliver
-        while n - pos >= 7:
-            ftype, channel, size = _HEAD.unpack_from(buf, pos)
-            end = pos + 7 + size
-            if end >= n:
-                break
-            if buf[end] != FRAME_END:
-                raise FrameError(f"frame end octet missing on channel {channel}")
-            if channel == self._src_ch and self._take_source_frame(asm, ftype, buf, pos + 7, end):
-                pass
-            else:
-                passthrough.append(buf[pos : end + 1])
-            pos = end + 1
-        self._src_buf = buf[pos:]
-        return b"".join(passthrough)
+        self._src_buf, rest = _scan(
+            self._src_buf + data if self._src_buf else data,
+            self._src_ch,
+            lambda ftype, buf, start, end: self._take_source_frame(asm, ftype, buf, start, end),
+        )
+        return rest
 
     def _take_source_frame(self, asm: _Assembler, ftype: int, buf: bytes, start: int, end: int) -> bool:
         if asm.state == _IDLE:
@@ -293,22 +303,10 @@ class Relay:
 
     def feed_destination(self, data: bytes) -> bytes:
         """Scan bytes read from the destination connection; returns the bytes meant for pika."""
-        buf = self._dst_buf + data if self._dst_buf else data
-        passthrough: list[bytes] = []
-        pos = 0
-        n = len(buf)
-        while n - pos >= 7:
-            ftype, channel, size = _HEAD.unpack_from(buf, pos)
-            end = pos + 7 + size
-            if end >= n:
-                break
-            if buf[end] != FRAME_END:
-                raise FrameError(f"frame end octet missing on channel {channel}")
-            if not (channel == self._dst_ch and self._take_dest_frame(ftype, buf, pos + 7, end)):
-                passthrough.append(buf[pos : end + 1])
-            pos = end + 1
-        self._dst_buf = buf[pos:]
-        return b"".join(passthrough)
+        self._dst_buf, rest = _scan(
+            self._dst_buf + data if self._dst_buf else data, self._dst_ch, self._take_dest_frame
+        )
+        return rest
 
     def _take_dest_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         asm = self._return
