@@ -73,13 +73,27 @@ def fill(source: str, count: int, size: int) -> None:
                 pika.BasicProperties(delivery_mode=2, message_id=str(i), content_type="text/plain"),
             )
         if start % 10_000 == 0 or start + batch >= count:
-            print(f"\r[demo] filling {SRC_QUEUE}: {min(start + batch, count):,}/{count:,}", end="", flush=True)
+            progress(f"[demo] filling {SRC_QUEUE}: {min(start + batch, count):,}/{count:,}")
     # A BlockingChannel in confirm mode waits for every publish (~1,000 msg/s); without it the
     # fill is fast, and the queue's depth tells when the broker has them all.
     while depth(conn, SRC_QUEUE) < count:
         time.sleep(0.1)
-    print(f" ({time.monotonic() - started:.1f}s)")
+    progress(f"[demo] filled {SRC_QUEUE}: {count:,} messages in {time.monotonic() - started:.1f}s")
+    end_progress()
     conn.close()
+
+
+def progress(line: str) -> None:
+    """A progress line: redrawn in place on a terminal, one line each in a log or a pipe."""
+    if sys.stdout.isatty():
+        print(f"\r{line}\x1b[K", end="", flush=True)
+    else:
+        print(line, flush=True)
+
+
+def end_progress() -> None:
+    if sys.stdout.isatty():
+        print()
 
 
 def depth(conn: pika.BlockingConnection, queue: str) -> int:
@@ -126,16 +140,14 @@ def watch(source: str, destination: str, count: int, proc: subprocess.Popen[byte
             elapsed = time.monotonic() - started
             width = 30
             bar = "#" * int(width * moved / count)
-            print(
-                f"\r[demo] [{bar:<{width}}] {moved:,}/{count:,} moved, {left:,} left at the source,"
-                f" {moved / elapsed:,.0f} msg/s ",
-                end="",
-                flush=True,
+            progress(
+                f"[demo] [{bar:<{width}}] {moved:,}/{count:,} moved, {left:,} left at the source,"
+                f" {moved / elapsed:,.0f} msg/s"
             )
             if elapsed > 600:
                 raise SystemExit("the demo took more than 10 minutes; see pumpd's log above")
     finally:
-        print()
+        end_progress()
         src_conn.close()
         dst_conn.close()
     return time.monotonic() - started
@@ -147,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=256, help="body size in bytes (default 256)")
     p.add_argument("--private-node", action="store_true", help="always start a private node")
     ns = p.parse_args(argv)
+    if ns.messages < 1:
+        p.error(f"--messages must be at least 1, not {ns.messages}")
+    if ns.size < 0:
+        p.error(f"--size must not be negative, not {ns.size}")
 
     with ExitStack() as stack:
         base = None
