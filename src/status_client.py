@@ -44,7 +44,11 @@ def fetch(address: tuple[str, int], path: str, timeout: float = 5.0) -> Any:
         raise Unreachable(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         why = getattr(exc, "reason", exc)
-        raise Unreachable(f"cannot reach pumpd at {url}: {why}") from None
+        hint = ""
+        if isinstance(why, ConnectionRefusedError):
+            hint = (" (is pumpd running? It serves its status on 127.0.0.1:15680 unless started "
+                    "with --http HOST:PORT; pass the same --http here)")
+        raise Unreachable(f"cannot reach pumpd at {url}: {why}{hint}") from None
     except orjson.JSONDecodeError:
         raise Unreachable(f"{url} did not answer with JSON: is this pumpd's endpoint?") from None
 

@@ -89,6 +89,7 @@ def test_status_without_a_daemon_exits_3() -> None:
     result = pumpd("status", "--http", f"127.0.0.1:{find_free_port()}")
     assert result.returncode == exitcodes.UNAVAILABLE
     assert "cannot reach pumpd" in result.stderr
+    assert "is pumpd running?" in result.stderr
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
