@@ -461,7 +461,7 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
     exc = _root_cause(exc)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"TLS certificate rejected: {exc.verify_message or exc}"
@@ -478,7 +478,14 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
         return "authentication refused (wrong username or password?)"
     if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
-        return "access refused (does the user have access to the vhost?)"
+        if uri is None:
+            return "access refused (does the user have access to the vhost?)"
+        text = (f"access refused to vhost {uri.vhost!r} for user {uri.username!r} (does the vhost "
+                "exist, and does the user have permissions on it?)")
+        if uri.vhost == "":
+            text += ("; a URI whose path is only \"/\" names the empty vhost \"\": the default "
+                     "vhost \"/\" is written %2F, as in amqp://host/%2F, or leave the path out")
+        return text
     text = str(exc) or type(exc).__name__
     return text
 
@@ -499,7 +506,9 @@ async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Li
 
     def on_open_error(_conn: Any, exc: BaseException) -> None:
         if not opened.done():
-            opened.set_exception(LinkError(f"cannot connect to {uri.redacted()}: {_describe(exc)}"))
+            opened.set_exception(
+                LinkError(f"cannot connect to {uri.redacted()}: {_describe(exc, uri)}")
+            )
 
     def on_close(_conn: Any, exc: BaseException) -> None:
         if closed_holder:

@@ -192,6 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"ack_mode {s.ack_mode.value}, prefetch {s.prefetch_count}, "
                 f"reconnect_delay {s.reconnect_delay:g}s"
             )
+            for side, endpoint in (("source", s.source), ("destination", s.destination)):
+                for broker in endpoint.brokers:
+                    if broker.vhost == "":
+                        print(f"  note: {side} {broker.redacted()} names the empty vhost \"\" (its "
+                              "path is only \"/\"); the default vhost \"/\" is written %2F")
         return exitcodes.OK
 
     if args and args[0] == "status":

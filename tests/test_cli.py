@@ -76,6 +76,16 @@ def test_check_prints_what_a_config_means(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "orders: queue q on amqp://u@src:5672/v -> amqp://guest@dst:5672/%2F" in done.stdout
     assert "on_confirm" in done.stdout and "prefetch 1000" in done.stdout
+    assert "note:" not in done.stdout
+
+
+def test_check_points_out_a_uri_naming_the_empty_vhost(tmp_path: Path) -> None:
+    cfg = {"shovels": {"s": {"sources": {"broker": "amqp://h/"},
+                             "destinations": {"broker": "amqp://h/%2F"}, "queue": "q"}}}
+    done = pumpd("check", "--config", str(write(tmp_path, cfg)))
+    assert done.returncode == 0, done.stderr
+    assert 'note: source amqp://guest@h:5672/ names the empty vhost ""' in done.stdout
+    assert "note: destination" not in done.stdout
 
 
 def test_import_erlang_prints_pumpd_json() -> None:

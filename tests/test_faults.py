@@ -237,3 +237,17 @@ def test_blocked_without_prefetch_stops_consuming_until_unblocked(
         assert queue_depth(src, "q") == (0, 1)
     got = drain_queue(dst, "out", expected=len(sent), timeout=30)
     assert [d.body for d in got] == [m.body for m in sent]
+
+
+def test_a_uri_ending_in_slash_names_the_empty_vhost_and_the_refusal_says_so(
+    node_a: LocalNode, vhost_a: str
+) -> None:
+    # "amqp://host:port/" is the empty vhost "" by the URI spec; a classic slip for "/"
+    empty = f"amqp://guest:guest@127.0.0.1:{node_a.amqp_port}/"
+    s = shovel(sources={"broker": node_a.uri(vhost_a)}, destinations={"broker": empty},
+               queue="q", reconnect_delay=0)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
+    reason = pumps.status().reason or ""
+    assert "access refused to vhost '' for user 'guest'" in reason, reason
+    assert "amqp://host/%2F" in reason, reason
