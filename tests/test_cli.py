@@ -13,7 +13,7 @@ import orjson
 import pika
 import pytest
 from pumpd.config import parse_config
-from pumpd.importers import import_erlang_config
+from pumpd.import_erlang import import_erlang_config
 from pumpd.localnode import LocalNode
 from pumpd.status import State
 

@@ -8,14 +8,9 @@ from typing import Any
 
 import orjson
 import pytest
-from pumpd.importers import (
-    ConfigImportError,
-    _explicit_local_uri,
-    import_definitions,
-    import_erlang_config,
-    main_import_definitions,
-    main_import_erlang,
-)
+from pumpd.import_definitions import _explicit_local_uri, import_definitions
+from pumpd.import_erlang import import_erlang_config
+from pumpd.importers import ConfigImportError, main_import_definitions, main_import_erlang
 
 DATA = pathlib.Path(__file__).parent / "data"
 

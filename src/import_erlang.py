@@ -1,0 +1,619 @@
+"""``pumpd import-erlang``: the static shovels of a ``rabbitmq.config`` / ``advanced.config``.
+
+The ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause in the seed's format (``sources``,
+``destinations``, ``queue``, ``prefetch_count``, ``ack_mode``, ``publish_properties``,
+``publish_fields``, ``reconnect_delay``) is converted clause by clause into pumpd's JSON, printing
+only what the input states. Anything that cannot be translated faithfully is refused with a
+:class:`~pumpd.importers.ConfigImportError` naming the shovel and the clause.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+from .erlang_terms import (
+    Atom,
+    ErlangSyntaxError,
+    ErlString,
+    Positions,
+    Term,
+    format_term,
+    parse_term_with_positions,
+)
+from .importers import JSON, ConfigImportError
+
+__all__ = ["import_erlang_config"]
+
+# The seed's shovel clauses, in the seed's order.
+_SHOVEL_CLAUSES = (
+    "sources",
+    "destinations",
+    "queue",
+    "prefetch_count",
+    "ack_mode",
+    "publish_properties",
+    "publish_fields",
+    "reconnect_delay",
+)
+# Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in this format;
+# pumpd's JSON takes them under the same names.
+_EXTRA_CLAUSES = ("delete_after", "add_forward_headers", "add_timestamp_header")
+_MANDATORY_CLAUSES = ("sources", "destinations", "queue")
+# The clauses the older plugin's ``defaults`` application setting may supply.
+_DEFAULTABLE_CLAUSES = _SHOVEL_CLAUSES[3:]
+_ACK_MODES = ("no_ack", "on_publish", "on_confirm")
+
+# Field types, for declarations, publish_properties and publish_fields.
+_TEXT, _BOOL, _OCTET, _LONGLONG, _TABLE = "text", "bool", "octet", "longlong", "table"
+
+# The AMQP 0-9-1 methods that make sense as declarations, with their fields as the Erlang client
+# names them (rabbit_framing_amqp_0_9_1 records). The deprecated `ticket` field, which brokers
+# ignore, is accepted and left out of the output (see _DROPPED_FIELDS).
+_METHODS: dict[str, dict[str, str]] = {
+    "exchange.declare": {
+        "exchange": _TEXT, "type": _TEXT, "passive": _BOOL,
+        "durable": _BOOL, "auto_delete": _BOOL, "internal": _BOOL, "nowait": _BOOL,
+        "arguments": _TABLE,
+    },
+    "exchange.delete": {"exchange": _TEXT, "if_unused": _BOOL, "nowait": _BOOL},
+    "exchange.bind": {
+        "destination": _TEXT, "source": _TEXT, "routing_key": _TEXT,
+        "nowait": _BOOL, "arguments": _TABLE,
+    },
+    "exchange.unbind": {
+        "destination": _TEXT, "source": _TEXT, "routing_key": _TEXT,
+        "nowait": _BOOL, "arguments": _TABLE,
+    },
+    "queue.declare": {
+        "queue": _TEXT, "passive": _BOOL, "durable": _BOOL,
+        "exclusive": _BOOL, "auto_delete": _BOOL, "nowait": _BOOL, "arguments": _TABLE,
+    },
+    "queue.bind": {
+        "queue": _TEXT, "exchange": _TEXT, "routing_key": _TEXT,
+        "nowait": _BOOL, "arguments": _TABLE,
+    },
+    "queue.unbind": {
+        "queue": _TEXT, "exchange": _TEXT, "routing_key": _TEXT,
+        "arguments": _TABLE,
+    },
+    "queue.purge": {"queue": _TEXT, "nowait": _BOOL},
+    "queue.delete": {
+        "queue": _TEXT, "if_unused": _BOOL, "if_empty": _BOOL, "nowait": _BOOL,
+    },
+}  # fmt: skip
+
+# basic.properties (the Erlang client's #'P_basic'{} fields) and basic.publish fields.
+_PUBLISH_PROPERTIES = {
+    "content_type": _TEXT, "content_encoding": _TEXT, "headers": _TABLE, "delivery_mode": _OCTET,
+    "priority": _OCTET, "correlation_id": _TEXT, "reply_to": _TEXT, "expiration": _TEXT,
+    "message_id": _TEXT, "timestamp": _LONGLONG, "type": _TEXT, "user_id": _TEXT, "app_id": _TEXT,
+    "cluster_id": _TEXT,
+}  # fmt: skip
+_PUBLISH_FIELDS = {"exchange": _TEXT, "routing_key": _TEXT, "mandatory": _BOOL}
+_DROPPED_FIELDS = ("ticket",)
+# basic.publish fields the importer refuses, and why.
+_REFUSED_PUBLISH_FIELDS = {
+    "immediate": "RabbitMQ does not support immediate (it closes the connection); remove the field",
+}
+
+_UNSIGNED_RANGES = {_OCTET: 0xFF, _LONGLONG: (1 << 64) - 1}
+
+# AMQP field-table value types of the Erlang client (rabbit_binary_generator), with the integer
+# range of each integer type.
+_TABLE_INT_RANGES = {
+    "byte": (-(1 << 7), (1 << 7) - 1),
+    "unsignedbyte": (0, (1 << 8) - 1),
+    "short": (-(1 << 15), (1 << 15) - 1),
+    "unsignedshort": (0, (1 << 16) - 1),
+    "signedint": (-(1 << 31), (1 << 31) - 1),
+    "unsignedint": (0, (1 << 32) - 1),
+    "long": (-(1 << 63), (1 << 63) - 1),
+    "timestamp": (0, (1 << 64) - 1),
+}
+_TABLE_TYPES = (
+    "longstr", "binary", "bool", "float", "double", "decimal", "table", "array", "void",
+    *_TABLE_INT_RANGES,
+)  # fmt: skip
+
+# The shovel clauses of RabbitMQ 3.7+'s static format, which the seed does not have.
+_NEWER_FORMAT_CLAUSES = ("source", "destination")
+
+Pair = tuple[str, Term, Term]  # (key, value, the item it came from -- for error positions)
+
+
+class _ErlangImporter:
+    """Walks the parsed term; every failure names where it happened in the file."""
+
+    def __init__(self, positions: Positions, source: str) -> None:
+        self._positions = positions
+        self._source = source
+
+    def fail(self, reason: str, *at: object) -> NoReturn:
+        """Raise, positioned at the first of ``at`` whose position is known."""
+        for term in at:
+            position = self._positions.of(term)
+            if position is not None:
+                raise ConfigImportError(
+                    reason, source=self._source, line=position[0], column=position[1]
+                )
+        raise ConfigImportError(reason, source=self._source)
+
+    # -- the file ----------------------------------------------------------------------------
+
+    def run(self, root: Term) -> dict[str, JSON]:
+        app_env = self._shovel_app_env(root)
+        env = {
+            key: (value, item)
+            for key, value, item in self._proplist(app_env, "rabbitmq_shovel", app_env)
+        }
+        if "shovels" not in env:
+            self.fail("the rabbitmq_shovel clause has no {shovels, [...]} clause", app_env)
+        defaults: list[Pair] = []
+        if "defaults" in env:
+            value, item = env["defaults"]
+            defaults = self._proplist(value, "defaults", item)
+            for key, _, where in defaults:
+                if key not in _DEFAULTABLE_CLAUSES:
+                    self.fail(
+                        f"defaults: unknown clause '{key}' (expected one of "
+                        f"{', '.join(_DEFAULTABLE_CLAUSES)})",
+                        where,
+                    )
+        shovels_term, shovels_item = env["shovels"]
+        if not isinstance(shovels_term, list):
+            self.fail(
+                f"shovels: expected a list of {{Name, [...]}} shovels, found "
+                f"{format_term(shovels_term, 60)}",
+                shovels_term,
+                shovels_item,
+            )
+        if not shovels_term:
+            self.fail("no shovels found: the shovels clause is an empty list", shovels_item)
+        shovels: dict[str, JSON] = {}
+        for entry in shovels_term:
+            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], Atom)):
+                self.fail(
+                    "shovels: expected {shovel_name, [...]} with an atom as the name, found "
+                    f"{format_term(entry, 60)}",
+                    entry,
+                    shovels_term,
+                )
+            name = str(entry[0])
+            if name in shovels:
+                self.fail(f"shovel '{name}' is defined twice: shovel names must be distinct", entry)
+            shovels[name] = self._shovel(name, entry[1], entry, defaults)
+        return {"shovels": shovels}
+
+    def _shovel_app_env(self, root: Term) -> Term:
+        """The value of the ``{rabbitmq_shovel, Env}`` application clause."""
+        if isinstance(root, tuple):
+            if len(root) == 2 and root[0] == Atom("rabbitmq_shovel") and isinstance(root[0], Atom):
+                return root[1]
+            self.fail(
+                "expected a list of application clauses ([{rabbit, [...]}, "
+                "{rabbitmq_shovel, [...]}]) or a {rabbitmq_shovel, [...]} clause, found "
+                f"{format_term(root, 60)}",
+                root,
+            )
+        if not isinstance(root, list):
+            self.fail(
+                "expected a list of application clauses ([{rabbit, [...]}, "
+                f"{{rabbitmq_shovel, [...]}}]), found {format_term(root, 60)}",
+                root,
+            )
+        found: list[tuple[Term, Term]] = []
+        apps: list[str] = []
+        includes: list[str] = []
+        for clause in root:
+            if isinstance(clause, ErlString):  # sys.config may name other files to include
+                includes.append(str(clause))
+                continue
+            if not (isinstance(clause, tuple) and len(clause) == 2 and isinstance(clause[0], Atom)):
+                self.fail(
+                    f"expected an application clause {{app_name, [...]}}, found "
+                    f"{format_term(clause, 60)}",
+                    clause,
+                    root,
+                )
+            apps.append(str(clause[0]))
+            if clause[0] == "rabbitmq_shovel":
+                found.append((clause[1], clause))
+        if len(found) > 1:
+            self.fail("the rabbitmq_shovel clause appears more than once", found[1][1])
+        if not found:
+            listed = ", ".join(apps) if apps else "none"
+            hint = f"; the file includes {', '.join(includes)}: import that" if includes else ""
+            self.fail(
+                f"no rabbitmq_shovel clause found (application clauses: {listed}){hint}", root
+            )
+        return found[0][0]
+
+    # -- one shovel --------------------------------------------------------------------------
+
+    def _shovel(self, name: str, body: Term, entry: Term, defaults: list[Pair]) -> JSON:
+        where = f"shovel '{name}'"
+        clauses = self._proplist(body, where, entry)
+        present = {key for key, _, _ in clauses}
+        for key, _, item in clauses:
+            if key in _NEWER_FORMAT_CLAUSES:
+                self.fail(
+                    f"{where}: clause '{key}' belongs to the newer static-shovel format "
+                    "(RabbitMQ 3.7+: source/destination with uris); import-erlang reads the "
+                    "seed's format: sources, destinations, queue, ...",
+                    item,
+                )
+            if key not in _SHOVEL_CLAUSES and key not in _EXTRA_CLAUSES:
+                self.fail(
+                    f"{where}: unknown clause '{key}' (expected one of "
+                    f"{', '.join(_SHOVEL_CLAUSES + _EXTRA_CLAUSES)})",
+                    item,
+                )
+        for key in _MANDATORY_CLAUSES:
+            if key not in present:
+                self.fail(f"{where}: the mandatory clause '{key}' is missing", body, entry)
+        out: dict[str, JSON] = {}
+        for key, value, item in clauses:
+            out[key] = self._clause(where, key, value, item)
+        for key, value, item in defaults:
+            if key not in present:
+                out[key] = self._clause(f"{where} (from defaults)", key, value, item)
+        return out
+
+    def _clause(self, where: str, key: str, value: Term, item: Term) -> JSON:
+        ctx = f"{where}: clause '{key}'"
+        if key in ("sources", "destinations"):
+            return self._endpoint(ctx, value, item)
+        if key == "queue":
+            return self._text(ctx, value, item)
+        if key == "prefetch_count":
+            # basic.qos carries prefetch_count as a 16-bit field.
+            return self._int(ctx, value, item, 0, 0xFFFF)
+        if key == "ack_mode":
+            if isinstance(value, Atom) and value in _ACK_MODES:
+                return str(value)
+            self.fail(
+                f"{ctx}: expected one of {', '.join(_ACK_MODES)}, found {format_term(value, 40)}",
+                value,
+                item,
+            )
+        if key == "publish_properties":
+            return self._fields(ctx, value, item, _PUBLISH_PROPERTIES, "basic.properties")
+        if key == "publish_fields":
+            return self._fields(ctx, value, item, _PUBLISH_FIELDS, "basic.publish")
+        if key == "delete_after":
+            if isinstance(value, Atom) and value in ("never", "queue-length"):
+                return str(value)
+            if isinstance(value, int) and value >= 0:
+                return value
+            self.fail(
+                f"{ctx}: expected never, 'queue-length' or a non-negative integer, found "
+                f"{format_term(value, 40)}",
+                value,
+                item,
+            )
+        if key in ("add_forward_headers", "add_timestamp_header"):
+            return self._bool(ctx, value, item)
+        assert key == "reconnect_delay"
+        if isinstance(value, (int, float)) and value >= 0:
+            return value
+        self.fail(
+            f"{ctx}: expected a non-negative number of seconds, found {format_term(value, 40)}",
+            value,
+            item,
+        )
+
+    def _endpoint(self, ctx: str, value: Term, item: Term) -> JSON:
+        pairs = self._proplist(value, ctx, item)
+        keys = {key for key, _, _ in pairs}
+        if "brokers" in keys and "broker" in keys:
+            self.fail(f"{ctx}: give either brokers or broker, not both", value, item)
+        if not keys & {"brokers", "broker"}:
+            self.fail(f"{ctx}: the mandatory brokers (or broker) clause is missing", value, item)
+        out: dict[str, JSON] = {}
+        for key, sub, sub_item in pairs:
+            sub_ctx = f"{ctx}: {key}"
+            if key == "broker":
+                out["broker"] = self._uri(sub_ctx, sub, sub_item)
+            elif key == "brokers":
+                if isinstance(sub, ErlString):
+                    self.fail(
+                        f"{sub_ctx}: expected a list of URIs, found the single string "
+                        f'{format_term(sub, 60)} (write {{broker, "..."}} for one URI)',
+                        sub,
+                        sub_item,
+                    )
+                if not isinstance(sub, list) or not sub:
+                    self.fail(
+                        f"{sub_ctx}: expected a non-empty list of URIs, found "
+                        f"{format_term(sub, 60)}",
+                        sub,
+                        sub_item,
+                    )
+                out["brokers"] = [self._uri(sub_ctx, uri, sub) for uri in sub]
+            elif key == "declarations":
+                out["declarations"] = self._declarations(sub_ctx, sub, sub_item)
+            else:
+                self.fail(
+                    f"{ctx}: unknown clause '{key}' (expected brokers, broker or declarations)",
+                    sub_item,
+                )
+        return out
+
+    def _uri(self, ctx: str, value: Term, item: Term) -> str:
+        uri = self._text(ctx, value, item, what="an AMQP URI string")
+        if any(c.isspace() for c in uri):
+            self.fail(f"{ctx}: the URI {uri!r} contains white space", value, item)
+        if urlsplit(uri).scheme.lower() not in ("amqp", "amqps"):
+            self.fail(f"{ctx}: {uri!r} is not an amqp:// or amqps:// URI", value, item)
+        return uri
+
+    def _declarations(self, ctx: str, value: Term, item: Term) -> JSON:
+        if isinstance(value, ErlString) and not value:
+            return []
+        if not isinstance(value, list):
+            self.fail(
+                f"{ctx}: expected a list of AMQP methods, found {format_term(value, 60)}",
+                value,
+                item,
+            )
+        out: list[JSON] = []
+        for decl in value:
+            if isinstance(decl, Atom):
+                self._method(ctx, decl, decl, value)
+                out.append(str(decl))
+            elif isinstance(decl, tuple) and len(decl) == 2 and isinstance(decl[0], Atom):
+                fields = self._method(ctx, decl[0], decl, value)
+                method_ctx = f"{ctx}: {decl[0]}"
+                out.append({str(decl[0]): self._fields(method_ctx, decl[1], decl, fields, "")})
+            else:
+                self.fail(
+                    f"{ctx}: expected a method ('queue.declare') or {{method, [Field, ...]}}, "
+                    f"found {format_term(decl, 60)}",
+                    decl,
+                    value,
+                )
+        return out
+
+    def _method(self, ctx: str, method: Atom, *at: Term) -> dict[str, str]:
+        if method not in _METHODS:
+            self.fail(
+                f"{ctx}: unknown AMQP method '{method}' (known: {', '.join(_METHODS)})",
+                method,
+                *at,
+            )
+        return _METHODS[method]
+
+    def _fields(
+        self, ctx: str, value: Term, item: Term, types: dict[str, str], what: str
+    ) -> dict[str, JSON]:
+        """A property list of named AMQP fields, each converted by its type."""
+        out: dict[str, JSON] = {}
+        for key, sub, sub_item in self._proplist(value, ctx, item):
+            if key in _DROPPED_FIELDS:
+                continue  # deprecated, ignored by the broker
+            if what == "basic.publish" and key in _REFUSED_PUBLISH_FIELDS:
+                self.fail(f"{ctx}: {key}: {_REFUSED_PUBLISH_FIELDS[key]}", sub_item)
+            if key not in types:
+                of = f" of {what}" if what else ""
+                self.fail(
+                    f"{ctx}: unknown field '{key}'{of} (expected one of {', '.join(types)})",
+                    sub_item,
+                )
+            field_ctx = f"{ctx}: {key}"
+            kind = types[key]
+            if kind == _TEXT:
+                out[key] = self._text(field_ctx, sub, sub_item)
+            elif kind == _BOOL:
+                out[key] = self._bool(field_ctx, sub, sub_item)
+            elif kind == _TABLE:
+                out[key] = self._table(field_ctx, sub, sub_item)
+            else:
+                out[key] = self._int(field_ctx, sub, sub_item, 0, _UNSIGNED_RANGES[kind])
+        return out
+
+    # -- AMQP tables -------------------------------------------------------------------------
+
+    def _table(self, ctx: str, value: Term, item: Term) -> dict[str, JSON]:
+        """``[{Name, Type, Value}, ...]`` as the Erlang client writes a field table."""
+        if isinstance(value, ErlString) and not value:
+            return {}
+        if not isinstance(value, list):
+            self.fail(
+                f"{ctx}: expected a field table [{{Name, Type, Value}}, ...], found "
+                f"{format_term(value, 60)}",
+                value,
+                item,
+            )
+        out: dict[str, JSON] = {}
+        for entry in value:
+            if not (isinstance(entry, tuple) and len(entry) == 3):
+                self.fail(
+                    f'{ctx}: expected a typed table entry {{<<"name">>, Type, Value}}, found '
+                    f"{format_term(entry, 60)}",
+                    entry,
+                    value,
+                    item,
+                )
+            name = self._text(ctx, entry[0], entry, what="a binary name")
+            if name in out:
+                self.fail(f"{ctx}: the table has the key {name!r} twice", entry, value, item)
+            out[name] = self._typed_value(f"{ctx}: {name}", entry[1], entry[2], entry)
+        return out
+
+    def _typed_value(self, ctx: str, type_: Term, value: Term, item: Term) -> JSON:
+        """One AMQP table value given as ``Type, Value`` (see ``rabbit_binary_generator``)."""
+        if not (isinstance(type_, Atom) and type_ in _TABLE_TYPES):
+            self.fail(
+                f"{ctx}: unknown field type {format_term(type_, 30)} (expected one of "
+                f"{', '.join(_TABLE_TYPES)})",
+                type_,
+                item,
+            )
+        found = format_term(value, 40)
+        if type_ in ("longstr", "binary"):
+            return self._text(ctx, value, item, what=f"a binary for type {type_}")
+        if type_ in _TABLE_INT_RANGES:
+            low, high = _TABLE_INT_RANGES[type_]
+            return self._int(ctx, value, item, low, high, what=f"an integer of type {type_}")
+        if type_ == "bool":
+            return self._bool(ctx, value, item)
+        if type_ in ("float", "double"):
+            if isinstance(value, (int, float)):
+                return float(value)
+            self.fail(f"{ctx}: expected a number of type {type_}, found {found}", value, item)
+        if type_ == "decimal":
+            # The Erlang client writes a decimal as {Scale, Unscaled}: Unscaled / 10^Scale.
+            # JSON has no decimal type, so the value is written as a number.
+            if isinstance(value, tuple) and len(value) == 2:
+                scale, unscaled = value
+                if (
+                    isinstance(scale, int)
+                    and isinstance(unscaled, int)
+                    and 0 <= scale <= 255
+                    and -(1 << 31) <= unscaled < (1 << 31)
+                ):
+                    return unscaled if scale == 0 else unscaled / 10**scale
+            self.fail(f"{ctx}: expected a decimal {{Scale, Value}}, found {found}", value, item)
+        if type_ == "table":
+            return self._table(ctx, value, item)
+        if type_ == "array":
+            return self._array(ctx, value, item)
+        assert type_ == "void"
+        return None
+
+    def _array(self, ctx: str, value: Term, item: Term) -> list[JSON]:
+        if isinstance(value, ErlString) and not value:
+            return []
+        if not isinstance(value, list):
+            self.fail(
+                f"{ctx}: expected an array [{{Type, Value}}, ...], found {format_term(value, 60)}",
+                value,
+                item,
+            )
+        out: list[JSON] = []
+        for index, entry in enumerate(value):
+            if not (isinstance(entry, tuple) and len(entry) == 2):
+                self.fail(
+                    f"{ctx}: expected a typed array element {{Type, Value}}, found "
+                    f"{format_term(entry, 60)}",
+                    entry,
+                    value,
+                    item,
+                )
+            out.append(self._typed_value(f"{ctx}[{index}]", entry[0], entry[1], entry))
+        return out
+
+    # -- scalars and property lists ----------------------------------------------------------
+
+    def _proplist(self, value: Term, ctx: str, item: Term) -> list[Pair]:
+        """``[{key, Value}, bare_atom, ...]``: a bare atom means ``{atom, true}``.
+
+        Keys must be atoms and may appear only once.
+        """
+        if isinstance(value, ErlString) and not value:  # "" is [] in Erlang
+            return []
+        if not isinstance(value, list):
+            self.fail(
+                f"{ctx}: expected a property list [{{Key, Value}}, ...], found "
+                f"{format_term(value, 60)}",
+                value,
+                item,
+            )
+        pairs: list[Pair] = []
+        seen: set[str] = set()
+        for entry in value:
+            sub: Term
+            if isinstance(entry, Atom):
+                key, sub = str(entry), Atom("true")
+            elif isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], Atom):
+                key, sub = str(entry[0]), entry[1]
+            else:
+                self.fail(
+                    f"{ctx}: expected {{key, Value}} or an atom, found {format_term(entry, 60)}",
+                    entry,
+                    value,
+                    item,
+                )
+            if key in seen:
+                self.fail(f"{ctx}: '{key}' is given twice", entry, value, item)
+            seen.add(key)
+            pairs.append((key, sub, entry))
+        return pairs
+
+    def _text(self, ctx: str, value: Term, item: Term, *, what: str = "a binary or string") -> str:
+        """A binary (UTF-8) or a string (a character list) as a Python string."""
+        if isinstance(value, bytes):
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                self.fail(
+                    f"{ctx}: the binary {format_term(value, 40)} is not valid UTF-8 (write "
+                    'non-ASCII text as <<"..."/utf8>>)',
+                    item,
+                )
+        if isinstance(value, ErlString):
+            return str(value)
+        if isinstance(value, list) and all(
+            isinstance(c, int) and 0 <= c <= 0x10FFFF and not 0xD800 <= c <= 0xDFFF for c in value
+        ):
+            return "".join(chr(c) for c in value if isinstance(c, int))
+        self.fail(f"{ctx}: expected {what}, found {format_term(value, 40)}", value, item)
+
+    def _bool(self, ctx: str, value: Term, item: Term) -> bool:
+        if isinstance(value, Atom) and value in ("true", "false"):
+            return value == "true"
+        self.fail(f"{ctx}: expected true or false, found {format_term(value, 40)}", value, item)
+
+    def _int(
+        self,
+        ctx: str,
+        value: Term,
+        item: Term,
+        low: int,
+        high: int,
+        *,
+        what: str = "an integer",
+    ) -> int:
+        if isinstance(value, int) and low <= value <= high:
+            return value
+        if isinstance(value, int):
+            self.fail(f"{ctx}: {value} is out of range {low}..{high}", item)
+        self.fail(f"{ctx}: expected {what}, found {format_term(value, 40)}", value, item)
+
+
+def import_erlang_config(text: str, *, source: str) -> dict[str, JSON]:
+    """Convert the static shovels of a RabbitMQ Erlang-terms config file to pumpd's JSON.
+
+    The file is a list of application clauses (``[{rabbit, [...]}, {rabbitmq_shovel, [...]}].``)
+    or just the ``{rabbitmq_shovel, [...]}`` clause as the seed writes it. Conversion rules:
+    property lists become objects, a bare atom in a property list means ``true``, binaries and
+    strings become strings, typed table entries (``{<<"x-message-ttl">>, long, 60000}``) become
+    plain JSON values (a ``decimal`` becomes a number, a ``timestamp`` its integer seconds,
+    ``void`` ``null``), ``ack_mode`` atoms become strings, and each declaration becomes its
+    method name or a one-key object ``{"exchange.declare": {...}}``. A ``defaults`` setting of
+    the rabbitmq_shovel application (older plugins) fills the optional clauses it names into
+    every shovel that lacks them, as the plugin did.
+
+    Besides the seed's clauses, ``delete_after``, ``add_forward_headers`` and
+    ``add_timestamp_header`` (which RabbitMQ 3.7+ also reads in this format) are carried over.
+    The deprecated ``ticket`` field is dropped; ``immediate`` in
+    ``publish_fields`` is refused (RabbitMQ rejects
+    immediate), and so is the newer ``{source, ...}`` / ``{destination, ...}`` format. Unlike
+    the plugin, unknown keys in ``sources`` / ``destinations`` are errors, not silently
+    ignored: a misspelt ``declaration`` would otherwise vanish.
+
+    :param text: the file's text.
+    :param source: the file's name, for error messages.
+    :returns: ``{"shovels": {name: {clause: value, ...}, ...}}``.
+    :raises ConfigImportError: the text is not a valid term, or the shovel clause has a shape
+        the importer does not translate (an unknown clause, a wrongly typed value, a duplicate
+        shovel name, ...). The error carries the line and column when known.
+    """
+    try:
+        root, positions = parse_term_with_positions(text)
+    except ErlangSyntaxError as exc:
+        raise ConfigImportError(
+            exc.reason, source=source, line=exc.line, column=exc.column
+        ) from exc
+    return _ErlangImporter(positions, source).run(root)
