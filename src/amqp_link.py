@@ -32,6 +32,7 @@ from pika.adapters.asyncio_connection import AsyncioConnection, _AsyncioIOServic
 from pika.adapters.utils import nbio_interface
 
 from .model import BrokerURI, Declaration
+from .uri import EMPTY_VHOST_NOTE
 
 log = logging.getLogger(__name__)
 
@@ -483,8 +484,7 @@ def _describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
         text = (f"access refused to vhost {uri.vhost!r} for user {uri.username!r} (does the vhost "
                 "exist, and does the user have permissions on it?)")
         if uri.vhost == "":
-            text += ("; a URI whose path is only \"/\" names the empty vhost \"\": the default "
-                     "vhost \"/\" is written %2F, as in amqp://host/%2F, or leave the path out")
+            text += f"; {EMPTY_VHOST_NOTE}"
         return text
     text = str(exc) or type(exc).__name__
     return text

@@ -183,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exitcodes.CONFIG_ERROR
         from .model import PumpConfig
         from .runner import describe_endpoint
+        from .uri import EMPTY_VHOST_NOTE
 
         assert isinstance(cfg, PumpConfig)
         for s in cfg.shovels.values():
@@ -195,8 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for side, endpoint in (("source", s.source), ("destination", s.destination)):
                 for broker in endpoint.brokers:
                     if broker.vhost == "":
-                        print(f"  note: {side} {broker.redacted()} names the empty vhost \"\" (its "
-                              "path is only \"/\"); the default vhost \"/\" is written %2F")
+                        print(f"  note: {side} {broker.redacted()}: {EMPTY_VHOST_NOTE}")
         return exitcodes.OK
 
     if args and args[0] == "status":

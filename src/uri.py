@@ -49,6 +49,11 @@ DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 DEFAULT_USER = "guest"
 DEFAULT_PASSWORD = "guest"
 DEFAULT_VHOST = "/"
+# Said wherever a URI naming the empty vhost may be a slip for the default one.
+EMPTY_VHOST_NOTE = (
+    'a URI whose path is only "/" names the empty vhost "": the default vhost "/" is written '
+    "%2F, as in amqp://host/%2F, or leave the path out"
+)
 # TCP connect timeout, and the timeout for the whole TCP + TLS + AMQP handshake (pika's default).
 DEFAULT_SOCKET_TIMEOUT = 10.0
 DEFAULT_STACK_TIMEOUT = 15.0

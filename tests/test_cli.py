@@ -84,7 +84,8 @@ def test_check_points_out_a_uri_naming_the_empty_vhost(tmp_path: Path) -> None:
                              "destinations": {"broker": "amqp://h/%2F"}, "queue": "q"}}}
     done = pumpd("check", "--config", str(write(tmp_path, cfg)))
     assert done.returncode == 0, done.stderr
-    assert 'note: source amqp://guest@h:5672/ names the empty vhost ""' in done.stdout
+    assert 'note: source amqp://guest@h:5672/: a URI whose path is only "/" names the empty vhost' \
+        in done.stdout
     assert "note: destination" not in done.stdout
 
 
