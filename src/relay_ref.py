@@ -191,15 +191,13 @@ class Relay:
 
     def feed_source(self, data: bytes) -> bytes:
         """Scan bytes read from the source connection; returns the bytes meant for pika."""
-        asm = self._deliver
         self._src_buf, rest = _scan(
-            self._src_buf + data if self._src_buf else data,
-            self._src_ch,
-            lambda ftype, buf, start, end: self._take_source_frame(asm, ftype, buf, start, end),
+            self._src_buf + data if self._src_buf else data, self._src_ch, self._take_source_frame
         )
         return rest
 
-    def _take_source_frame(self, asm: _Assembler, ftype: int, buf: bytes, start: int, end: int) -> bool:
+    def _take_source_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
+        asm = self._deliver
         if asm.state == _IDLE:
             if ftype != FRAME_METHOD or _METHOD_ID.unpack_from(buf, start) != (CLASS_BASIC, BASIC_DELIVER):
                 return False
