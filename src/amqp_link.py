@@ -183,6 +183,9 @@ class Link:
         self.closed: asyncio.Future[BaseException] = loop.create_future()
         self.last_declared_queue = ""
         self._blocked_cb: Callable[[bool], None] | None = None
+        # Why reading is paused ("write-pressure", "read-hold", ...): reading resumes only once
+        # every reason is gone, so one pauser cannot undo another's pause.
+        self._read_holds: set[str] = set()
         channel.add_on_close_callback(self._on_channel_closed)
         channel.add_on_cancel_callback(self._on_consumer_cancelled)
         connection.add_on_connection_blocked_callback(lambda *_: self._blocked(True))
@@ -245,10 +248,22 @@ class Link:
         if self._stream.transport is not None:
             self._stream.transport.set_write_buffer_limits(high=high_water)
 
-    def pause_reading(self, paused: bool) -> None:
+    def pause_reading(self, paused: bool, reason: str = "write-pressure") -> None:
+        """Stop reading this connection for ``reason`` (``paused``), or drop that reason; the
+        transport reads again once no reason is left."""
+        was_paused = bool(self._read_holds)
+        if paused:
+            self._read_holds.add(reason)
+        else:
+            self._read_holds.discard(reason)
+        now_paused = bool(self._read_holds)
         t = self._stream.transport
-        if t is not None and not t.is_closing():
-            t.pause_reading() if paused else t.resume_reading()
+        if now_paused != was_paused and t is not None and not t.is_closing():
+            t.pause_reading() if now_paused else t.resume_reading()
+
+    @property
+    def reading_paused(self) -> bool:
+        return bool(self._read_holds)
 
     def write_buffer_size(self) -> int:
         t = self._stream.transport
