@@ -5,8 +5,9 @@ forms, never a mix of both:
 
 * the Shovel seed's clauses, one to one: ``sources``, ``destinations``, ``queue``,
   ``prefetch_count``, ``ack_mode``, ``publish_properties``, ``publish_fields``,
-  ``reconnect_delay``; plus pumpd's ``workers`` and the dynamic-shovel extras under seed-style
-  names (``delete_after``, ``add_forward_headers``, ``add_timestamp_header``);
+  ``reconnect_delay``; plus pumpd's own ``workers`` and ``source_read_hold_ms``, and the
+  dynamic-shovel extras under seed-style names (``delete_after``, ``add_forward_headers``,
+  ``add_timestamp_header``);
 * the flat names of a RabbitMQ dynamic shovel (``src-uri``, ``src-queue``, ``dest-exchange``, ...,
   AMQP 0-9-1 only), normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does.
 
@@ -76,7 +77,7 @@ BASIC_PROPERTIES = ("content_type", "content_encoding", "headers", "delivery_mod
 SEED_CLAUSES = ("sources", "destinations", "queue", "prefetch_count", "ack_mode",
                 "publish_properties", "publish_fields", "reconnect_delay")
 _SEED_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header")
-_COMMON_CLAUSES = ("workers",)  # pumpd's own: allowed in both forms
+_COMMON_CLAUSES = ("workers", "source_read_hold_ms")  # pumpd's own: allowed in both forms
 _SEED_ALL = SEED_CLAUSES + _SEED_EXTRAS + _COMMON_CLAUSES
 # Dynamic-shovel keys (AMQP 0-9-1), as rabbit_amqp091_shovel validates them; the legacy pre-3.7
 # names are accepted as the plugin does, but not together with their current name.
@@ -95,6 +96,8 @@ _DYNAMIC_ALL = DYNAMIC_KEYS + tuple(_LEGACY_KEYS) + _COMMON_CLAUSES
 DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 5.0  # seed; also ?DEFAULT_RECONNECT_DELAY in rabbit_shovel.hrl
 _MAX_PREFETCH = 65535  # basic.qos prefetch-count is a short
+DEFAULT_READ_HOLD_MS = 1  # the event loop's timers count whole milliseconds
+_MAX_READ_HOLD_MS = 1000
 _INT64 = 2**63
 
 
@@ -418,6 +421,9 @@ def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         add_timestamp_header=_bool(ctx, "add_timestamp_header",
                                    obj.get("add_timestamp_header", False)),
         workers=_int(ctx, "workers", obj.get("workers", 1), 1),
+        source_read_hold_ms=_int(ctx, "source_read_hold_ms",
+                                 obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
+                                 _MAX_READ_HOLD_MS),
     )
 
 
@@ -534,6 +540,9 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         add_timestamp_header=_bool(ctx, where("dest-add-timestamp-header"),
                                    get("dest-add-timestamp-header", False)),
         workers=_int(ctx, "workers", obj.get("workers", 1), 1),
+        source_read_hold_ms=_int(ctx, "source_read_hold_ms",
+                                 obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
+                                 _MAX_READ_HOLD_MS),
     )
 
 
@@ -743,6 +752,7 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
         "publish_fields": fields,
         "reconnect_delay": shovel.reconnect_delay,
         "workers": shovel.workers,
+        "source_read_hold_ms": shovel.source_read_hold_ms,
         "delete_after": delete_after.value if isinstance(delete_after, DeleteAfter)
         else delete_after,
         "add_forward_headers": shovel.add_forward_headers,

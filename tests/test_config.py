@@ -108,6 +108,7 @@ def test_defaults() -> None:
     assert (s.publish_exchange, s.publish_routing_key) == (None, None)
     assert s.reconnect_delay == 5.0
     assert s.workers == 1
+    assert s.source_read_hold_ms == 1
     assert s.delete_after is DeleteAfter.NEVER
     assert (s.add_forward_headers, s.add_timestamp_header) == (False, False)
     assert s.source.declarations == () and s.destination.declarations == ()
@@ -122,6 +123,8 @@ def test_defaults() -> None:
     ("reconnect_delay", 0, "reconnect_delay", 0.0),
     ("reconnect_delay", 1.5, "reconnect_delay", 1.5),
     ("workers", 4, "workers", 4),
+    ("source_read_hold_ms", 0, "source_read_hold_ms", 0),
+    ("source_read_hold_ms", 1000, "source_read_hold_ms", 1000),
     ("delete_after", "queue-length", "delete_after", DeleteAfter.QUEUE_LENGTH),
     ("delete_after", "never", "delete_after", DeleteAfter.NEVER),
     ("delete_after", 100, "delete_after", 100),
@@ -202,6 +205,9 @@ BAD_CLAUSES = [
     ({"reconnect_delay": "5"}, "reconnect_delay", "must be a non-negative number"),
     ({"reconnect_delay": False}, "reconnect_delay", "got false"),
     ({"workers": 0}, "workers", "must be a positive integer, got 0"),
+    ({"source_read_hold_ms": -1}, "source_read_hold_ms", "must be a non-negative integer, got -1"),
+    ({"source_read_hold_ms": 0.5}, "source_read_hold_ms", "got 0.5"),
+    ({"source_read_hold_ms": 1001}, "source_read_hold_ms", "must be at most 1000, got 1001"),
     ({"queue": 5}, "queue", "must be a string, got 5"),
     ({"queue": "q" * 256}, "queue", "at most 255 bytes"),
     ({"publish_properties": []}, "publish_properties", "must be an object, got a list"),
@@ -480,6 +486,7 @@ def test_dynamic_publish_fields(dest: dict[str, str], exchange: str | None,
     ("dest-publish-properties", {"delivery_mode": 2}, "publish_properties", {"delivery_mode": 2}),
     ("publish-properties", {"priority": 1}, "publish_properties", {"priority": 1}),  # legacy
     ("workers", 2, "workers", 2),
+    ("source_read_hold_ms", 5, "source_read_hold_ms", 5),
 ])
 def test_dynamic_values(key: str, value: Any, attr: str, expected: Any) -> None:
     assert getattr(one({**DYN_MINIMAL, key: value}), attr) == expected
@@ -722,7 +729,8 @@ def test_password_never_shown_even_in_got_values() -> None:
     SEED_EXAMPLE,
     MINIMAL,
     with_(MINIMAL, publish_properties=ALL_PROPERTIES, workers=3, delete_after=7,
-          add_forward_headers=True, reconnect_delay=0.25, ack_mode="on_publish"),
+          add_forward_headers=True, reconnect_delay=0.25, ack_mode="on_publish",
+          source_read_hold_ms=0),
     with_(MINIMAL, destinations={"broker": "amqps://u:p%40w@[::1]:1/?heartbeat=0&cacertfile=/a"
                                            "&certfile=/b&keyfile=/c&verify=verify_none"
                                            "&fail_if_no_peer_cert=false&connection_timeout=2000"}),

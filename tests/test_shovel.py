@@ -148,6 +148,24 @@ def test_each_ack_mode_moves_everything(node_a: LocalNode, node_b: LocalNode, vh
     assert c.confirmed == (2000 if ack_mode == "on_confirm" else 0)
 
 
+@pytest.mark.parametrize("hold_ms", [0, 50])
+def test_source_read_hold_off_or_long_moves_everything_intact(node_a: LocalNode, vhost_a: str,
+                                                              hold_ms: int) -> None:
+    # Bodies up to 300 kB: reads long enough to skip the hold and short ones that start it.
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "q", durable=True)
+    declare_queue(uri, "q2", durable=True)
+    sent = mixed_messages(3000, seed=hold_ms)
+    publish_messages(uri, "", "q", sent)
+    s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="q",
+               publish_fields={"exchange": "", "routing_key": "q2"}, source_read_hold_ms=hold_ms)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: queue_depth(uri, "q2")[0] == 3000, 60, "3000 at the destination")
+        pumps.wait_for(lambda: pumps.status().counters.acked == 3000, 30, "all acked")
+    assert queue_depth(uri, "q") == (0, 0)
+    assert_same_messages(sent, drain_queue(uri, "q2", expected=3000, timeout=10))
+
+
 def test_consumer_uses_automatic_acks_only_in_no_ack_mode(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
     declare_queue(uri, "in", durable=True)
