@@ -86,6 +86,12 @@ CASES = (
     Case("64B-transient-on_publish", 64, False, "on_publish", 150_000),
     Case("64B-transient-no_ack", 64, False, "no_ack", 150_000),
 )
+# Run only when named with --cases: the 1 KiB persistent case without waiting for confirms, which
+# shows how much of that case's time the confirm cycle takes (docs/bench.md).
+EXTRA_CASES = (
+    Case("1KiB-persistent-on_publish", 1024, True, "on_publish", 50_000),
+    Case("1KiB-persistent-no_ack", 1024, True, "no_ack", 50_000),
+)
 
 
 class RunFailed(Exception):
@@ -137,7 +143,11 @@ class PumpProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def pumpd_argv(node: LocalNode, case: Case, workdir: Path, http_port: int) -> list[str]:
+def pumpd_argv(
+    node: LocalNode, case: Case, workdir: Path, http_port: int,
+    clauses: dict[str, Any] | None = None,
+) -> list[str]:
+    """``clauses``: more shovel clauses (a --pumpd-variant's), over the benchmark's own."""
     uri = node.uri(VHOST)
     config = {
         "shovels": {
@@ -148,6 +158,7 @@ def pumpd_argv(node: LocalNode, case: Case, workdir: Path, http_port: int) -> li
                 "prefetch_count": PREFETCH,
                 "ack_mode": case.ack_mode,
                 "publish_fields": {"exchange": "", "routing_key": DST},
+                **(clauses or {}),
             }
         }
     }
@@ -225,9 +236,12 @@ def run_once(
     rep: int,
     workdir: Path,
     quiet_wait: float = QUIET_WAIT,
+    pumpd_clauses: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One system moving one pre-filled queue; returns the result record (``ok`` False on a
-    failure, with ``error``)."""
+    failure, with ``error``). With ``pumpd_clauses`` the system is a pumpd variant: pumpd run
+    with those shovel clauses added, recorded under the variant's name."""
+    is_pumpd = system == "pumpd" or pumpd_clauses is not None
     rec: dict[str, Any] = {
         "case": case.name, "system": system, "rep": rep, "messages": messages,
         "body_size": case.body_size, "persistent": case.persistent, "ack_mode": case.ack_mode,
@@ -266,9 +280,10 @@ def run_once(
                 {"value": plugin_value(node, case)},
             )
         else:
-            if system == "pumpd":
+            if is_pumpd:
                 rec["pumpd_source"] = pumpd_source_digest()
-                argv = pumpd_argv(node, case, workdir, http_port)
+                rec["pumpd_clauses"] = pumpd_clauses or {}
+                argv = pumpd_argv(node, case, workdir, http_port, pumpd_clauses)
             else:
                 argv = pika_argv(node, case)
             pump = PumpProcess(argv, workdir / f"{system}-{case.name}-{rep}.log")
@@ -305,7 +320,7 @@ def run_once(
             time.sleep(POLL_INTERVAL)
         rec["wall"] = round(samples[-1].t - began, 3)
 
-        if system == "pumpd":
+        if is_pumpd:
             rec["pumpd_data_plane"] = pumpd_implementation(http_port)
 
         # Stop the system.
@@ -335,7 +350,7 @@ def run_once(
                 f"after stop: {left} left in the source, {final} in the destination "
                 f"(expected 0 and {messages})"
             )
-        if pump is not None and system == "pumpd":
+        if pump is not None and is_pumpd:
             rec["pumpd_log_tail"] = pump.log_tail(3)
         rec.update(metrics(samples, messages))
         rec["ok"] = True
@@ -525,18 +540,44 @@ def host_info(node: LocalNode) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------ main
 
 
+def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    """``NAME:CLAUSE=VALUE[;CLAUSE=VALUE]`` -> (NAME, {CLAUSE: VALUE}); VALUE is read as JSON
+    when it is JSON, else taken as a string."""
+    name, sep, rest = text.partition(":")
+    if not sep or not name or name in SYSTEMS or not rest:
+        raise ValueError(f"{text!r}: expected NAME:CLAUSE=VALUE with a NAME other than "
+                         f"{', '.join(SYSTEMS)}")
+    clauses: dict[str, Any] = {}
+    for item in rest.split(";"):
+        clause, eq, value = item.partition("=")
+        if not eq or not clause:
+            raise ValueError(f"{text!r}: {item!r} is not CLAUSE=VALUE")
+        try:
+            clauses[clause] = json.loads(value)
+        except json.JSONDecodeError:
+            clauses[clause] = value
+    return name, clauses
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="pumpd vs RabbitMQ's Shovel plugin vs a plain pika shovel, on one private "
         "RabbitMQ node.",
-        epilog="cases: " + ", ".join(c.name for c in CASES),
+        epilog="cases: " + ", ".join(c.name for c in CASES) + "; only with --cases: "
+        + ", ".join(c.name for c in EXTRA_CASES),
     )
     p.add_argument("--messages", type=int, help="messages per run (default: 150,000 for 64 B "
                    "cases, 50,000 for 1 KiB; 20,000 with --quick)")
     p.add_argument("--reps", type=int, help="repetitions (default 3; 1 with --quick)")
-    p.add_argument("--cases", help="comma-separated case names (default: all)")
+    p.add_argument("--cases", help="comma-separated case names (default: the five of the epilog"
+                   "'s first list)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
-                   help=f"comma-separated, from {','.join(SYSTEMS)} (default: all)")
+                   help=f"comma-separated, from {','.join(SYSTEMS)} and the --pumpd-variant "
+                   "names (default: pumpd,plugin,pika)")
+    p.add_argument("--pumpd-variant", action="append", default=[],
+                   metavar="NAME:CLAUSE=VALUE[;CLAUSE=VALUE]",
+                   help="one more system: pumpd with these shovel clauses (VALUE as JSON, else a "
+                   "string), e.g. nohold:source_read_hold_ms=0; name it in --systems")
     p.add_argument("--quick", action="store_true", help="smoke run: 20,000 messages, 1 rep")
     p.add_argument("--quiet-wait", type=float, default=QUIET_WAIT, metavar="SECONDS",
                    help="before each run, wait up to this long for the host to be nearly idle "
@@ -553,7 +594,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.messages = 20_000
     if args.reps is None:
         args.reps = 1 if args.quick else 3
-    names = {c.name: c for c in CASES}
+    names = {c.name: c for c in (*CASES, *EXTRA_CASES)}
     if args.cases:
         wanted = [n.strip() for n in args.cases.split(",") if n.strip()]
         unknown = [n for n in wanted if n not in names]
@@ -562,10 +603,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.case_list = [names[n] for n in wanted]
     else:
         args.case_list = list(CASES)
+    try:
+        args.variants = dict(parse_variant(v) for v in args.pumpd_variant)
+    except ValueError as exc:
+        p.error(f"--pumpd-variant: {exc}")
+    known = (*SYSTEMS, *args.variants)
     args.system_list = [s.strip() for s in args.systems.split(",") if s.strip()]
-    bad = [s for s in args.system_list if s not in SYSTEMS]
+    bad = [s for s in args.system_list if s not in known]
     if bad or not args.system_list:
-        p.error(f"unknown system(s) {bad}; known: {', '.join(SYSTEMS)}")
+        p.error(f"unknown system(s) {bad}; known: {', '.join(known)}")
     if args.messages is not None and args.messages < 100:
         p.error("--messages must be at least 100")
     return args
@@ -612,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
                         for attempt in range(1, args.retries + 2):
                             rec = run_once(
                                 node, beam_pid, probe, case, system, messages, rep, Path(tmp),
-                                args.quiet_wait,
+                                args.quiet_wait, args.variants.get(system),
                             )
                             if not rec["ok"]:  # start the next run on a fresh probe connection
                                 probe.close()
