@@ -16,7 +16,6 @@ lower than ``make bench``'s; use them to compare the processes, not the systems.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import statistics
 import sys
@@ -27,18 +26,20 @@ from typing import Any
 
 import orjson
 
-from common import QueueProbe, find_descendant
+from common import QueueProbe
 from shovel import (
+    BENCH_PLUGINS,
     CASES,
     DST,
     EXTRA_CASES,
-    RESULTS_DIR,
     SRC,
     VHOST,
     Case,
     LocalNode,
     LocalNodeError,
+    results_file,
     run_once,
+    start_bench_node,
 )
 
 # Waits until the destination queue is empty (the run's purge) and then holds ``threshold``
@@ -179,20 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     case: Case = next(c for c in (*CASES, *EXTRA_CASES) if c.name == args.case)
     messages = args.messages or case.default_messages
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_path: Path = args.output or RESULTS_DIR / f"queue-profile-{stamp}.jsonl"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path = results_file("queue-profile", args.output)
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)
-    print("starting a private RabbitMQ node (management + shovel plugins) ...", flush=True)
-    node = LocalNode(plugins=("rabbitmq_management", "rabbitmq_shovel"))
+    node = LocalNode(plugins=BENCH_PLUGINS)
     records: list[dict[str, Any]] = []
     probe: QueueProbe | None = None
     try:
-        node.start()
-        node.add_vhost(VHOST)
-        beam_pid = find_descendant(node.pid or 0, "beam.smp")
-        if beam_pid is None:
-            raise SystemExit("cannot find the node's beam.smp process")
+        beam_pid = start_bench_node(node)
         probe = QueueProbe(node.uri(VHOST))
         with (
             tempfile.TemporaryDirectory(prefix="pumpd-qprofile-") as tmp,

@@ -617,25 +617,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+BENCH_PLUGINS = ("rabbitmq_management", "rabbitmq_shovel")
+
+
+def start_bench_node(node: LocalNode) -> int:
+    """Start ``node`` and create the benchmark's vhost; returns the node's ``beam.smp`` pid."""
+    print("starting a private RabbitMQ node (management + shovel plugins) ...", flush=True)
+    node.start()
+    node.add_vhost(VHOST)
+    beam_pid = find_descendant(node.pid or 0, "beam.smp")
+    if beam_pid is None:
+        raise SystemExit("cannot find the node's beam.smp process")
+    return beam_pid
+
+
+def results_file(kind: str, output: Path | None) -> Path:
+    """``output``, or ``bench/results/KIND-<time>.jsonl``; its directory is created."""
+    path = output or RESULTS_DIR / f"{kind}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cases: list[Case] = args.case_list
     systems: list[str] = args.system_list
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_path: Path = args.output or RESULTS_DIR / f"shovel-{stamp}.jsonl"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path = results_file("shovel", args.output)
     total = len(cases) * len(systems) * args.reps
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)
-    print("starting a private RabbitMQ node (management + shovel plugins) ...", flush=True)
-    node = LocalNode(plugins=("rabbitmq_management", "rabbitmq_shovel"))
+    node = LocalNode(plugins=BENCH_PLUGINS)
     records: list[dict[str, Any]] = []
     probe: QueueProbe | None = None
     try:
-        node.start()
-        node.add_vhost(VHOST)
-        beam_pid = find_descendant(node.pid or 0, "beam.smp")
-        if beam_pid is None:
-            raise SystemExit("cannot find the node's beam.smp process")
+        beam_pid = start_bench_node(node)
         host = host_info(node)
         print(
             f"node {node.nodename} (RabbitMQ {host['rabbitmq_version']}, beam.smp pid {beam_pid}"

@@ -124,8 +124,8 @@ class ShovelConfig:
     # Competing consumers on the source queue (the daemon's --workers / per-shovel clause).
     workers: int = 1
     # After a short read from the source, wait this long before reading it again, so that what
-    # the broker sends meanwhile is handled in one go: about half the pump's CPU per message
-    # for at most this much added latency (docs/bench.md). 0 = read as soon as bytes arrive.
+    # the broker sends meanwhile is handled in one go: a third to a half less of the pump's CPU
+    # per message for at most this much added latency (docs/bench.md). 0 = read at once.
     source_read_hold_ms: int = 1
 
 
