@@ -158,6 +158,7 @@ def shovel_doc(v: ShovelView) -> dict[str, Any]:
         "ack_mode": cfg.ack_mode.value,
         "prefetch_count": cfg.prefetch_count,
         "reconnect_delay": cfg.reconnect_delay,
+        "source_read_hold_ms": cfg.source_read_hold_ms,
         "origin": v.origin,
         "removing": v.removing,
         "workers_configured": cfg.workers,

@@ -98,7 +98,8 @@ def test_add_restart_and_delete_a_shovel_at_run_time(
 def test_overview_and_single_shovel_documents(pumpd_daemon, node_a: LocalNode,
                                               vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out", prefetch_count=7)})
+    d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out", prefetch_count=7,
+                                      source_read_hold_ms=3)})
     d.wait_for(lambda: running_state(d, "s"), 30, "running")
     overview = d.get("/api/overview")
     assert overview["pid"] == d.pid and overview["shovels"] == 1 and overview["workers"] == 1
@@ -112,6 +113,7 @@ def test_overview_and_single_shovel_documents(pumpd_daemon, node_a: LocalNode,
     assert (doc["type"], doc["src_queue"], doc["dest_exchange"], doc["dest_exchange_key"]) == \
         ("pumpd", "in", "", "out")
     assert doc["prefetch_count"] == 7 and doc["implementation"] in ("native", "reference")
+    assert doc["source_read_hold_ms"] == 3
     assert set(doc["rates"]) >= {"consumed", "published", "acked"}
     (w,) = doc["workers"]
     assert w["heartbeat_age"] is not None and w["heartbeat_age"] < 10
