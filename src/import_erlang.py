@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import urlsplit
 
+from .config import SEED_CLAUSES
 from .erlang_terms import (
     Atom,
     ErlangSyntaxError,
@@ -22,27 +23,17 @@ from .erlang_terms import (
     parse_term_with_positions,
 )
 from .importers import JSON, ConfigImportError
+from .model import AckMode
 
 __all__ = ["import_erlang_config"]
 
-# The seed's shovel clauses, in the seed's order.
-_SHOVEL_CLAUSES = (
-    "sources",
-    "destinations",
-    "queue",
-    "prefetch_count",
-    "ack_mode",
-    "publish_properties",
-    "publish_fields",
-    "reconnect_delay",
-)
 # Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in this format;
 # pumpd's JSON takes them under the same names.
 _EXTRA_CLAUSES = ("delete_after", "add_forward_headers", "add_timestamp_header")
 _MANDATORY_CLAUSES = ("sources", "destinations", "queue")
 # The clauses the older plugin's ``defaults`` application setting may supply.
-_DEFAULTABLE_CLAUSES = _SHOVEL_CLAUSES[3:]
-_ACK_MODES = ("no_ack", "on_publish", "on_confirm")
+_DEFAULTABLE_CLAUSES = SEED_CLAUSES[3:]
+_ACK_MODES = tuple(mode.value for mode in AckMode)
 
 # Field types, for declarations, publish_properties and publish_fields.
 _TEXT, _BOOL, _OCTET, _LONGLONG, _TABLE = "text", "bool", "octet", "longlong", "table"
@@ -138,6 +129,14 @@ class _ErlangImporter:
                     reason, source=self._source, line=position[0], column=position[1]
                 )
         raise ConfigImportError(reason, source=self._source)
+
+    def _list(self, ctx: str, value: Term, item: Term, expected: str) -> list[Term]:
+        """``value`` as an Erlang list (``""`` is ``[]`` in Erlang), or fail naming ``expected``."""
+        if isinstance(value, ErlString) and not value:
+            return []
+        if not isinstance(value, list):
+            self.fail(f"{ctx}: expected {expected}, found {format_term(value, 60)}", value, item)
+        return value
 
     # -- the file ----------------------------------------------------------------------------
 
@@ -243,10 +242,10 @@ class _ErlangImporter:
                     "seed's format: sources, destinations, queue, ...",
                     item,
                 )
-            if key not in _SHOVEL_CLAUSES and key not in _EXTRA_CLAUSES:
+            if key not in SEED_CLAUSES and key not in _EXTRA_CLAUSES:
                 self.fail(
                     f"{where}: unknown clause '{key}' (expected one of "
-                    f"{', '.join(_SHOVEL_CLAUSES + _EXTRA_CLAUSES)})",
+                    f"{', '.join(SEED_CLAUSES + _EXTRA_CLAUSES)})",
                     item,
                 )
         for key in _MANDATORY_CLAUSES:
@@ -349,14 +348,7 @@ class _ErlangImporter:
         return uri
 
     def _declarations(self, ctx: str, value: Term, item: Term) -> JSON:
-        if isinstance(value, ErlString) and not value:
-            return []
-        if not isinstance(value, list):
-            self.fail(
-                f"{ctx}: expected a list of AMQP methods, found {format_term(value, 60)}",
-                value,
-                item,
-            )
+        value = self._list(ctx, value, item, "a list of AMQP methods")
         out: list[JSON] = []
         for decl in value:
             if isinstance(decl, Atom):
@@ -416,15 +408,7 @@ class _ErlangImporter:
 
     def _table(self, ctx: str, value: Term, item: Term) -> dict[str, JSON]:
         """``[{Name, Type, Value}, ...]`` as the Erlang client writes a field table."""
-        if isinstance(value, ErlString) and not value:
-            return {}
-        if not isinstance(value, list):
-            self.fail(
-                f"{ctx}: expected a field table [{{Name, Type, Value}}, ...], found "
-                f"{format_term(value, 60)}",
-                value,
-                item,
-            )
+        value = self._list(ctx, value, item, "a field table [{Name, Type, Value}, ...]")
         out: dict[str, JSON] = {}
         for entry in value:
             if not (isinstance(entry, tuple) and len(entry) == 3):
@@ -483,14 +467,7 @@ class _ErlangImporter:
         return None
 
     def _array(self, ctx: str, value: Term, item: Term) -> list[JSON]:
-        if isinstance(value, ErlString) and not value:
-            return []
-        if not isinstance(value, list):
-            self.fail(
-                f"{ctx}: expected an array [{{Type, Value}}, ...], found {format_term(value, 60)}",
-                value,
-                item,
-            )
+        value = self._list(ctx, value, item, "an array [{Type, Value}, ...]")
         out: list[JSON] = []
         for index, entry in enumerate(value):
             if not (isinstance(entry, tuple) and len(entry) == 2):
@@ -511,15 +488,7 @@ class _ErlangImporter:
 
         Keys must be atoms and may appear only once.
         """
-        if isinstance(value, ErlString) and not value:  # "" is [] in Erlang
-            return []
-        if not isinstance(value, list):
-            self.fail(
-                f"{ctx}: expected a property list [{{Key, Value}}, ...], found "
-                f"{format_term(value, 60)}",
-                value,
-                item,
-            )
+        value = self._list(ctx, value, item, "a property list [{Key, Value}, ...]")
         pairs: list[Pair] = []
         seen: set[str] = set()
         for entry in value:
