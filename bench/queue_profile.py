@@ -28,10 +28,9 @@ import orjson
 
 from common import QueueProbe
 from shovel import (
+    ALL_CASES,
     BENCH_PLUGINS,
-    CASES,
     DST,
-    EXTRA_CASES,
     SRC,
     VHOST,
     Case,
@@ -150,7 +149,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Trace the source and destination queue processes of a shovel benchmark "
         "case, to see which one limits it.",
     )
-    names = [c.name for c in (*CASES, *EXTRA_CASES)]
+    names = [c.name for c in ALL_CASES]
     p.add_argument("--case", default="1KiB-persistent-on_confirm", choices=names,
                    help="the case of bench/shovel.py (default: %(default)s)")
     p.add_argument("--systems", default="pumpd,plugin",
@@ -178,7 +177,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    case: Case = next(c for c in (*CASES, *EXTRA_CASES) if c.name == args.case)
+    case: Case = next(c for c in ALL_CASES if c.name == args.case)
     messages = args.messages or case.default_messages
     out_path = results_file("queue-profile", args.output)
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)

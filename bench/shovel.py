@@ -92,6 +92,7 @@ EXTRA_CASES = (
     Case("1KiB-persistent-on_publish", 1024, True, "on_publish", 50_000),
     Case("1KiB-persistent-no_ack", 1024, True, "no_ack", 50_000),
 )
+ALL_CASES = (*CASES, *EXTRA_CASES)
 
 
 class RunFailed(Exception):
@@ -594,7 +595,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.messages = 20_000
     if args.reps is None:
         args.reps = 1 if args.quick else 3
-    names = {c.name: c for c in (*CASES, *EXTRA_CASES)}
+    names = {c.name: c for c in ALL_CASES}
     if args.cases:
         wanted = [n.strip() for n in args.cases.split(",") if n.strip()]
         unknown = [n for n in wanted if n not in names]
