@@ -193,6 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"ack_mode {s.ack_mode.value}, prefetch {s.prefetch_count}, "
                 f"reconnect_delay {s.reconnect_delay:g}s"
             )
+            u = s.undeliverable
+            park = f" (park queue {u.park_queue!r} on the source)" if u.parks else ""
+            print(f"  undeliverable: {u.policy.value}, unroutable: {u.unroutable.value}{park}")
             for side, endpoint in (("source", s.source), ("destination", s.destination)):
                 for broker in endpoint.brokers:
                     if broker.vhost == "":

@@ -31,9 +31,11 @@ from .model import (
     BrokerURI,
     Declaration,
     DeleteAfter,
+    Disposition,
     Endpoint,
     PumpConfig,
     ShovelConfig,
+    UndeliverablePolicy,
 )
 from .uri import URIError, format_uri, parse_uri, redact
 
@@ -77,7 +79,8 @@ BASIC_PROPERTIES = ("content_type", "content_encoding", "headers", "delivery_mod
 SEED_CLAUSES = ("sources", "destinations", "queue", "prefetch_count", "ack_mode",
                 "publish_properties", "publish_fields", "reconnect_delay")
 _SEED_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header")
-_COMMON_CLAUSES = ("workers", "source_read_hold_ms")  # pumpd's own: allowed in both forms
+# pumpd's own: allowed in both forms
+_COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable")
 _SEED_ALL = SEED_CLAUSES + _SEED_EXTRAS + _COMMON_CLAUSES
 # Dynamic-shovel keys (AMQP 0-9-1), as rabbit_amqp091_shovel validates them; the legacy pre-3.7
 # names are accepted as the plugin does, but not together with their current name.
@@ -384,6 +387,29 @@ def _enum_value(ctx: _Ctx, clause: str, value: object, allowed: Sequence[str]) -
     return value
 
 
+_POLICIES = (Disposition.PARK.value, Disposition.DEAD_LETTER.value, Disposition.STOP.value)
+_UNROUTABLE_POLICIES = (Disposition.DROP.value, Disposition.PARK.value, Disposition.STOP.value)
+
+
+def _undeliverable(ctx: _Ctx, value: object) -> UndeliverablePolicy:
+    """``"undeliverable": "stop"`` or ``{"policy": ..., "park_queue": ..., "unroutable": ...}``."""
+    clause = "undeliverable"
+    if isinstance(value, str):
+        value = {"policy": value}
+    obj = _object(ctx, clause, value)
+    _check_keys(ctx, f"{clause}.", obj, ("policy", "park_queue", "unroutable"))
+    default = UndeliverablePolicy()
+    policy = _enum_value(ctx, f"{clause}.policy", obj.get("policy", default.policy.value),
+                         _POLICIES)
+    unroutable = _enum_value(ctx, f"{clause}.unroutable",
+                             obj.get("unroutable", default.unroutable.value), _UNROUTABLE_POLICIES)
+    park_queue = _shortstr(ctx, f"{clause}.park_queue", obj.get("park_queue", default.park_queue))
+    if not park_queue:
+        ctx.fail(f"{clause}.park_queue", "must name a queue (the server-named \"\" cannot be "
+                                         "found again)")
+    return UndeliverablePolicy(Disposition(policy), park_queue, Disposition(unroutable))
+
+
 def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
     """A shovel in the seed's clauses.
 
@@ -424,6 +450,7 @@ def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         source_read_hold_ms=_int(ctx, "source_read_hold_ms",
                                  obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
                                  _MAX_READ_HOLD_MS),
+        undeliverable=_undeliverable(ctx, obj.get("undeliverable", {})),
     )
 
 
@@ -543,6 +570,7 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         source_read_hold_ms=_int(ctx, "source_read_hold_ms",
                                  obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
                                  _MAX_READ_HOLD_MS),
+        undeliverable=_undeliverable(ctx, obj.get("undeliverable", {})),
     )
 
 
@@ -584,6 +612,11 @@ def _check_shovel(ctx: _Ctx, shovel: ShovelConfig, delete_after_clause: str) -> 
         # The plugin's rule: with no acks it cannot count what was transferred.
         ctx.fail(delete_after_clause,
                  "a number of messages cannot be combined with ack mode no_ack")
+    if shovel.ack_mode is AckMode.NO_ACK and shovel.undeliverable.policy is not Disposition.PARK:
+        # With no_ack the source has let go of every message before pumpd sees it: it can
+        # neither be rejected to a dead-letter exchange nor left in the queue.
+        ctx.fail("undeliverable", f"policy {shovel.undeliverable.policy.value!r} needs acks "
+                                  "(ack mode no_ack leaves nothing to reject or keep): use park")
     if shovel.workers > 1:
         # Competing consumers must share one named queue; a server-named or exclusive queue
         # would give each worker its own copy of every message, or lock the others out.
@@ -757,4 +790,7 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
         else delete_after,
         "add_forward_headers": shovel.add_forward_headers,
         "add_timestamp_header": shovel.add_timestamp_header,
+        "undeliverable": {"policy": shovel.undeliverable.policy.value,
+                          "park_queue": shovel.undeliverable.park_queue,
+                          "unroutable": shovel.undeliverable.unroutable.value},
     }

@@ -46,6 +46,7 @@ from .http_api import HttpServer, Reply, error
 from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotUnreadable
 from .status import Counters, State
 from .status_report import (
+    RATE_FIELDS,
     RateMeter,
     ShovelView,
     WorkerView,
@@ -103,6 +104,12 @@ class Worker:
     def live_record(self) -> bool:
         """Whether the slot holds the running process's own report."""
         return self.process is not None and self.record.pid == self.pid
+
+    @property
+    def moving(self) -> bool:
+        """Whether a live process of this worker reports running (or blocked): a worker that is
+        starting, reconnecting or gone moves nothing, whatever its last counters say."""
+        return self.live_record() and self.record.state in (State.RUNNING, State.BLOCKED)
 
     def counters(self) -> Counters:
         return add_counters(self.carried, self.record.counters) if self.live_record() \
@@ -305,7 +312,8 @@ class Coordinator:
             log.info("%s stopped for a restart (%s); restart %d", who, exit_text, w.restarts,
                      extra={**extra, "event": "restart", "restarts": w.restarts})
         elif (rec.pid == pid and rec.state == State.TERMINATED
-              and rec.reason_code in (ReasonCode.GAVE_UP, ReasonCode.DELETE_AFTER)):
+              and rec.reason_code in (ReasonCode.GAVE_UP, ReasonCode.DELETE_AFTER,
+                                      ReasonCode.UNDELIVERABLE)):
             w.done, w.start_at, w.last_exit = True, None, exit_text
             log.warning("%s terminated by design: %s; not restarted", who, rec.reason,
                         extra={**extra, "event": "terminated", "reason": rec.reason})
@@ -408,10 +416,10 @@ class Coordinator:
                 s.since = max((w.record.since for w in s.workers if w.record.state == state),
                               default=time.time()) or time.time()
                 s.state, s.reason = state, reason
-                up = sum(1 for w in s.workers if w.process is not None)
+                moving = sum(1 for w in s.workers if w.moving)
                 # "is", not ":" as in the workers' own lines: this is the shovel as a whole
-                log.info("shovel %s is %s%s (%d/%d workers up)", s.name, state.label,
-                         f": {reason}" if reason else "", up, s.definition.cfg.workers,
+                log.info("shovel %s is %s%s (%d/%d workers running)", s.name, state.label,
+                         f": {reason}" if reason else "", moving, s.definition.cfg.workers,
                          extra={"event": "state", "shovel": s.name, "state": state.label,
                                 "reason": reason or None})
 
@@ -426,7 +434,16 @@ class Coordinator:
             if state in states:
                 reasons = [r.reason for r in records if r.state == state and r.reason]
                 if state in (State.BLOCKED, State.RUNNING):
-                    return state, ""
+                    # Moving messages, but not with every worker: say which are not, and why.
+                    idle = [w for w in s.workers if not w.moving]
+                    if not idle:
+                        return state, ""
+                    w = idle[0]
+                    why = w.record.reason or w.record.state.label
+                    if w.process is None:
+                        why = f"not running: {w.last_exit or why}"
+                    return state, (f"{len(s.workers) - len(idle)}/{len(s.workers)} workers "
+                                   f"running; worker {w.index} {w.record.state.label}: {why}")
                 return state, reasons[0] if reasons else ""
         raise AssertionError("unreachable")
 
@@ -512,7 +529,10 @@ class Coordinator:
                                if w.process is None and w.start_at is not None else None),
                 heartbeat_age=now - w.record.heartbeat if live else None,
                 counters=w.counters(),
-                rates=w.meter.rates(),
+                # A rate is over the last few seconds; a worker that stopped moving moves
+                # nothing now, so it shows 0 rather than a trailing average.
+                rates=w.meter.rates() if w.moving else {f: 0.0 for f in RATE_FIELDS},
+                moving=w.moving,
             ))
         return ShovelView(name=s.name, cfg=s.definition.cfg, origin=s.definition.origin,
                           removing=s.removing, state=s.state, reason=s.reason, since=s.since,

@@ -92,6 +92,37 @@ class Endpoint:
     declarations: tuple[Declaration, ...] = ()
 
 
+class Disposition(str, enum.Enum):
+    """What happens to a message pumpd cannot forward (``undeliverable`` clause)."""
+
+    PARK = "park"  # published unchanged to the park queue on the source broker, then acked
+    DEAD_LETTER = "dead-letter"  # basic.reject(requeue=false): the source queue's DLX gets it
+    STOP = "stop"  # the shovel terminates, the message stays first in the source queue
+    DROP = "drop"  # unroutable messages only: confirmed by the destination and gone (the plugin)
+
+
+DEFAULT_PARK_QUEUE = "pumpd.parked"
+
+
+@dataclass(frozen=True)
+class UndeliverablePolicy:
+    """The ``undeliverable`` clause.
+
+    ``policy`` applies to a message that cannot be forwarded at all (properties that cannot be
+    parsed, a content header larger than the destination's frame_max, a message the destination
+    refuses by closing the channel); ``unroutable`` to one the destination returns as unroutable
+    (mandatory publish).
+    """
+
+    policy: Disposition = Disposition.PARK
+    park_queue: str = DEFAULT_PARK_QUEUE
+    unroutable: Disposition = Disposition.DROP
+
+    @property
+    def parks(self) -> bool:
+        return Disposition.PARK in (self.policy, self.unroutable)
+
+
 class DeleteAfter(str, enum.Enum):
     NEVER = "never"
     QUEUE_LENGTH = "queue-length"
@@ -127,6 +158,7 @@ class ShovelConfig:
     # the broker sends meanwhile is handled in one go: a third to a half less of the pump's CPU
     # per message for at most this much added latency (docs/bench.md). 0 = read at once.
     source_read_hold_ms: int = 1
+    undeliverable: UndeliverablePolicy = field(default_factory=UndeliverablePolicy)
 
 
 @dataclass(frozen=True)

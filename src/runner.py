@@ -97,9 +97,11 @@ async def run_shovels(
 
 
 def exit_status(statuses: list[ShovelStatus]) -> int:
-    """0 when every shovel stopped on request or by design; 1 when one gave up on a failure."""
+    """0 when every shovel stopped on request or by design; 1 when one gave up on a failure or
+    was stopped by an undeliverable message (policy stop)."""
     for st in statuses:
-        if st.state == State.TERMINATED and st.reason and "not reconnecting" in st.reason:
+        if st.state == State.TERMINATED and st.reason and (
+                "not reconnecting" in st.reason or st.reason.startswith("undeliverable message")):
             return exitcodes.FAILURE
     return exitcodes.OK
 

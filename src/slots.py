@@ -34,10 +34,10 @@ Slot layout (little-endian, fields at natural alignment)::
                                   clock for every process of the host, so the coordinator can
                                   compare it with its own)
     40      8     started    f64  wall clock when the worker process started
-    48      88    counters   u64 x 11, in the order of COUNTER_FIELDS
-    136     16    implementation  ASCII, NUL-padded: the data plane ("native" / "reference")
-    152     240   reason text     UTF-8, NUL-padded, truncated on a character boundary, redacted
-    392     120   reserved (zero): room for more fields within the same slot size
+    48      136   counters   u64 x 17, in the order of COUNTER_FIELDS
+    184     16    implementation  ASCII, NUL-padded: the data plane ("native" / "reference")
+    200     240   reason text     UTF-8, NUL-padded, truncated on a character boundary, redacted
+    440     72    reserved (zero): room for more fields within the same slot size
 
 A block's slots are initialised with an empty record when it is created, so every slot always
 holds a checksummed record.
@@ -80,7 +80,7 @@ __all__ = [
 ]
 
 MAGIC = b"PUMPDSL1"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 BLOCK_HEADER = struct.Struct("<8sIII44x")  # magic, version, slot size, number of slots
 SLOTS_OFFSET = 64
 SLOT_SIZE = 512
@@ -92,7 +92,9 @@ REASON_BYTES = 240
 # Counters in slot order. Appending is a layout change: bump LAYOUT_VERSION (tests check that
 # this tuple and pumpd.status.Counters agree).
 COUNTER_FIELDS = ("consumed", "published", "confirmed", "acked", "nacked", "returned",
-                  "redelivered", "reconnects", "in_flight", "buffered", "bytes")
+                  "redelivered", "reconnects", "in_flight", "buffered", "bytes",
+                  "undeliverable_malformed", "undeliverable_too_large", "undeliverable_refused",
+                  "undeliverable_unroutable", "parked", "dead_lettered")
 BODY = struct.Struct(f"<IBxHddd{len(COUNTER_FIELDS)}Q{IMPLEMENTATION_BYTES}s{REASON_BYTES}s")
 assert BODY_OFFSET + BODY.size <= SLOT_SIZE
 # Gauges describe the present moment; everything else accumulates.
@@ -112,6 +114,7 @@ class ReasonCode(enum.IntEnum):
     GAVE_UP = 3  # terminated by design: a failure with reconnect_delay 0
     RECONNECTING = 4  # starting again after a failure, within the worker
     OTHER = 5  # a reason the worker gave that matches none of the above
+    UNDELIVERABLE = 6  # terminated by design: an undeliverable message under the stop policy
     CRASHED = 10  # written by the coordinator: the worker process exited unexpectedly
     HUNG = 11  # written by the coordinator: killed after missing its heartbeat
     SPAWN_FAILED = 12  # written by the coordinator: the process could not be started
@@ -132,6 +135,8 @@ def classify_reason(state: State, reason: str | None) -> ReasonCode:
             return ReasonCode.DELETE_AFTER
         if "not reconnecting" in reason:
             return ReasonCode.GAVE_UP
+        if reason.startswith("undeliverable message"):
+            return ReasonCode.UNDELIVERABLE
     elif "reconnecting in" in reason:
         return ReasonCode.RECONNECTING
     return ReasonCode.OTHER

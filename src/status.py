@@ -34,6 +34,14 @@ class Counters:
     redelivered: deliveries flagged redelivered by the source (possible duplicates);
     in_flight: published and not yet settled; buffered: received and held while blocked;
     bytes: body bytes re-published.
+
+    Undeliverable messages (the ``undeliverable`` clause), each counted once when handled:
+    undeliverable_malformed: properties that could not be parsed to edit them;
+    undeliverable_too_large: a content header over the destination's frame_max;
+    undeliverable_refused: refused by the destination closing its channel, isolated by a
+    careful session; undeliverable_unroutable: returned as unroutable and parked or stopped on
+    (a dropped one is only ``returned``); parked / dead_lettered: how many of them went to the
+    park queue / were rejected to the source queue's dead-letter exchange.
     """
 
     consumed: int = 0
@@ -47,6 +55,12 @@ class Counters:
     in_flight: int = 0
     buffered: int = 0
     bytes: int = 0
+    undeliverable_malformed: int = 0
+    undeliverable_too_large: int = 0
+    undeliverable_refused: int = 0
+    undeliverable_unroutable: int = 0
+    parked: int = 0
+    dead_lettered: int = 0
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -72,6 +72,7 @@ class WorkerView:
     heartbeat_age: float | None
     counters: Counters  # every process of this position so far, plus the live one
     rates: dict[str, float] = field(default_factory=dict)
+    moving: bool = False  # a live process that reports running or blocked
 
 
 @dataclass(frozen=True)
@@ -159,10 +160,15 @@ def shovel_doc(v: ShovelView) -> dict[str, Any]:
         "prefetch_count": cfg.prefetch_count,
         "reconnect_delay": cfg.reconnect_delay,
         "source_read_hold_ms": cfg.source_read_hold_ms,
+        "undeliverable": {"policy": cfg.undeliverable.policy.value,
+                          "unroutable": cfg.undeliverable.unroutable.value,
+                          "park_queue": cfg.undeliverable.park_queue},
         "origin": v.origin,
         "removing": v.removing,
         "workers_configured": cfg.workers,
-        "workers_running": sum(1 for w in v.workers if w.alive),
+        # running = a live process that reports running or blocked; alive = any live process
+        "workers_running": sum(1 for w in v.workers if w.moving),
+        "workers_alive": sum(1 for w in v.workers if w.alive),
         "implementation": ",".join(impls) or None,
         "restarts": sum(w.restarts for w in v.workers),
         "msg_per_s": rates["published"],
@@ -189,7 +195,14 @@ COUNTER_METRICS = (
     ("pumpd_reconnects_total", "Sessions that failed and were started again in the worker.",
      "reconnects"),
     ("pumpd_published_bytes_total", "Message body bytes re-published.", "bytes"),
+    ("pumpd_messages_parked_total", "Undeliverable messages published to the park queue.",
+     "parked"),
+    ("pumpd_messages_dead_lettered_total",
+     "Undeliverable messages rejected to the source queue's dead-letter exchange.",
+     "dead_lettered"),
 )
+# pumpd_messages_undeliverable_total{reason=...}: one series per reason, from these counters.
+UNDELIVERABLE_REASONS = ("malformed", "too_large", "refused", "unroutable")
 GAUGE_METRICS = (
     ("pumpd_messages_in_flight", "Published and not yet confirmed.", "in_flight"),
     ("pumpd_messages_buffered", "Received and held while the destination is blocked.",
@@ -250,6 +263,13 @@ def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
             for v, w in workers if w.heartbeat_age is not None])
     for name, help_text, key in COUNTER_METRICS:
         family(name, "counter", help_text, per_worker(lambda w, k=key: getattr(w.counters, k)))
+    family("pumpd_messages_undeliverable_total", "counter",
+           "Messages pumpd could not forward, handled by the undeliverable policy, by reason "
+           "(malformed properties, header too large for the destination, refused by the "
+           "destination, unroutable).",
+           [(_labels(shovel=v.name, worker=w.index, reason=r),
+             getattr(w.counters, f"undeliverable_{r}"))
+            for v, w in workers for r in UNDELIVERABLE_REASONS])
     for name, help_text, key in GAUGE_METRICS:
         family(name, "gauge", help_text, per_worker(lambda w, k=key: getattr(w.counters, k)))
     return "\n".join(out) + "\n"

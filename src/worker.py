@@ -121,7 +121,7 @@ async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
         extra={"event": "worker_exit", "shovel": spec.shovel.name, "worker": spec.index,
                "reason": pump.terminated_reason, "counters": c.as_dict()},
     )
-    if sink.record.reason_code == ReasonCode.GAVE_UP:
+    if sink.record.reason_code in (ReasonCode.GAVE_UP, ReasonCode.UNDELIVERABLE):
         return exitcodes.FAILURE
     return exitcodes.OK
 
