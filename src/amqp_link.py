@@ -40,7 +40,15 @@ Interceptor = Callable[[bytes], bytes]
 
 
 class LinkError(Exception):
-    """A connection or channel failed, was refused, or was closed by the broker."""
+    """A connection or channel failed, was refused, or was closed by the broker.
+
+    ``reply_code`` is the broker's AMQP reply code when the broker closed the channel or the
+    connection (406 PRECONDITION_FAILED, 501 FRAME_ERROR, ...), else None.
+    """
+
+    def __init__(self, message: str, *, reply_code: int | None = None) -> None:
+        super().__init__(message)
+        self.reply_code = reply_code
 
 
 class _PikaTransport(nbio_interface.AbstractStreamTransport):  # type: ignore[misc]
@@ -190,7 +198,7 @@ class Link:
         channel.add_on_cancel_callback(self._on_consumer_cancelled)
         connection.add_on_connection_blocked_callback(lambda *_: self._blocked(True))
         connection.add_on_connection_unblocked_callback(lambda *_: self._blocked(False))
-        stream.on_intercept_error = self._fail
+        stream.on_intercept_error = self._data_plane_failed
 
     # -- state -------------------------------------------------------------------------------
 
@@ -218,13 +226,23 @@ class Link:
         if not self.closed.done():
             self.closed.set_result(exc)
 
+    def _data_plane_failed(self, exc: BaseException) -> None:
+        """The relay could not make sense of the byte stream: the connection is dropped."""
+        self._fail(LinkError(f"connection to {self.uri.redacted()} dropped: the data plane "
+                             f"failed on its byte stream: {exc}"))
+
     def _on_connection_closed(self, exc: BaseException) -> None:
-        self._fail(LinkError(f"connection to {self.uri.redacted()} closed: {_describe(exc)}"))
+        self._fail(LinkError(f"connection to {self.uri.redacted()} {_closed_how(exc)}",
+                             reply_code=_reply_code(exc)))
 
     def _on_channel_closed(self, _channel: Any, exc: BaseException) -> None:
-        self._fail(LinkError(f"channel on {self.uri.redacted()} closed: {_describe(exc)}"))
+        self._fail(LinkError(f"channel on {self.uri.redacted()} {_closed_how(exc)}",
+                             reply_code=_reply_code(exc)))
         if self.connection.is_open:
-            self.connection.close()
+            try:
+                self.connection.close()
+            except pika.exceptions.ConnectionWrongStateError:
+                pass
 
     def _on_consumer_cancelled(self, _frame: Any) -> None:
         self._fail(LinkError(f"the broker at {self.uri.redacted()} cancelled the consumer "
@@ -234,6 +252,11 @@ class Link:
 
     def intercept(self, interceptor: Interceptor | None) -> None:
         self._stream.interceptor = interceptor
+
+    def hand_to_pika(self, data: bytes) -> None:
+        """Give pika frames the interceptor kept back for a while (see ``Relay.resume``)."""
+        if data and not self.closed.done():
+            self._stream.pika_protocol.data_received(data)
 
     def write(self, data: bytes) -> None:
         """Write raw frames (built by the relay) to the connection."""
@@ -277,7 +300,10 @@ class Link:
         done, _ = await asyncio.wait({fut, self.closed}, return_when=asyncio.FIRST_COMPLETED)
         if fut in done:
             return fut.result()
-        raise LinkError(f"{what} failed: {_describe(self.closed.result())}")
+        cause = self.closed.result()
+        if isinstance(cause, LinkError):  # already says what happened and where
+            raise LinkError(f"{cause} (while {what})", reply_code=cause.reply_code)
+        raise LinkError(f"{what} failed: {_describe(cause)}", reply_code=_reply_code(cause))
 
     async def declare(self, declarations: Sequence[Declaration]) -> None:
         """Issue every declaration in order; ``queue: ""`` means the last queue declared."""
@@ -393,6 +419,22 @@ class Link:
             probe.close()
         return exists
 
+    async def declare_park_queue(self, queue: str) -> None:
+        """Use ``queue`` as it is when it exists (whatever its arguments), else create it durable."""
+        if not await self._queue_exists({"queue": queue}):
+            await self._call(
+                lambda cb: self.channel.queue_declare(queue=queue, durable=True, callback=cb),
+                f"declaring the park queue {queue!r} on {self.uri.redacted()}",
+            )
+
+    def close_transport(self) -> None:
+        """Close the socket once what was written is sent, without the AMQP close handshake
+        (which needs a read the caller cannot serve any more); the broker requeues whatever
+        this connection left unacknowledged."""
+        t = self._stream.transport
+        if t is not None and not t.is_closing():
+            t.close()
+
     async def queue_length(self, queue: str) -> int:
         """Messages ready in ``queue`` (a passive declare)."""
         frame = await self._call(
@@ -428,10 +470,12 @@ class Link:
                 f"basic.cancel on {self.uri.redacted()}",
             )
 
-    async def confirm_select(self) -> None:
-        # pika wants an ack/nack callback; the relay takes those frames before pika sees them.
+    async def confirm_select(self, on_confirm: Callable[[Any], None] | None = None) -> None:
+        """Put the channel in confirm mode. Without ``on_confirm`` the relay takes the ack / nack
+        frames before pika sees them; with it, pika hands each ack / nack method frame to it."""
+        callback = on_confirm or (lambda _f: None)
         await self._call(
-            lambda cb: self.channel.confirm_delivery(ack_nack_callback=lambda _f: None, callback=cb),
+            lambda cb: self.channel.confirm_delivery(ack_nack_callback=callback, callback=cb),
             f"confirm.select on {self.uri.redacted()}",
         )
 
@@ -477,6 +521,38 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
+def _reply_code(exc: BaseException) -> int | None:
+    exc = _root_cause(exc)
+    if isinstance(exc, (pika.exceptions.ConnectionClosedByBroker,
+                        pika.exceptions.ChannelClosedByBroker)):
+        return int(exc.reply_code)
+    return None
+
+
+def _closed_how(exc: BaseException) -> str:
+    """How a connection or channel ended, in words: by the broker (with its reply), reset,
+    or lost, never a Python exception's repr."""
+    root = _root_cause(exc)
+    if isinstance(root, (pika.exceptions.ConnectionClosedByBroker,
+                         pika.exceptions.ChannelClosedByBroker)):
+        return f"closed by the broker: {root.reply_code} {root.reply_text}"
+    if isinstance(root, pika.exceptions.StreamLostError):
+        inner = root.args[0] if root.args else ""
+        text = str(inner)
+        if "ConnectionResetError" in text or "reset" in text.lower():
+            return "reset by the peer"
+        if "EOF" in text or "eof" in text:
+            return "closed by the peer (end of stream)"
+        return "lost (the TCP connection ended)"
+    if isinstance(root, ConnectionResetError):
+        return "reset by the peer"
+    if isinstance(root, pika.exceptions.ConnectionClosedByClient):
+        return "closed by pumpd"
+    if isinstance(root, LinkError):
+        return f"closed: {root}"
+    return f"closed: {_describe(root)}"
+
+
 def _describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
     exc = _root_cause(exc)
     if isinstance(exc, ssl.SSLCertVerificationError):
@@ -491,6 +567,18 @@ def _describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
         return f"{exc.reply_code} {exc.reply_text}"
     if isinstance(exc, pika.exceptions.ChannelClosedByBroker):
         return f"{exc.reply_code} {exc.reply_text}"
+    if isinstance(exc, (pika.exceptions.StreamLostError,
+                        pika.exceptions.IncompatibleProtocolError)):
+        text = str(exc)
+        if "ConnectionResetError" in text:
+            return ("connection reset by the peer before the AMQP handshake finished (a load "
+                    "balancer or proxy with no broker behind it?)")
+        if "EOF" in text:
+            return ("connection closed by the peer before the AMQP handshake finished (not an "
+                    "AMQP 0-9-1 broker, or a proxy with no broker behind it?)")
+        if isinstance(exc, pika.exceptions.IncompatibleProtocolError):
+            return "the peer does not speak AMQP 0-9-1"
+        return "connection lost during the AMQP handshake"
     if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
         return "authentication refused (wrong username or password?)"
     if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
@@ -503,6 +591,33 @@ def _describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
         return text
     text = str(exc) or type(exc).__name__
     return text
+
+
+def quiet_pika_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """Keep pika's internal callback errors out of the ERROR log.
+
+    After a failure pumpd already reports in one line (a reset during the handshake, a connection
+    lost mid-stream), pika's own timers can still fire on the dead connection and raise
+    (``ConnectionWrongStateError`` from ``AMQPConnector._on_overall_timeout``, an
+    ``AssertionError`` in ``_on_stream_terminated``, the heartbeat checker writing to a closed
+    transport). The event loop would log each with a traceback at ERROR; they are logged at
+    DEBUG instead. Errors from anything but pika keep the loop's default handling.
+    """
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        tb = getattr(exc, "__traceback__", None)
+        from_pika = isinstance(exc, pika.exceptions.AMQPError)
+        while tb is not None and not from_pika:
+            from_pika = "/pika/" in tb.tb_frame.f_code.co_filename
+            tb = tb.tb_next
+        if from_pika:
+            log.debug("pika, after a failure already reported: %s: %s",
+                      context.get("message"), exc)
+            return
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
 
 
 async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Link:

@@ -14,7 +14,7 @@ import logging
 import random
 import time
 
-from .amqp_link import LinkError
+from .amqp_link import LinkError, quiet_pika_errors
 from .model import AckMode, DeleteAfter, ShovelConfig
 from .session import Session, SessionEnded
 from .status import Counters, State, StatusSink
@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 COUNTER_INTERVAL = 0.25  # seconds between counter snapshots sent to the sink
 MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multiple
+# A session that ran at least this long, or moved messages, was healthy: the next failure starts
+# the backoff again from reconnect_delay.
+HEALTHY_SESSION_SECONDS = 30.0
 
 
 class Pump:
@@ -53,6 +56,7 @@ class Pump:
         if isinstance(cfg.delete_after, int):
             self._limit_total = cfg.delete_after
         self.terminated_reason: str | None = None
+        self._careful = 0  # messages the next session forwards one at a time (Session)
 
     # -- status --------------------------------------------------------------------------------
 
@@ -82,6 +86,7 @@ class Pump:
     # -- running -------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
+        quiet_pika_errors(asyncio.get_running_loop())
         reporter = asyncio.create_task(self._report_counters())
         try:
             await self._run(stop)
@@ -93,6 +98,7 @@ class Pump:
         failures = 0
         while not stop.is_set():
             self._enter(State.STARTING)
+            started, moved_before = time.monotonic(), self._moved()
             outcome, error = await self._one_session(stop)
             if outcome == "stopped":
                 self._terminate("shutdown")
@@ -100,6 +106,18 @@ class Pump:
             if outcome == "limit":
                 self._terminate(f"delete-after reached: {self._moved()} messages moved")
                 return
+            if outcome == "terminal":
+                self._terminate(error or "stopped by the undeliverable policy")
+                return
+            if outcome in ("careful-done", "handled"):
+                failures = 0
+                if outcome == "handled":
+                    self._totals.reconnects += 1
+                    self._enter(State.STARTING, f"{error}; handled by the undeliverable policy, "
+                                                "reconnecting now")
+                continue
+            if self._moved() > moved_before or time.monotonic() - started >= HEALTHY_SESSION_SECONDS:
+                failures = 0  # a healthy session: this failure is a first one again
             failures += 1
             if self.cfg.reconnect_delay == 0:
                 self._terminate(f"{error}; reconnect_delay is 0, not reconnecting")
@@ -153,6 +171,7 @@ class Pump:
             on_blocked=lambda b: self._enter(State.BLOCKED if b else State.RUNNING),
             limit=limit,
             client_name=self.client_name,
+            careful=self._careful,
         )
         self._session = session
         try:
@@ -166,8 +185,22 @@ class Pump:
                         return "limit", None
                 self._enter(State.RUNNING)
                 outcome = await session.wait(stop)
-            except (LinkError, SessionEnded, OSError) as exc:
+            except SessionEnded as ended:
+                if ended.terminal:
+                    await session.drain(self.drain_timeout)
+                    return "terminal", str(ended)
+                if ended.handled:
+                    self._careful = session.careful_left
+                    return "handled", str(ended)
+                if ended.refused_message and not self._careful:
+                    self._careful = ended.unsettled
+                return "failed", str(ended)
+            except LinkError as exc:
                 return "failed", str(exc)
+            except OSError as exc:
+                return "failed", f"{exc.strerror or exc}"
+            if outcome == "careful-done":
+                self._careful = 0
             drained = await session.drain(self.drain_timeout)
             if not drained:
                 log.warning(
@@ -176,6 +209,8 @@ class Pump:
                     (session.relay.in_flight + session.relay.buffered) if session.relay else 0,
                     self.drain_timeout,
                 )
+            if outcome == "careful-done":
+                return "careful-done", None
             return ("limit" if outcome == "limit" else "stopped"), None
         finally:
             await session.close()

@@ -18,7 +18,8 @@ from typing import Any
 from .amqp_link import Link, LinkError, open_link
 from .fastpath import Relay
 from .forwarding import relay_options
-from .model import AckMode, BrokerURI, ShovelConfig
+from .model import AckMode, BrokerURI, Disposition, ShovelConfig
+from .parking import Parker, basic_reject_frame, basic_single_ack_frame, message_id
 from .uri import to_pika_parameters
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,44 @@ UNBOUNDED_ACK_BATCH = 256  # with prefetch 0: ack at once when this many are set
 READ_HOLD_BELOW = 64 * 1024
 
 
+# Reply codes with which a destination refuses one message by closing its channel or connection
+# while forwarding (a user_id that is not the connection's user, a message over max_message_size,
+# a frame it cannot parse): the same message would be refused again on the next session.
+MESSAGE_REFUSAL_CODES = frozenset({406, 501, 502, 505})
+# What a source broker says when a delivery stayed unacknowledged longer than its consumer_timeout.
+CONSUMER_TIMEOUT_TEXT = "delivery acknowledgement"
+
+
 class SessionEnded(Exception):
-    """Why a session stopped forwarding (a failure; carries a human-readable reason)."""
+    """Why a session stopped forwarding (a failure; carries a human-readable reason).
+
+    :param side: "source" or "destination" when one connection failed
+    :param reply_code: the broker's reply code when it closed the channel or connection
+    :param unsettled: messages published and not yet confirmed when it happened
+    :param terminal: the shovel must stop (an undeliverable message under the ``stop`` policy)
+    :param handled: the failure was a refused message that the policy has dealt with: reconnect
+        at once, it is not a failure of the shovel
+    """
+
+    def __init__(self, reason: str, *, side: str | None = None, reply_code: int | None = None,
+                 unsettled: int = 0, terminal: bool = False, handled: bool = False) -> None:
+        super().__init__(reason)
+        self.side = side
+        self.reply_code = reply_code
+        self.unsettled = unsettled
+        self.terminal = terminal
+        self.handled = handled
+
+    @property
+    def refused_message(self) -> bool:
+        """The destination closed on a message (see MESSAGE_REFUSAL_CODES) with some in flight."""
+        return (self.side == "destination" and self.reply_code in MESSAGE_REFUSAL_CODES
+                and self.unsettled > 0)
+
+
+def undeliverable_kind(reason: str) -> str:
+    """The counter suffix for a reason the relay gives."""
+    return "too_large" if "frame_max" in reason else "malformed"
 
 
 class Session:
@@ -47,6 +84,7 @@ class Session:
         limit: int = 0,
         limit_from_queue_length: bool = False,
         client_name: str = "pumpd",
+        careful: int = 0,
     ) -> None:
         self.cfg = cfg
         self._on_blocked = on_blocked
@@ -71,11 +109,20 @@ class Session:
         # at 40,000 msg/s) cost both sides more than the acks' own bytes.
         window = cfg.prefetch_count
         self._ack_batch = max(1, window // 4) if window else UNBOUNDED_ACK_BATCH
-        self._failed: asyncio.Future[BaseException] | None = None
+        self._failed: asyncio.Future[SessionEnded] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flow_task: asyncio.Task[None] | None = None
         self.source_uri: BrokerURI | None = None
         self.destination_uri: BrokerURI | None = None
+        # careful > 0: the last session ended on a message the destination refused. This one
+        # forwards one message at a time (prefetch 1, the relay keeping a copy of it) until
+        # ``careful`` messages are settled, so that a refusal names its message for certain.
+        self._careful = careful if cfg.ack_mode == AckMode.ON_CONFIRM else 0
+        self._parker: Parker | None = None
+        self._settling: asyncio.Task[None] | None = None
+        self._terminal: str | None = None
+        # handled undeliverable messages, by Counters field
+        self.policy_counts: dict[str, int] = {}
 
     @property
     def unbounded(self) -> bool:
@@ -85,24 +132,36 @@ class Session:
     async def open(self, source_uri: BrokerURI, destination_uri: BrokerURI) -> None:
         """Connect both sides, declare, and start consuming.
 
-        :raises LinkError: when a broker refuses or fails; the caller closes the session
+        :raises LinkError: when a broker refuses or fails (the message names the side); the
+            caller closes the session
         """
         self._loop = asyncio.get_running_loop()
         self._failed = self._loop.create_future()
         self.source_uri, self.destination_uri = source_uri, destination_uri
         name = f"{self._client_name} {self.cfg.name}"
-        self.destination = await open_link(
-            destination_uri, to_pika_parameters(destination_uri, client_name=f"{name} (destination)")
-        )
-        self._watch(self.destination)
-        await self.destination.declare(self.cfg.destination.declarations)
-        if self.cfg.ack_mode == AckMode.ON_CONFIRM:
-            await self.destination.confirm_select()
-        self.source = await open_link(
-            source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)")
-        )
-        self._watch(self.source)
-        await self.source.declare(self.cfg.source.declarations)
+        try:
+            self.destination = await open_link(
+                destination_uri,
+                to_pika_parameters(destination_uri, client_name=f"{name} (destination)"))
+            self._watch(self.destination, "destination")
+            await self.destination.declare(self.cfg.destination.declarations)
+            if self.cfg.ack_mode == AckMode.ON_CONFIRM:
+                await self.destination.confirm_select()
+        except LinkError as exc:
+            raise LinkError(f"destination: {exc}", reply_code=exc.reply_code) from exc
+        try:
+            self.source = await open_link(
+                source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)"))
+            self._watch(self.source, "source")
+            await self.source.declare(self.cfg.source.declarations)
+            await self._start_source(name)
+        except LinkError as exc:
+            raise LinkError(f"source: {exc}", reply_code=exc.reply_code) from exc
+
+    async def _start_source(self, name: str) -> None:
+        assert self.source is not None and self.destination is not None
+        assert self.source_uri is not None and self.destination_uri is not None
+        source_uri, destination_uri = self.source_uri, self.destination_uri
         self.queue = self.cfg.queue or self.source.last_declared_queue
         if not self.queue:
             raise LinkError("queue \"\" means the last declared queue, but none was declared")
@@ -111,17 +170,23 @@ class Session:
             if self._limit == 0:
                 return
         if self.cfg.ack_mode != AckMode.NO_ACK:
-            await self.source.qos(self.cfg.prefetch_count)
+            await self.source.qos(1 if self._careful else self.cfg.prefetch_count)
+        if self._careful:
+            log.warning("shovel %s: the destination refused a message last time: forwarding the "
+                        "next %d one at a time to find it", self.cfg.name, self._careful)
         self.relay = Relay(
             source_channel=self.source.channel_number,
             dest_channel=self.destination.channel_number,
             dest_frame_max=self.destination.frame_max,
-            window=self.cfg.prefetch_count,
+            window=1 if self._careful else self.cfg.prefetch_count,
             limit=self._limit,
+            keep_last=bool(self._careful),
             **relay_options(self.cfg, source_uri, destination_uri, self.queue),
         )
+        self._parker = Parker(source_uri, self.cfg.undeliverable.park_queue,
+                              client_name=f"{name} (park)")
         relay = self.relay
-        self.source.intercept(self._held(self._fed(relay.feed_source)))
+        self.source.intercept(self._held(self._paused_check(self._fed(relay.feed_source))))
         self.destination.intercept(self._fed(relay.feed_destination))
         self.destination.on_blocked(self._set_blocked)
         # A destination slower than the source (a WAN link, large bodies, no_ack with nothing
@@ -136,12 +201,132 @@ class Session:
             self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK
         )
 
-    def _watch(self, link: Link) -> None:
+    def _watch(self, link: Link, side: str) -> None:
         def closed(fut: asyncio.Future[BaseException]) -> None:
             if self._failed is not None and not self._failed.done():
-                self._failed.set_result(fut.result())
+                self._failed.set_result(self._ended(side, fut.result()))
 
         link.closed.add_done_callback(closed)
+
+    def _ended(self, side: str, exc: BaseException) -> SessionEnded:
+        """The session's end, in words that say which side failed and why."""
+        code = getattr(exc, "reply_code", None)
+        text = str(exc)
+        if side == "source" and code == 406 and CONSUMER_TIMEOUT_TEXT in text:
+            text += (" (consumer timeout: the source broker's consumer_timeout passed while "
+                     "messages waited for the destination; they are redelivered)")
+        unsettled = 0
+        if self.relay is not None:
+            unsettled = self.relay.in_flight + self.relay.buffered
+        return SessionEnded(f"{side}: {text}", side=side, reply_code=code, unsettled=unsettled)
+
+    def _end(self, ended: SessionEnded) -> None:
+        if self._failed is not None and not self._failed.done():
+            self._failed.set_result(ended)
+
+    # -- undeliverable messages ---------------------------------------------------------------
+
+    def _paused_check(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+        """Wrap the source feed: when the relay paused on an undeliverable message, stop reading
+        the source and settle that message by the policy."""
+
+        def check(data: bytes) -> bytes:
+            rest = feed(data)
+            relay = self.relay
+            if relay is not None and relay.paused and self._settling is None:
+                assert self._loop is not None and self.source is not None
+                self.source.pause_reading(True, "undeliverable")
+                self._settling = self._loop.create_task(self._settle_paused())
+            return rest
+
+        return check
+
+    async def _settle_paused(self) -> None:
+        relay, source = self.relay, self.source
+        assert relay is not None and source is not None
+        try:
+            while relay.paused:
+                item = relay.take_undeliverable()
+                if item is None:
+                    break
+                tag, _redelivered, exchange, routing_key, props, body, reason = item
+                self.flush(acks_due=True)  # what came before it goes first
+                await self._dispose(f"undeliverable_{undeliverable_kind(reason)}", tag,
+                                    (exchange, routing_key), props, body, reason)
+                if self._terminal is not None:
+                    return  # stays paused: what follows is requeued when the session closes
+                source.hand_to_pika(relay.resume())
+            source.pause_reading(False, "undeliverable")
+            self.flush()
+        except LinkError as exc:
+            self._end(SessionEnded(f"source: {exc}", side="source"))
+        except asyncio.CancelledError:
+            raise
+        finally:
+            self._settling = None
+
+    async def _dispose(self, counter: str, tag: int, routing: tuple[bytes, bytes], props: bytes,
+                       body: bytes, cause: str) -> None:
+        """Apply the undeliverable policy to one message the source delivered as ``tag``.
+
+        :raises LinkError: when parking fails (the message stays unacknowledged at the source)
+        """
+        assert self.source is not None and self._parker is not None
+        policy = self.cfg.undeliverable.policy
+        mid = message_id(props)
+        what = f"delivery tag {tag}" + (f", message_id {mid!r}" if mid else "")
+        self.policy_counts[counter] = self.policy_counts.get(counter, 0) + 1
+        if policy == Disposition.STOP:
+            self._terminal = f"undeliverable message ({what}): {cause}; policy stop"
+            log.error("shovel %s: %s", self.cfg.name, self._terminal)
+            self._end(SessionEnded(self._terminal, terminal=True))
+            return
+        if policy == Disposition.DEAD_LETTER:
+            self.source.write(basic_reject_frame(self.source.channel_number, tag, False))
+            self.policy_counts["dead_lettered"] = self.policy_counts.get("dead_lettered", 0) + 1
+            log.warning("shovel %s: undeliverable message (%s): %s; rejected to the source "
+                        "queue's dead-letter exchange", self.cfg.name, what, cause)
+            return
+        await self._parker.park(routing, props, body, {
+            "x-pumpd-undeliverable": cause,
+            "x-pumpd-shovel": self.cfg.name,
+            "x-pumpd-original-exchange": routing[0].decode("utf-8", "replace"),
+            "x-pumpd-original-routing-key": routing[1].decode("utf-8", "replace"),
+        })
+        self.source.write(basic_single_ack_frame(self.source.channel_number, tag))
+        self.policy_counts["parked"] = self.policy_counts.get("parked", 0) + 1
+        log.warning("shovel %s: undeliverable message (%s): %s; parked in queue %r",
+                    self.cfg.name, what, cause, self.cfg.undeliverable.park_queue)
+
+    async def settle_refused(self, ended: SessionEnded) -> SessionEnded:
+        """After the destination closed on a message in a careful session: that message (the
+        only one in flight) is the one it refuses; apply the policy to it at the source, which
+        is still connected. Returns how the session ended, marked handled when it was."""
+        relay, source = self.relay, self.source
+        if not (self._careful and ended.refused_message and relay is not None
+                and source is not None and source.is_open and relay.in_flight == 1):
+            return ended
+        last = relay.last_message
+        if last is None:
+            return ended
+        tag, _redelivered, exchange, routing_key, props, body, _ = last
+        cause = f"refused by the destination: {ended}"
+        try:
+            await self._dispose("undeliverable_refused", tag, (exchange, routing_key), props,
+                                body, cause)
+        except LinkError as exc:
+            return SessionEnded(f"{ended}; parking the refused message failed: {exc}",
+                                side="source")
+        if self._terminal is not None:
+            return SessionEnded(self._terminal, terminal=True)
+        self._careful_left = max(self._careful - relay.acked - 1, 0)
+        return SessionEnded(str(ended), side=ended.side, reply_code=ended.reply_code,
+                            handled=True)
+
+    @property
+    def careful_left(self) -> int:
+        """Messages still to forward one at a time after this (careful) session."""
+        return getattr(self, "_careful_left", 0)
 
     def _fed(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
         """Wrap a relay feed so that any output it produced gets flushed this loop iteration."""
@@ -226,7 +411,8 @@ class Session:
 
     async def wait(self, stop: asyncio.Event) -> str | None:
         """Forward until ``stop`` is set (returns None), the delivery limit is reached (returns
-        "limit"), or a connection fails (raises :class:`SessionEnded`)."""
+        "limit"), a careful session has done its part (returns "careful-done"), or a connection
+        fails or a message stops the shovel (raises :class:`SessionEnded`)."""
         assert self._failed is not None and self.relay is not None
         stop_task: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         try:
@@ -234,11 +420,15 @@ class Session:
                 waiting: set[asyncio.Future[Any]] = {self._failed, stop_task}
                 await asyncio.wait(waiting, timeout=0.2, return_when=asyncio.FIRST_COMPLETED)
                 if self._failed.done():
-                    raise SessionEnded(str(self._failed.result()))
+                    raise await self.settle_refused(self._failed.result())
                 if stop_task.done():
                     return None
                 if self.relay.limit_reached and self.relay.buffered == 0:
                     return "limit"
+                if self._careful and self.relay.acked >= self._careful:
+                    log.info("shovel %s: %d messages forwarded one at a time without a refusal; "
+                             "back to the full prefetch window", self.cfg.name, self._careful)
+                    return "careful-done"
         finally:
             stop_task.cancel()
 
@@ -252,7 +442,7 @@ class Session:
         if relay is None or source is None or not source.is_open:
             return False
         deadline = time.monotonic() + timeout  # one budget for the cancel and the settling
-        if self._consumer_tag:
+        if self._consumer_tag and not relay.paused:  # a paused relay holds the cancel-ok back
             tag, self._consumer_tag = self._consumer_tag, None
             try:
                 await asyncio.wait_for(source.cancel(tag), timeout=max(timeout, 0.1))
@@ -277,6 +467,15 @@ class Session:
         if self._read_hold_timer is not None:  # closing needs to read the broker's close-ok
             self._read_hold_timer.cancel()
             self._end_read_hold()
+        if self._settling is not None:
+            self._settling.cancel()
+        if self._parker is not None:
+            await self._parker.close()
+        if self.relay is not None and self.relay.paused and self.source is not None:
+            # The relay holds back what followed the undeliverable message, the close-ok
+            # included: close the socket after the acks instead; the source requeues the rest.
+            self.flush(acks_due=True)
+            self.source.close_transport()
         for link in (self.source, self.destination):
             if link is not None:
                 try:
@@ -290,6 +489,7 @@ class Session:
         if r is None:
             return {}
         return {
+            **self.policy_counts,
             "consumed": r.consumed,
             "published": r.published,
             "confirmed": r.confirmed,

@@ -150,3 +150,30 @@ def test_workers_exit_when_the_coordinator_is_killed(
     assert not any(Path("/dev/shm", b).exists() for b in blocks), "slot block leaked"
     # they drained: nothing is left unacknowledged or consumed at the source
     assert settled(node_a, vhost_a, "in") == (0, 0, 0)
+
+
+def test_a_killed_worker_is_not_counted_running_until_its_replacement_moves_messages(
+    pumpd_daemon, node_a: LocalNode, vhost_a: str
+) -> None:
+    """The report of issue 9: 0.3 s after a kill the shovel showed `running 2/2`, and its rate
+    stayed in the thousands while no worker moved anything."""
+    uri = node_a.uri(vhost_a)
+    d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out", workers=2)})
+    d.wait_for(lambda: running_state(d, "s", workers=2), 30, "both workers running")
+    victim = d.worker_pids("s")[0]
+    os.kill(victim, signal.SIGKILL)
+    seen: list[dict[str, object]] = []
+
+    def partly_running() -> bool:
+        doc = d.shovel("s")
+        seen.append(doc)
+        return doc["workers_running"] == 1 and "1/2 workers running" in (doc["reason"] or "")
+
+    d.wait_for(partly_running, 30, "the shovel reported with 1 of 2 workers running")
+    doc = seen[-1]
+    assert doc["state"] == "running"  # the other worker still moves messages
+    idle = [w for w in doc["workers"] if w["state"] != "running" or w["pid"] in (None, victim)]
+    assert idle and all(w["msg_per_s"] == 0.0 for w in idle)
+    d.wait_for(lambda: running_state(d, "s", workers=2) and d.shovel("s")["reason"] is None, 60,
+               "both running again")
+    assert d.shovel("s")["restarts"] == 1

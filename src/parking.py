@@ -1,0 +1,162 @@
+"""Where an undeliverable message goes: the park queue on the source broker, or the source
+queue's dead-letter exchange (``basic.reject`` without requeue).
+
+A parked message is published unchanged (body, properties and every header as received) with a
+few headers added that say why and where it came from; when its properties cannot be parsed
+even that far, it is parked exactly as received and only the log says why. The park publish uses
+a connection of its own to the source broker, in confirm mode with ``mandatory`` set: the message
+is acked at the source only once the park queue has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Any
+
+from .amqp_link import Link, LinkError, open_link
+from .frames import (
+    BASIC_ACK,
+    CLASS_BASIC,
+    FRAME_BODY,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    FRAME_OVERHEAD,
+    HEADERS_INDEX,
+    FrameError,
+    basic_publish_payload,
+    content_header_payload,
+    frame,
+    join_properties,
+    split_properties,
+)
+from .model import BrokerURI
+from .uri import to_pika_parameters
+
+log = logging.getLogger(__name__)
+
+BASIC_REJECT = 90
+MESSAGE_ID_INDEX = 8
+PARK_CONFIRM_TIMEOUT = 30.0  # seconds; a park that takes longer fails the session (nothing lost)
+
+
+def basic_reject_frame(channel: int, delivery_tag: int, requeue: bool) -> bytes:
+    payload = struct.pack(">HHQB", CLASS_BASIC, BASIC_REJECT, delivery_tag, 1 if requeue else 0)
+    return frame(FRAME_METHOD, channel, payload)
+
+
+def basic_single_ack_frame(channel: int, delivery_tag: int) -> bytes:
+    payload = struct.pack(">HHQB", CLASS_BASIC, BASIC_ACK, delivery_tag, 0)
+    return frame(FRAME_METHOD, channel, payload)
+
+
+def message_id(raw_properties: bytes) -> str | None:
+    """The message_id property, if the property list can be read that far."""
+    try:
+        value = split_properties(raw_properties)[MESSAGE_ID_INDEX]
+    except (FrameError, IndexError, struct.error):
+        return None
+    return None if value is None else value[1:].decode("utf-8", "replace")
+
+
+def _longstr_entry(key: str, value: str) -> bytes:
+    k, v = key.encode(), value.encode()
+    return bytes((len(k),)) + k + b"S" + struct.pack(">I", len(v)) + v
+
+
+def with_park_headers(raw_properties: bytes, entries: dict[str, str]) -> bytes | None:
+    """The property list with ``entries`` appended to its headers table (long strings), every
+    existing byte kept; None when the list cannot be parsed that far."""
+    try:
+        values = split_properties(raw_properties)
+    except (FrameError, struct.error):
+        return None
+    table = values[HEADERS_INDEX]
+    body = b"" if table is None else table[4:]
+    added = b"".join(_longstr_entry(k, v) for k, v in entries.items())
+    values[HEADERS_INDEX] = struct.pack(">I", len(body) + len(added)) + body + added
+    return join_properties(values)
+
+
+class Parker:
+    """Publishes undeliverable messages to ``queue`` on the source broker, one at a time, each
+    confirmed before :meth:`park` returns. The connection opens at the first park."""
+
+    def __init__(self, uri: BrokerURI, queue: str, *, client_name: str) -> None:
+        self.uri = uri
+        self.queue = queue
+        self._client_name = client_name
+        self._link: Link | None = None
+        self._seq = 0
+        self._confirms: dict[int, asyncio.Future[bool]] = {}
+        self._returned = False
+
+    async def _open(self) -> Link:
+        if self._link is not None and self._link.is_open:
+            return self._link
+        link = await open_link(self.uri, to_pika_parameters(self.uri, client_name=self._client_name))
+        try:
+            await link.declare_park_queue(self.queue)
+            await link.confirm_select(self._on_confirm)
+            link.channel.add_on_return_callback(self._on_return)
+        except BaseException:
+            link.abort()
+            raise
+        self._link, self._seq, self._confirms = link, 0, {}
+        return link
+
+    def _on_return(self, *_: Any) -> None:
+        self._returned = True
+
+    def _on_confirm(self, method_frame: Any) -> None:
+        method = method_frame.method
+        ok = method.NAME == "Basic.Ack" and not self._returned
+        self._returned = False
+        tag = int(method.delivery_tag)
+        for seq in [s for s in self._confirms if s == tag or (method.multiple and s <= tag)]:
+            fut = self._confirms.pop(seq)
+            if not fut.done():
+                fut.set_result(ok)
+
+    async def park(self, routing: tuple[bytes, bytes], raw_properties: bytes, body: bytes,
+                   why: dict[str, str]) -> None:
+        """Publish the message to the park queue and wait for its confirm.
+
+        :raises LinkError: when the park queue cannot take it (the caller leaves the message
+            unacknowledged, so the source keeps it)
+        """
+        link = await self._open()
+        props = with_park_headers(raw_properties, why)
+        if props is None or 12 + len(props) + FRAME_OVERHEAD > link.frame_max:
+            props = raw_properties  # unparseable or too large to add to: parked as received
+        ch = link.channel_number
+        body_max = link.frame_max - FRAME_OVERHEAD
+        frames = [frame(FRAME_METHOD, ch, basic_publish_payload(b"", self.queue.encode(), True)),
+                  frame(FRAME_HEADER, ch, content_header_payload(len(body), props))]
+        frames += [frame(FRAME_BODY, ch, body[i:i + body_max])
+                   for i in range(0, len(body), body_max)]
+        self._seq += 1
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._confirms[self._seq] = fut
+        link.write(b"".join(frames))
+        waiting: set[asyncio.Future[Any]] = {fut, link.closed}
+        done, _ = await asyncio.wait(waiting, timeout=PARK_CONFIRM_TIMEOUT,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if fut not in done:
+            why_not = (f"connection lost: {link.closed.result()}" if link.closed.done()
+                       else f"no confirm within {PARK_CONFIRM_TIMEOUT:.0f}s")
+            raise LinkError(f"parking in queue {self.queue!r} on {self.uri.redacted()} failed: "
+                            f"{why_not}")
+        if not fut.result():
+            raise LinkError(f"parking in queue {self.queue!r} on {self.uri.redacted()} failed: "
+                            "the broker refused or could not route the message")
+
+    async def close(self) -> None:
+        if self._link is not None:
+            try:
+                await self._link.close()
+            except Exception as exc:  # best effort, as for the session's own links
+                log.debug("closing the park connection: %s", exc)
+                self._link.abort()
+            self._link = None

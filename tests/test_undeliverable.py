@@ -1,0 +1,256 @@
+"""Undeliverable messages under each policy, refusals by the destination, the source's
+consumer_timeout, and the reconnect backoff: against real brokers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pika
+import pytest
+from pumpd.localnode import LocalNode
+from pumpd.status import State
+
+from amqp_helpers import Message, declare_queue, drain_queue, publish_messages, queue_depth
+from harness import RunningPumps, running, shovel
+
+BIG_HEADER = "x" * 6000  # with frame_max 4096 at the destination, the content header cannot fit
+
+
+def numbered(n: int, start: int = 0, **props: Any) -> list[Message]:
+    return [Message(b"m%05d" % i, pika.BasicProperties(message_id=f"id-{i}", **props))
+            for i in range(start, start + n)]
+
+
+def too_large(i: int) -> Message:
+    return Message(b"m%05d" % i, pika.BasicProperties(message_id=f"id-{i}",
+                                                      headers={"big": BIG_HEADER}))
+
+
+def small_frames_shovel(src: str, dst: str, **clauses: Any) -> Any:
+    """source queue "in" -> destination queue "out", the destination at frame_max 4096."""
+    return shovel(sources={"broker": src},
+                  destinations={"broker": f"{dst}?frame_max=4096"},
+                  queue="in", publish_fields={"exchange": "", "routing_key": "out"},
+                  reconnect_delay=0.2, **clauses)
+
+
+def bodies(deliveries: list[Any]) -> list[bytes]:
+    return [d.body for d in deliveries]
+
+
+def test_header_over_destination_frame_max_is_parked_and_the_next_one_moves(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    declare_queue(src, "in")
+    declare_queue(dst, "out")
+    publish_messages(src, "", "in", [*numbered(5), too_large(5), *numbered(5, 6)])
+    with running(small_frames_shovel(src, dst)) as pumps:
+        pumps.wait_for(lambda: pumps.status().counters.acked == 10, 60, "10 forwarded")
+        pumps.wait_for(lambda: pumps.status().counters.parked == 1, 30, "1 parked")
+        c = pumps.status().counters
+        assert c.undeliverable_too_large == 1 and c.published == 10
+        assert pumps.status().state == State.RUNNING
+    out = drain_queue(dst, "out", expected=10)
+    assert bodies(out) == [b"m%05d" % i for i in range(11) if i != 5]
+    parked = drain_queue(src, "pumpd.parked", expected=1)
+    assert len(parked) == 1 and parked[0].body == b"m00005"
+    headers = parked[0].properties.headers
+    assert headers["big"] == BIG_HEADER  # kept as it came
+    assert "frame_max" in headers["x-pumpd-undeliverable"]
+    assert headers["x-pumpd-shovel"] == "s"
+    assert parked[0].properties.message_id == "id-5"
+    assert queue_depth(src, "in")[0] == 0
+
+
+def test_dead_letter_policy_rejects_to_the_source_queues_dlx(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    declare_queue(src, "dlq")
+    declare_queue(src, "in", arguments={"x-dead-letter-exchange": "",
+                                        "x-dead-letter-routing-key": "dlq"})
+    declare_queue(dst, "out")
+    publish_messages(src, "", "in", [*numbered(3), too_large(3), *numbered(3, 4)])
+    s = small_frames_shovel(src, dst, undeliverable="dead-letter")
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().counters.acked == 6, 60, "6 forwarded")
+        pumps.wait_for(lambda: pumps.status().counters.dead_lettered == 1, 30, "dead-lettered")
+    assert bodies(drain_queue(dst, "out", expected=6)) == [b"m%05d" % i for i in range(7) if i != 3]
+    dead = drain_queue(src, "dlq", expected=1)
+    assert bodies(dead) == [b"m00003"]
+    assert dead[0].properties.headers["big"] == BIG_HEADER
+    assert queue_depth(src, "in")[0] == 0
+
+
+def test_stop_policy_terminates_naming_the_message_and_keeps_it_first_in_the_queue(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    declare_queue(src, "in")
+    declare_queue(dst, "out")
+    publish_messages(src, "", "in", [*numbered(4), too_large(4), *numbered(4, 5)])
+    with running(small_frames_shovel(src, dst, undeliverable={"policy": "stop"})) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
+        st = pumps.status()
+    assert st.reason is not None and "undeliverable message" in st.reason
+    assert "id-4" in st.reason and "frame_max" in st.reason and "policy stop" in st.reason
+    assert st.counters.acked == 4
+    # the ones before it arrived once; it and everything after it wait in the source queue
+    assert bodies(drain_queue(dst, "out", expected=4)) == [b"m%05d" % i for i in range(4)]
+    assert queue_depth(dst, "out")[0] == 0
+    rest = drain_queue(src, "in", expected=5)
+    assert bodies(rest) == [b"m%05d" % i for i in range(4, 9)]
+
+
+def test_user_id_refused_by_the_destination_is_isolated_and_parked(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    """The source accepts user_id "alice" from alice; the destination refuses it from guest
+    (406 PRECONDITION_FAILED closes the channel). The next session forwards one message at a
+    time, finds the refused one and parks it; nothing else is lost or stuck."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    user = f"alice-{vhost_a[-8:]}"
+    node_a.add_user(user, "pw", vhost_a)
+    try:
+        declare_queue(src, "in")
+        declare_queue(dst, "out")
+        publish_messages(src, "", "in", numbered(20))
+        publish_messages(node_a.uri(vhost_a, user, "pw"), "", "in",
+                         [Message(b"from-alice", pika.BasicProperties(user_id=user,
+                                                                      message_id="alice-1"))])
+        publish_messages(src, "", "in", numbered(20, 20))
+        s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="in",
+                   publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.2)
+        with running(s) as pumps:
+            pumps.wait_for(lambda: pumps.status().counters.parked == 1, 60, "parked")
+            pumps.wait_for(lambda: queue_depth(src, "in")[0] == 0
+                           and pumps.status().counters.in_flight == 0, 60, "source drained")
+            c = pumps.status().counters
+            assert c.undeliverable_refused == 1
+            reasons = [r for _st, r in pumps.history["s"] if r]
+        got = drain_queue(dst, "out", expected=40, timeout=20)
+        expected = [b"m%05d" % i for i in range(40)]
+        assert sorted(set(bodies(got))) == expected  # every one arrived
+        assert len(got) - len(set(bodies(got))) <= c.redelivered  # duplicates were redelivered
+        parked = drain_queue(src, "pumpd.parked", expected=1)
+        assert bodies(parked) == [b"from-alice"]
+        assert "406" in parked[0].properties.headers["x-pumpd-undeliverable"]
+        assert any("destination" in r and "406" in r for r in reasons), reasons
+    finally:
+        node_a.ctl("delete_user", user)
+
+
+def test_unroutable_messages_are_dropped_and_counted_by_default(
+        node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    declare_queue(uri, "out")
+    publish_messages(uri, "", "in", numbered(3))
+    s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="in",
+               publish_fields={"exchange": "", "routing_key": "nowhere"})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().counters.acked == 3, 30, "acked")
+        assert pumps.status().counters.returned == 3
+    assert queue_depth(uri, "in")[0] == 0
+
+
+def delays(pumps: RunningPumps) -> list[float]:
+    out = []
+    for _st, reason in pumps.history["s"]:
+        if reason and "reconnecting in " in reason:
+            out.append(float(reason.rsplit("reconnecting in ", 1)[1].rstrip("s")))
+    return out
+
+
+def test_backoff_starts_again_after_a_session_that_moved_messages(
+        node_a: LocalNode, vhost_a: str) -> None:
+    """Reproduces the report: connections closed every few seconds of healthy running must not
+    stretch every later delay to 8 x reconnect_delay."""
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    declare_queue(uri, "out")
+    s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="in",
+               publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.3)
+    with running(s) as pumps:
+        for round_ in range(5):
+            pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
+            publish_messages(uri, "", "in", numbered(10, 10 * round_))
+            pumps.wait_for(lambda r=round_: pumps.status().counters.acked >= 10 * (r + 1), 30,
+                           "moved")
+            node_a.ctl("close_all_connections", "-p", vhost_a, "test: healthy session ends")
+            pumps.wait_for(lambda r=round_: len(delays(pumps)) > r, 30, "a reconnect")
+    assert delays(pumps) == [0.3] * 5
+    assert len(drain_queue(uri, "out", expected=50)) >= 50
+
+
+def test_backoff_grows_while_sessions_fail_without_moving_anything(
+        node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    s = shovel(sources={"broker": uri, "declarations": [
+                   {"queue.declare": {"queue": "missing", "passive": True}}]},
+               destinations={"broker": uri}, queue="missing", reconnect_delay=0.1)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: len(delays(pumps)) >= 4, 30, "4 reconnects")
+    d = delays(pumps)
+    assert d[0] == 0.1 and d[3] > 0.1 * 2, d
+    reason = next(r for _st, r in pumps.history["s"] if r and "reconnecting" in r)
+    assert reason.startswith("source: ") and "404" in reason, reason
+
+
+def test_source_consumer_timeout_while_the_destination_is_blocked_loses_nothing(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    declare_queue(src, "in")
+    declare_queue(dst, "out")
+    node_a.ctl("eval", "application:set_env(rabbit, consumer_timeout, 2000).")
+    node_b.set_vm_memory_high_watermark(0)
+    try:
+        s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="in",
+                   publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.5)
+        with running(s) as pumps:
+            publish_messages(src, "", "in", numbered(50))
+
+            def timed_out() -> bool:
+                return any(r and "consumer timeout" in r for _st, r in pumps.history["s"])
+
+            pumps.wait_for(timed_out, 120, "the source's consumer timeout")
+            node_b.set_vm_memory_high_watermark(0.4)
+            pumps.wait_for(lambda: queue_depth(src, "in")[0] == 0
+                           and pumps.status().counters.in_flight == 0
+                           and pumps.status().state == State.RUNNING, 90, "drained")
+            reason = next(r for _st, r in pumps.history["s"] if r and "consumer timeout" in r)
+            assert reason.startswith("source: ") and "406" in reason
+    finally:
+        node_b.set_vm_memory_high_watermark(0.4)
+        node_a.ctl("eval", "application:unset_env(rabbit, consumer_timeout).")
+    got = drain_queue(dst, "out", expected=50, timeout=20)
+    assert sorted(set(bodies(got))) == [b"m%05d" % i for i in range(50)]
+
+
+@pytest.mark.parametrize("clause, message", [
+    ({"policy": "bounce"}, "must be one of park, dead-letter, stop"),
+    ({"unroutable": "dead-letter"}, "must be one of drop, park, stop"),
+    ({"park_queue": ""}, "must name a queue"),
+    ({"parkqueue": "x"}, "did you mean 'park_queue'"),
+    (7, "must be an object"),
+])
+def test_undeliverable_clause_is_validated(clause: Any, message: str) -> None:
+    from pumpd.config import ConfigError
+    with pytest.raises(ConfigError, match=message):
+        shovel(sources={"broker": "amqp://"}, destinations={"broker": "amqp://"}, queue="q",
+               undeliverable=clause)
+
+
+def test_no_ack_allows_only_park() -> None:
+    from pumpd.config import ConfigError
+    with pytest.raises(ConfigError, match="no_ack"):
+        shovel(sources={"broker": "amqp://"}, destinations={"broker": "amqp://"}, queue="q",
+               ack_mode="no_ack", undeliverable="dead-letter")
+
+
+def test_undeliverable_clause_in_the_dynamic_form_and_round_trip() -> None:
+    from pumpd.config import parse_config, shovel_to_json
+    cfg = parse_config({"shovels": {"d": {
+        "src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b",
+        "undeliverable": {"policy": "stop", "unroutable": "park", "park_queue": "held"}}}})
+    u = cfg.shovels["d"].undeliverable
+    assert (u.policy.value, u.unroutable.value, u.park_queue) == ("stop", "park", "held")
+    again = parse_config({"shovels": {"d": shovel_to_json(cfg.shovels["d"])}}).shovels["d"]
+    assert again.undeliverable == u
