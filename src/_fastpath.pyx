@@ -844,6 +844,7 @@ cdef class Relay:
         cdef Buf *carry = &self._src_carry if source else &self._dst_carry
         cdef Py_ssize_t pos = 0, k, frame_len
         cdef uint64_t tag
+        cdef bint held
         if source and self._paused:
             buf_append(&self._kept, data, n)
             return b""
@@ -863,11 +864,13 @@ cdef class Relay:
                         self._scan(carry.data, carry.len, source)
                         carry.len = 0
             if carry.len == 0:
-                if not self._paused:
+                held = source and self._paused
+                if not held:
                     pos += self._scan(data + pos, n - pos, source)
+                    held = source and self._paused
                 if pos < n:
                     # paused: what follows the undeliverable message waits for resume()
-                    buf_append(&self._kept if self._paused else carry, data + pos, n - pos)
+                    buf_append(&self._kept if held else carry, data + pos, n - pos)
         except BaseException:
             if source:
                 # Never hand out part of a message: drop the frames of the unfinished one.
