@@ -6,7 +6,10 @@ the counters are read-only here. (``Relay.bytes`` is a counter, so the type is s
 """
 
 import builtins
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+
+# (delivery_tag, redelivered, exchange, routing_key, raw properties as received, body, reason)
+Message = tuple[int, bool, builtins.bytes, builtins.bytes, builtins.bytes, builtins.bytes, str]
 
 DEBUG_BUILD: bool
 
@@ -42,10 +45,12 @@ class Relay:
         exchange: builtins.bytes | None = None,
         routing_key: builtins.bytes | None = None,
         property_overrides: Mapping[int, builtins.bytes] | None = None,
-        rewrite_properties: Callable[[builtins.bytes], builtins.bytes] | None = None,
+        forward_hop: builtins.bytes | None = None,
+        timestamp_header: bool = False,
         window: int = 0,
         mandatory: bool = True,
         limit: int = 0,
+        keep_last: bool = False,
     ) -> None: ...
     @property
     def consumed(self) -> int: ...
@@ -63,6 +68,14 @@ class Relay:
     def redelivered(self) -> int: ...
     @property
     def bytes(self) -> int: ...
+    @property
+    def undeliverable(self) -> int: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def last_message(self) -> Message | None: ...
+    def take_undeliverable(self) -> Message | None: ...
+    def resume(self) -> builtins.bytes: ...
     @property
     def in_flight(self) -> int: ...
     @property

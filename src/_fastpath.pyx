@@ -6,7 +6,8 @@ What makes it fast, compared with the reference:
 
 - frames are parsed with pointer arithmetic straight from the bytes read off the socket, and
   ``basic.publish`` + content header + body frames are encoded straight into one C buffer that
-  grows in place; no Python object is made per message (except with ``rewrite_properties``);
+  grows in place; no Python object is made per message (except with ``keep_last``, and for an
+  undeliverable message);
 - a message is *streamed*: its publish method frame is written when ``basic.deliver`` arrives,
   the content header when the header arrives, and each body frame's bytes are copied once, from
   the input to the publish buffer, re-chunked at the destination frame size on the way. Only a
@@ -14,7 +15,12 @@ What makes it fast, compared with the reference:
   therefore may end with the frames of one unfinished message; ``take_publishes`` hands out only
   the complete ones (``_complete`` marks where they end);
 - the confirm window is a ring of delivery tags and two bitmaps (settled, nacked) of 64-bit
-  words; advancing the confirmed prefix is a count of trailing ones per word.
+  words; advancing the confirmed prefix is a count of trailing ones per word;
+- forward and timestamp headers are spliced into the content header's bytes in C: the headers
+  table is walked only to find its keys, each value skipped by its type's size, and every entry
+  the user wrote is copied as it came. The one rare case the plugin handles by moving a value to
+  ``x-invalid-headers`` (an ``x-shovelled`` that is not an array) is left to the reference's
+  :func:`pumpd.frames.edit_properties`.
 
 Invariant checks are compiled in only with ``PUMPD_DEBUG=1`` (see ``setup.py``); in a release
 build ``if PUMPD_DEBUG:`` is a constant 0 and the C compiler drops them.
@@ -26,12 +32,13 @@ Cython does not pick one up (see the design notes).
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcmp, memcpy, memmove
+from libc.time cimport time
 
 from pumpd import frames as _frames
-from pumpd.frames import FrameError
+from pumpd.frames import FrameError, UnparseableProperties
 
 cdef extern from *:
     """
@@ -111,6 +118,17 @@ cdef enum:
     KIND_TABLE = 1
     KIND_OCTET = 2
     KIND_U64 = 3
+    HEADERS_INDEX = 2
+    HEADERS_FLAG = 1 << (15 - 2)
+    # field value sizes beyond the fixed ones (FIELD_SIZE)
+    FIELD_LONG = -1  # u32 length + that many bytes
+    FIELD_UNKNOWN = -2
+    # what _write_header returns besides 0 (and -1, an exception)
+    UNDELIVERABLE = -2  # _und_reason says why
+    PYTHON_EDIT = -3  # the rare case left to frames.edit_properties
+    # a new header entry: key length (1), x-shovelled (11), 'A', u32, 'F', then the hop table
+    FORWARD_ENTRY_EXTRA = 1 + 11 + 1 + 4 + 1
+    TIMESTAMP_ENTRY = 1 + 21 + 1 + 8
 
 # Property wire kinds by index, from frames.PROPERTY_KINDS ("s", "t", "o", "q").
 cdef int[14] PROPERTY_KIND
@@ -118,9 +136,20 @@ for _index, _kind in enumerate(_frames.PROPERTY_KINDS):
     PROPERTY_KIND[_index] = "stoq".index(_kind)
 del _index, _kind
 
+# Field value sizes by type octet, from frames.FIELD_SIZES (RabbitMQ's rabbit_binary_parser).
+cdef int[256] FIELD_SIZE
+for _index in range(256):
+    FIELD_SIZE[_index] = FIELD_UNKNOWN
+for _index, _size in _frames.FIELD_SIZES.items():
+    FIELD_SIZE[_index] = FIELD_LONG if _size == _frames.LONG else _size
+del _index, _size
+cdef const unsigned char *FORWARD_KEY = b"x-shovelled"
+cdef const unsigned char *TIMESTAMP_KEY = b"x-shovelled-timestamp"
+
 # The C constants above are the wire's and pumpd.frames' too: refuse to load if they drift.
 if (
     len(_frames.PROPERTY_KINDS) != N_PROPERTIES
+    or _frames.HEADERS_INDEX != HEADERS_INDEX
     or (_frames.FRAME_METHOD, _frames.FRAME_HEADER, _frames.FRAME_BODY, _frames.FRAME_END,
         _frames.FRAME_HEADER_SIZE, _frames.CLASS_BASIC, _frames.BASIC_PUBLISH,
         _frames.BASIC_RETURN, _frames.BASIC_DELIVER, _frames.BASIC_ACK, _frames.BASIC_NACK,
@@ -504,13 +533,32 @@ cdef class Relay:
     cdef unsigned char[256] _ex
     cdef unsigned char[256] _rk
     # property overrides, pre-encoded values by index (kept alive by _ovr_keep)
-    cdef object _rewrite
+    cdef dict _ovr_dict
     cdef tuple _ovr_keep
     cdef bint _has_ovr
     cdef unsigned _ovr_flags
     cdef Py_ssize_t _ovr_total
     cdef const unsigned char *_ovr_ptr[14]
     cdef Py_ssize_t[14] _ovr_len
+    # header edits: this hop's encoded table (kept alive by _fwd_keep), the timestamp header
+    cdef object _fwd_keep
+    cdef const unsigned char *_fwd
+    cdef Py_ssize_t _fwd_len
+    cdef bint _ts
+    cdef bint _edits  # overrides, forward or timestamp header: the properties are parsed
+    cdef Py_ssize_t _frame_max  # 0: no limit
+    # undeliverable messages and keep_last
+    cdef bint _keep_last
+    cdef object _last  # keep_last: the last message published
+    cdef bint _undeliv  # the message being received is undeliverable
+    cdef object _und_reason
+    cdef bint _paused
+    cdef object _und  # while paused: the message that caused the pause
+    cdef Buf _kept  # source bytes received while paused, unscanned
+    cdef Buf _cur_props  # the current message's properties as received (when copied)
+    cdef Buf _cur_body  # and its body
+    cdef unsigned char[256] _cur_ex  # its exchange and routing key as delivered
+    cdef unsigned char[256] _cur_rk
     # buffers
     cdef Buf _src_carry  # an incomplete frame at the end of the last source read
     cdef Buf _dst_carry
@@ -521,6 +569,7 @@ cdef class Relay:
     # the message being assembled on the source channel
     cdef int _src_state
     cdef bint _held  # past the limit: parsed and dropped, not published
+    cdef bint _body_plain  # the body goes to the publish buffer only (not held, not copied)
     cdef bint _cur_redelivered
     cdef uint64_t _cur_tag
     cdef uint64_t _cur_size
@@ -540,6 +589,7 @@ cdef class Relay:
     cdef readonly unsigned long long redelivered
     cdef readonly unsigned long long returned
     cdef readonly unsigned long long bytes
+    cdef readonly unsigned long long undeliverable
 
     def __init__(
         self,
@@ -551,10 +601,12 @@ cdef class Relay:
         exchange=None,
         routing_key=None,
         property_overrides=None,
-        rewrite_properties=None,
+        forward_hop=None,
+        timestamp_header=False,
         window=0,
         mandatory=True,
         limit=0,
+        keep_last=False,
     ):
         cdef Py_ssize_t i
         if dest_frame_max and dest_frame_max < 4096:
@@ -579,8 +631,8 @@ cdef class Relay:
         self._rk_fixed = routing_key is not None
         if self._rk_fixed:
             _short_string(self._rk, routing_key, "routing key")
-        self._rewrite = rewrite_properties
         overrides = dict(property_overrides or {})
+        self._ovr_dict = overrides
         self._has_ovr = bool(overrides)
         self._ovr_flags = 0
         self._ovr_total = 0
@@ -599,6 +651,28 @@ cdef class Relay:
             self._ovr_flags |= 1u << (15 - i)
         self._ovr_total = sum(len(v) for v in keep)
         self._ovr_keep = tuple(keep)
+        self._fwd_keep = None if forward_hop is None else bytes(forward_hop)
+        self._fwd = NULL
+        self._fwd_len = 0
+        if self._fwd_keep is not None:
+            if len(self._fwd_keep) < 4 or len(self._fwd_keep) != 4 + _frames._U32.unpack_from(self._fwd_keep, 0)[0]:
+                raise ValueError("forward_hop is not an encoded field table")
+            self._fwd = <const unsigned char *>PyBytes_AS_STRING(self._fwd_keep)
+            self._fwd_len = len(self._fwd_keep)
+        self._ts = bool(timestamp_header)
+        self._edits = self._has_ovr or self._fwd != NULL or self._ts
+        self._frame_max = dest_frame_max
+        self._keep_last = bool(keep_last)
+        self._last = None
+        self._undeliv = 0
+        self._und_reason = None
+        self._paused = 0
+        self._und = None
+        self._kept.len = 0
+        self._cur_props.len = 0
+        self._cur_body.len = 0
+        self._body_plain = 1
+        self.undeliverable = 0
         self._src_carry.len = 0
         self._dst_carry.len = 0
         self._pub.len = 0
@@ -624,6 +698,9 @@ cdef class Relay:
         buf_free(&self._pub)
         buf_free(&self._src_out)
         buf_free(&self._pass)
+        buf_free(&self._kept)
+        buf_free(&self._cur_props)
+        buf_free(&self._cur_body)
 
     # -- counters -------------------------------------------------------------------------------
 
@@ -669,8 +746,36 @@ cdef class Relay:
     # -- source side ----------------------------------------------------------------------------
 
     def feed_source(self, data):
-        """Scan bytes read from the source connection; returns the bytes meant for pika."""
+        """Scan bytes read from the source connection; returns the bytes meant for pika. While
+        paused, the bytes are kept unscanned and nothing is returned."""
         return self._feed_object(data, True)
+
+    @property
+    def paused(self):
+        """An undeliverable message stopped the scan; see take_undeliverable()."""
+        return bool(self._paused)
+
+    @property
+    def last_message(self):
+        """keep_last: the last message published, as take_undeliverable() describes one."""
+        return self._last
+
+    def take_undeliverable(self):
+        """(delivery_tag, redelivered, exchange, routing_key, raw properties as received, body,
+        reason) of the message that caused the pause; None when not paused. The engine settles
+        its delivery tag at the source before resume()."""
+        return self._und
+
+    def resume(self):
+        """Leave the pause and scan the bytes kept meanwhile (which may pause again); returns
+        the bytes meant for pika, as feed_source() does."""
+        if not self._paused:
+            return b""
+        self._paused = 0
+        self._und = None
+        kept = bytes_of(&self._kept)
+        self._kept.len = 0
+        return self._feed_object(kept, True)
 
     def take_publishes(self):
         """All publish frames encoded since the last call, as one buffer to write. In on_publish
@@ -739,6 +844,10 @@ cdef class Relay:
         cdef Buf *carry = &self._src_carry if source else &self._dst_carry
         cdef Py_ssize_t pos = 0, k, frame_len
         cdef uint64_t tag
+        cdef bint held
+        if source and self._paused:
+            buf_append(&self._kept, data, n)
+            return b""
         self._pass.len = 0
         try:
             if carry.len:
@@ -755,14 +864,19 @@ cdef class Relay:
                         self._scan(carry.data, carry.len, source)
                         carry.len = 0
             if carry.len == 0:
-                pos += self._scan(data + pos, n - pos, source)
+                held = source and self._paused
+                if not held:
+                    pos += self._scan(data + pos, n - pos, source)
+                    held = source and self._paused
                 if pos < n:
-                    buf_append(carry, data + pos, n - pos)
+                    # paused: what follows the undeliverable message waits for resume()
+                    buf_append(&self._kept if held else carry, data + pos, n - pos)
         except BaseException:
             if source:
                 # Never hand out part of a message: drop the frames of the unfinished one.
                 self._pub.len = self._complete
                 self._src_state = IDLE
+                self._undeliv = 0
             raise
         if PUMPD_DEBUG:
             self._check()
@@ -785,6 +899,8 @@ cdef class Relay:
             if source:
                 if channel == self._src_ch:
                     taken = self._source_frame(buf[pos], buf + pos + FRAME_HEAD, size)
+                    if self._paused:
+                        return end + 1
             elif channel == self._dst_ch:
                 taken = self._dest_frame(buf[pos], buf + pos + FRAME_HEAD, size)
             if not taken:
@@ -814,8 +930,12 @@ cdef class Relay:
             raise FrameError(f"expected a body frame, got frame type {ftype}")
         if <uint64_t>size > self._remaining:
             raise FrameError("body frames longer than the content header's body size")
-        if not self._held:
+        if self._body_plain:
             self._write_body(p, size)
+        elif not self._held:
+            if not self._undeliv:
+                self._write_body(p, size)
+            buf_append(&self._cur_body, p, size)
         self._remaining -= <uint64_t>size
         if self._remaining == 0:
             self._on_delivery()
@@ -840,6 +960,10 @@ cdef class Relay:
         self._held = self._limit != 0 and self.consumed >= self._limit
         if self._held:
             return 0  # held unacknowledged: requeued at the source when the session closes
+        self._undeliv = 0
+        # the original names, for an undeliverable or kept message (a few bytes each)
+        memcpy(self._cur_ex, p + ex_pos, 1 + p[ex_pos])
+        memcpy(self._cur_rk, p + rk_pos, 1 + p[rk_pos])
         ex = p + ex_pos
         if self._ex_fixed:
             ex = &self._ex[0]
@@ -873,8 +997,19 @@ cdef class Relay:
         self._cur_size = body_size
         self._remaining = body_size
         self._out_left = 0
+        self._body_plain = 0
         if not self._held:
-            self._write_header(body_size, p + 12, size - 12)
+            if self._keep_last:
+                self._cur_props.len = 0
+                buf_append(&self._cur_props, p + 12, size - 12)
+                self._cur_body.len = 0
+            if self._write_header(body_size, p + 12, size - 12) == UNDELIVERABLE:
+                self._undeliv = 1
+                self._pub.len = self._complete  # the basic.publish frame written for it
+                self._cur_props.len = 0
+                buf_append(&self._cur_props, p + 12, size - 12)
+                self._cur_body.len = 0
+            self._body_plain = not (self._undeliv or self._keep_last)
         if body_size == 0:
             self._on_delivery()
         else:
@@ -883,36 +1018,55 @@ cdef class Relay:
 
     cdef inline int _write_header(self, uint64_t body_size, const unsigned char *props,
                                   Py_ssize_t props_len) except -1:
+        """Our content header; UNDELIVERABLE (and nothing written) when it cannot be."""
         cdef unsigned char *o
         cdef Py_ssize_t n = props_len
-        if self._has_ovr or self._rewrite is not None:
+        if self._edits:
             return self._write_header_changed(body_size, props, props_len)
+        if self._frame_max and FRAME_HEAD + 12 + props_len + 1 > self._frame_max:
+            return self._too_large(FRAME_HEAD + 12 + props_len + 1)
         buf_reserve(&self._pub, FRAME_HEAD + 12 + props_len + 1)
         o = self._pub.data + self._pub.len
         memcpy(o + FRAME_HEAD + 12, props, <size_t>props_len)  # forwarded as they came
         self._finish_header(o, body_size, n)
         return 0
 
+    cdef int _too_large(self, Py_ssize_t header_size) except -1:
+        self._und_reason = (f"content header of {header_size} bytes exceeds the destination's "
+                            f"frame_max {self._frame_max}")
+        return UNDELIVERABLE
+
+    cdef int _unparseable(self, str what) except -1:
+        self._und_reason = f"its properties cannot be parsed: {what}"
+        return UNDELIVERABLE
+
     cdef int _write_header_changed(self, uint64_t body_size, const unsigned char *props,
                                    Py_ssize_t props_len) except -1:
-        """With property overrides (spliced in C) and / or the rewrite hook (a Python call)."""
+        """With property overrides and / or header edits, spliced in C."""
         cdef unsigned char *o
-        cdef Py_ssize_t n = props_len
-        cdef const unsigned char[:] rewritten
-        buf_reserve(&self._pub, FRAME_HEAD + 12 + props_len + self._ovr_total + 1)
+        cdef Py_ssize_t n
+        cdef const unsigned char[:] edited
+        buf_reserve(&self._pub, FRAME_HEAD + 12 + props_len + self._ovr_total + 4
+                    + (FORWARD_ENTRY_EXTRA + self._fwd_len if self._fwd != NULL else 0)
+                    + (TIMESTAMP_ENTRY if self._ts else 0) + 1)
         o = self._pub.data + self._pub.len
-        if self._has_ovr:
-            n = self._splice_properties(props, props_len, o + FRAME_HEAD + 12)
-        else:
-            memcpy(o + FRAME_HEAD + 12, props, <size_t>props_len)
-        if self._rewrite is not None:
-            result = self._rewrite(PyBytes_FromStringAndSize(<char *>o + FRAME_HEAD + 12, n))
-            rewritten = result
-            n = rewritten.shape[0]
+        n = self._splice_properties(props, props_len, o + FRAME_HEAD + 12)
+        if n == UNDELIVERABLE:
+            return UNDELIVERABLE
+        if n == PYTHON_EDIT:
+            try:
+                result = _frames.edit_properties(
+                    PyBytes_FromStringAndSize(<char *>props, props_len), self._ovr_dict,
+                    self._fwd_keep, <long long>time(NULL) if self._ts else None)
+            except UnparseableProperties as exc:
+                return self._unparseable(str(exc))
+            edited = result
+            n = edited.shape[0]
             buf_reserve(&self._pub, FRAME_HEAD + 12 + n + 1)
             o = self._pub.data + self._pub.len
-            if n:
-                memcpy(o + FRAME_HEAD + 12, &rewritten[0], <size_t>n)
+            memcpy(o + FRAME_HEAD + 12, &edited[0], <size_t>n)
+        if self._frame_max and FRAME_HEAD + 12 + n + 1 > self._frame_max:
+            return self._too_large(FRAME_HEAD + 12 + n + 1)
         self._finish_header(o, body_size, n)
         return 0
 
@@ -930,16 +1084,21 @@ cdef class Relay:
 
     cdef Py_ssize_t _splice_properties(self, const unsigned char *src, Py_ssize_t src_len,
                                        unsigned char *out) except -1:
-        """Raw properties with the overrides put in, without decoding the other values (the
-        same as ``frames.apply_property_overrides``); returns the length written to ``out``."""
-        cdef unsigned flags, bit
-        cdef Py_ssize_t pos = 2, start = 0, end = 0, o = 2
+        """Raw properties with the overrides put in, then the header edits, without decoding
+        the other values (the same as ``frames.edit_properties``); returns the length written to
+        ``out``, or UNDELIVERABLE / PYTHON_EDIT."""
+        cdef unsigned flags, bit, out_flags
+        cdef Py_ssize_t pos = 2, start = 0, end = 0, o = 2, k
         cdef int i, kind
+        cdef bint edit_headers = self._fwd != NULL or self._ts
+        cdef const unsigned char *table
+        cdef Py_ssize_t table_len
         if src_len < 2:
-            raise FrameError("content header without property flags")
+            return self._unparseable("content header without property flags")
         flags = pumpd_rd16(src)
         if flags & 1:
-            raise FrameError("property flag continuation is not used by basic properties")
+            return self._unparseable("property flag continuation is not used by basic properties")
+        out_flags = flags | self._ovr_flags
         for i in range(N_PROPERTIES):
             bit = 1u << (15 - i)
             if flags & bit:
@@ -953,16 +1112,100 @@ cdef class Relay:
                 else:
                     end = pos + 8
                 if end > src_len:
-                    raise FrameError("content header properties truncated")
+                    return self._unparseable("content header properties truncated")
                 start = pos
                 pos = end
-            if self._ovr_flags & bit:
+            if i == HEADERS_INDEX and edit_headers:
+                table = NULL
+                table_len = 0
+                if self._ovr_flags & bit:
+                    table = self._ovr_ptr[i]
+                    table_len = self._ovr_len[i]
+                elif flags & bit:
+                    table = src + start
+                    table_len = end - start
+                k = self._edit_table(table, table_len, out + o)
+                if k < 0:
+                    return k
+                o += k
+                out_flags |= HEADERS_FLAG
+            elif self._ovr_flags & bit:
                 memcpy(out + o, self._ovr_ptr[i], <size_t>self._ovr_len[i])
                 o += self._ovr_len[i]
             elif flags & bit:
                 memcpy(out + o, src + start, <size_t>(end - start))
                 o += end - start
-        pumpd_wr16(out, <uint16_t>(flags | self._ovr_flags))
+        pumpd_wr16(out, <uint16_t>out_flags)
+        return o
+
+    cdef Py_ssize_t _edit_table(self, const unsigned char *t, Py_ssize_t t_len,
+                                unsigned char *out) except -1:
+        """The headers table ``t`` (u32 length + entries; NULL: none) with this hop first in
+        ``x-shovelled`` and / or ``x-shovelled-timestamp`` set, every other entry copied as it is
+        (``frames.edit_headers``). Returns the length written, or UNDELIVERABLE / PYTHON_EDIT."""
+        cdef Py_ssize_t o = 4, pos, vpos, size, entry_end, run, end
+        cdef bint fwd_done = self._fwd == NULL
+        cdef bint ts_done = not self._ts
+        cdef uint32_t array_len
+        cdef int64_t now = <int64_t>time(NULL) if self._ts else 0
+        if t != NULL:
+            end = t_len  # the property walk made it 4 + the table's length
+            pos = run = 4
+            while pos < end:
+                vpos = pos + 1 + t[pos]
+                if vpos >= end:
+                    return self._unparseable("headers table truncated")
+                size = FIELD_SIZE[t[vpos]]
+                if size == FIELD_UNKNOWN:
+                    return self._unparseable(f"headers table has an unknown field type 0x{t[vpos]:02x}")
+                if size == FIELD_LONG:
+                    if vpos + 5 > end:
+                        return self._unparseable("headers table truncated")
+                    size = 4 + <Py_ssize_t>pumpd_rd32(t + vpos + 1)
+                entry_end = vpos + 1 + size
+                if entry_end > end:
+                    return self._unparseable("headers table truncated")
+                if not fwd_done and t[pos] == 11 and memcmp(t + pos + 1, FORWARD_KEY, 11) == 0:
+                    if t[vpos] != b'A':
+                        return PYTHON_EDIT  # the plugin moves it to x-invalid-headers
+                    memcpy(out + o, t + run, <size_t>(vpos - run))
+                    o += vpos - run
+                    array_len = pumpd_rd32(t + vpos + 1)
+                    out[o] = b'A'
+                    pumpd_wr32(out + o + 1, <uint32_t>(array_len + 1 + self._fwd_len))
+                    out[o + 5] = b'F'
+                    memcpy(out + o + 6, self._fwd, <size_t>self._fwd_len)
+                    o += 6 + self._fwd_len
+                    memcpy(out + o, t + vpos + 5, array_len)
+                    o += array_len
+                    run = entry_end
+                    fwd_done = 1
+                elif not ts_done and t[pos] == 21 and memcmp(t + pos + 1, TIMESTAMP_KEY, 21) == 0:
+                    memcpy(out + o, t + run, <size_t>(vpos - run))
+                    o += vpos - run
+                    out[o] = b'l'
+                    pumpd_wr64(out + o + 1, <uint64_t>now)
+                    o += 9
+                    run = entry_end
+                    ts_done = 1
+                pos = entry_end
+            memcpy(out + o, t + run, <size_t>(end - run))
+            o += end - run
+        if not fwd_done:
+            out[o] = 11
+            memcpy(out + o + 1, FORWARD_KEY, 11)
+            out[o + 12] = b'A'
+            pumpd_wr32(out + o + 13, <uint32_t>(1 + self._fwd_len))
+            out[o + 17] = b'F'
+            memcpy(out + o + 18, self._fwd, <size_t>self._fwd_len)
+            o += FORWARD_ENTRY_EXTRA + self._fwd_len
+        if not ts_done:
+            out[o] = 21
+            memcpy(out + o + 1, TIMESTAMP_KEY, 21)
+            out[o + 22] = b'l'
+            pumpd_wr64(out + o + 23, <uint64_t>now)
+            o += TIMESTAMP_ENTRY
+        pumpd_wr32(out, <uint32_t>(o - 4))
         return o
 
     cdef inline int _write_body(self, const unsigned char *p, Py_ssize_t n) except -1:
@@ -999,6 +1242,38 @@ cdef class Relay:
         self._src_state = IDLE
         if self._held:
             return 0
+        if self._undeliv or self._keep_last:
+            return self._on_kept_delivery()
+        self.consumed += 1
+        if self._cur_redelivered:
+            self.redelivered += 1
+        if self._ack_mode == ACK_MODE_ON_CONFIRM:
+            self._window._add(self._cur_tag)
+        elif self._ack_mode == ACK_MODE_ON_PUBLISH:
+            self._last_tag = self._cur_tag
+        self._buffered += 1
+        self.bytes += self._cur_size
+        self._complete = self._pub.len
+        return 0
+
+    cdef int _on_kept_delivery(self) except -1:
+        """The rare path of _on_delivery: an undeliverable message pauses the relay; with
+        keep_last, the message is kept as a Python tuple."""
+        message = (self._cur_tag, bool(self._cur_redelivered),
+                   PyBytes_FromStringAndSize(<char *>self._cur_ex + 1, self._cur_ex[0]),
+                   PyBytes_FromStringAndSize(<char *>self._cur_rk + 1, self._cur_rk[0]),
+                   bytes_of(&self._cur_props), bytes_of(&self._cur_body),
+                   self._und_reason if self._undeliv else "")
+        self._cur_props.len = 0
+        self._cur_body.len = 0
+        if self._undeliv:
+            self._undeliv = 0
+            self._und_reason = None
+            self.undeliverable += 1
+            self._und = message
+            self._paused = 1
+            return 0
+        self._last = message
         self.consumed += 1
         if self._cur_redelivered:
             self.redelivered += 1
@@ -1062,17 +1337,24 @@ cdef class Relay:
 
     cdef int _check(self) except -1:
         """Debug builds: the invariants of the buffers and states, and of the window."""
-        cdef Buf *bufs[5]
+        cdef Buf *bufs[8]
         cdef int i
         bufs[0], bufs[1], bufs[2], bufs[3], bufs[4] = (
             &self._src_carry, &self._dst_carry, &self._pub, &self._src_out, &self._pass)
-        for i in range(5):
+        bufs[5], bufs[6], bufs[7] = &self._kept, &self._cur_props, &self._cur_body
+        for i in range(8):
             if bufs[i].len < 0 or bufs[i].len > bufs[i].cap:
                 raise AssertionError(f"relay: buffer {i} length {bufs[i].len} beyond its capacity {bufs[i].cap}")
         if self._complete > self._pub.len:
             raise AssertionError("relay: complete publishes beyond the publish buffer")
         if self._src_state == IDLE and self._complete != self._pub.len:
             raise AssertionError("relay: frames of an unfinished message while idle")
+        if self._paused and (self._src_state != IDLE or self._src_carry.len or self._und is None):
+            raise AssertionError("relay: paused in the middle of a message or without one")
+        if not self._paused and (self._kept.len or self._und is not None):
+            raise AssertionError("relay: bytes or a message kept while not paused")
+        if self._undeliv and self._pub.len != self._complete:
+            raise AssertionError("relay: frames written for an undeliverable message")
         if self._src_carry.len and self._src_carry.len >= FRAME_HEAD and \
                 self._src_carry.len >= FRAME_HEAD + <Py_ssize_t>pumpd_rd32(self._src_carry.data + 3) + 1:
             raise AssertionError("relay: a complete frame left in the source carry-over")

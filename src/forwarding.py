@@ -1,29 +1,27 @@
 """How a shovel's clauses shape each re-published message: the relay's options.
 
-publish_fields and publish_properties become fixed values the relay splices in; the dynamic-shovel
-extras ``dest-add-forward-headers`` and ``dest-add-timestamp-header`` need a per-message header
-rewrite, which runs in Python (a slower path, taken only by shovels that ask for it).
+publish_fields and publish_properties become fixed values the relay splices in. The
+dynamic-shovel extras ``dest-add-forward-headers`` and ``dest-add-timestamp-header`` are spliced
+into each message's headers table by the relay too (:func:`pumpd.frames.edit_headers` is the
+specification): this module only builds, once per session, the table describing this hop, the
+way the Shovel plugin builds it (rabbit_amqp091_shovel / rabbit_shovel_parameters and
+rabbit_shovel_util:update_headers in rabbitmq-server's deps/rabbitmq_shovel).
 """
 
 from __future__ import annotations
 
 import socket
-import time
-from collections.abc import Callable
 from typing import Any
-
-import pika.data
+from urllib.parse import quote
 
 from .frames import (
     ACK_MODE_NO_ACK,
     ACK_MODE_ON_CONFIRM,
     ACK_MODE_ON_PUBLISH,
-    HEADERS_INDEX,
+    encode_hop,
     encode_property_overrides,
-    join_properties,
-    split_properties,
 )
-from .model import AckMode, BrokerURI, ShovelConfig
+from .model import AckMode, BrokerURI, Declaration, ShovelConfig
 
 ACK_MODES = {
     AckMode.NO_ACK: ACK_MODE_NO_ACK,
@@ -32,55 +30,88 @@ ACK_MODES = {
 }
 
 
-def _decode_headers(encoded: bytes | None) -> dict[str, Any]:
-    if encoded is None:
-        return {}
-    table, _ = pika.data.decode_table(encoded, 0)
-    return dict(table)
+def uri_without_credentials(uri: BrokerURI) -> str:
+    """The URI as amqp_uri:remove_credentials writes it for the forward headers: scheme, host,
+    port and vhost; no user, no password, no query. (pumpd keeps the parsed URI, not its text,
+    so the port and the vhost are always spelled out.)"""
+    host = uri.host or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{uri.port}" if uri.host is not None else ""
+    return f"{uri.scheme}://{host}{port}/{quote(uri.vhost, safe='')}"
 
 
-def _encode_headers(headers: dict[str, Any]) -> bytes:
-    pieces: list[bytes] = []
-    pika.data.encode_table(pieces, headers)
-    return b"".join(pieces)
+def _dynamic_source(decls: tuple[Declaration, ...], queue: str) -> list[tuple[str, str]] | None:
+    """The plugin's source keys if the declarations are those config.py makes of a dynamic
+    shovel's ``src-queue`` or ``src-exchange`` / ``src-exchange-key``; None otherwise."""
+    if len(decls) == 1:
+        (d,) = decls
+        args = d.arguments
+        if d.method == "queue.declare" and args.get("queue") == queue and (
+            (d.if_missing and args.get("durable") is True) or args.get("passive") is True
+        ):
+            return [("src-queue", queue)]
+    if len(decls) == 2:
+        declare, bind = decls
+        if (
+            declare.method == "queue.declare"
+            and dict(declare.arguments) == {"exclusive": True}
+            and bind.method == "queue.bind"
+            and bind.arguments.get("queue", "") == ""
+        ):
+            return [
+                ("src-exchange", str(bind.arguments.get("exchange", ""))),
+                ("src-exchange-key", str(bind.arguments.get("routing_key", ""))),
+            ]
+    return None
 
 
-def header_rewriter(
+def _dynamic_dest(cfg: ShovelConfig) -> list[tuple[str, str]] | None:
+    """The plugin's destination keys (those given of dest-exchange, dest-exchange-key,
+    dest-queue) if the destination looks like config.py's reading of a dynamic shovel."""
+    decls = cfg.destination.declarations
+    if not decls:
+        out = []
+        if cfg.publish_exchange is not None:
+            out.append(("dest-exchange", cfg.publish_exchange))
+        if cfg.publish_routing_key is not None:
+            out.append(("dest-exchange-key", cfg.publish_routing_key))
+        return out
+    if len(decls) == 1 and cfg.publish_exchange == "" and cfg.publish_routing_key is not None:
+        (d,) = decls
+        args = d.arguments
+        if d.method == "queue.declare" and args.get("queue") == cfg.publish_routing_key and (
+            (d.if_missing and args.get("durable") is True) or args.get("passive") is True
+        ):
+            return [("dest-queue", cfg.publish_routing_key)]
+    return None
+
+
+def hop_fields(
     cfg: ShovelConfig, source: BrokerURI, destination: BrokerURI, queue: str
-) -> Callable[[bytes], bytes] | None:
-    """The per-message header rewrite the shovel asks for, or None.
+) -> list[tuple[str, str]]:
+    """This hop's forward-header table, key by key in the plugin's order.
 
-    Mirrors the plugin: forward headers append a table describing this hop to the
-    ``x-shovelled`` array (earlier hops are kept), and both options set
-    ``x-shovelled-timestamp`` to the time of shovelling, in seconds.
+    A dynamic shovel (``shovel-type`` ``dynamic``): shovelled-by, shovel-type, shovel-name,
+    shovel-vhost, src-uri, dest-uri, then src-queue or src-exchange + src-exchange-key, then
+    those of dest-exchange, dest-exchange-key, dest-queue it was defined with. A static one:
+    shovelled-by, shovel-type, shovel-name, src-uri, dest-uri. Every value is a long string.
+
+    What pumpd does not know, it derives (a :class:`ShovelConfig` keeps neither the form it was
+    written in nor a vhost of definition): a shovel is dynamic when its declarations are exactly
+    what config.py makes of the dynamic names; its vhost is its source URI's vhost (where the
+    plugin would most often be defining it). ``shovelled-by`` is ``pumpd@HOST`` where the plugin
+    writes its cluster name: the hop was made by pumpd, on that host.
     """
-    if not (cfg.add_forward_headers or cfg.add_timestamp_header):
-        return None
-    hop = {
-        "shovelled-by": f"pumpd@{socket.gethostname()}",
-        "shovel-type": "pumpd",
-        "shovel-name": cfg.name,
-        "shovel-vhost": destination.vhost,
-        "src-uri": source.redacted(),
-        "src-queue": queue,
-        "dest-uri": destination.redacted(),
-    }
-    if cfg.publish_exchange is not None:
-        hop["dest-exchange"] = cfg.publish_exchange
-    if cfg.publish_routing_key is not None:
-        hop["dest-exchange-key"] = cfg.publish_routing_key
-
-    def rewrite(raw: bytes) -> bytes:
-        values = split_properties(raw)
-        headers = _decode_headers(values[HEADERS_INDEX])
-        if cfg.add_forward_headers:
-            previous = headers.get("x-shovelled")
-            headers["x-shovelled"] = (list(previous) if isinstance(previous, list) else []) + [hop]
-        headers["x-shovelled-timestamp"] = int(time.time())
-        values[HEADERS_INDEX] = _encode_headers(headers)
-        return join_properties(values)
-
-    return rewrite
+    src = _dynamic_source(cfg.source.declarations, queue)
+    dest = _dynamic_dest(cfg)
+    uris = [("src-uri", uri_without_credentials(source)),
+            ("dest-uri", uri_without_credentials(destination))]
+    by = ("shovelled-by", f"pumpd@{socket.gethostname()}")
+    if src is None or dest is None:
+        return [by, ("shovel-type", "static"), ("shovel-name", cfg.name), *uris]
+    return [by, ("shovel-type", "dynamic"), ("shovel-name", cfg.name),
+            ("shovel-vhost", source.vhost), *uris, *src, *dest]
 
 
 def relay_options(
@@ -92,6 +123,8 @@ def relay_options(
         "exchange": None if cfg.publish_exchange is None else cfg.publish_exchange.encode(),
         "routing_key": None if cfg.publish_routing_key is None else cfg.publish_routing_key.encode(),
         "property_overrides": encode_property_overrides(cfg.publish_properties),
-        "rewrite_properties": header_rewriter(cfg, source, destination, queue),
+        "forward_hop": (encode_hop(hop_fields(cfg, source, destination, queue))
+                        if cfg.add_forward_headers else None),
+        "timestamp_header": cfg.add_timestamp_header,
         "mandatory": cfg.publish_mandatory,
     }

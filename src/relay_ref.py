@@ -8,11 +8,20 @@ is handed back untouched, for pika. ``pumpd._fastpath.Relay`` implements the sam
 
 Framing errors raise :class:`pumpd.frames.FrameError`; the session treats them as a connection
 failure.
+
+A message the relay cannot forward (its properties cannot be parsed where the relay must edit
+them, or its content header would not fit the destination's frame_max) is *undeliverable*: no
+frame is written for it, it never enters the ack bookkeeping, and the relay pauses right after
+its last frame. While paused, source bytes are kept unscanned; :meth:`Relay.take_undeliverable`
+hands the message to the engine, which settles its delivery tag at the source itself, then
+:meth:`Relay.resume` scans the kept bytes. Since nothing after it is published before that, no
+coalesced source ack can cover its tag.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable, Mapping
 
 from .confirms import ConfirmWindow
@@ -31,13 +40,17 @@ from .frames import (
     FRAME_METHOD,
     FRAME_OVERHEAD,
     FrameError,
-    apply_property_overrides,
+    UnparseableProperties,
     basic_ack_frame,
     basic_nack_frame,
     basic_publish_payload,
     content_header_payload,
+    edit_properties,
     frame,
 )
+
+# (delivery_tag, redelivered, exchange, routing_key, raw properties as received, body, reason)
+Message = tuple[int, bool, bytes, bytes, bytes, bytes, str]
 
 _HEAD = struct.Struct(">BHI")
 _METHOD_ID = struct.Struct(">HH")
@@ -48,11 +61,15 @@ _IDLE, _HEADER, _BODY = 0, 1, 2
 
 
 def _scan(
-    buf: bytes, channel: int, take: Callable[[int, bytes, int, int], bool]
+    buf: bytes,
+    channel: int,
+    take: Callable[[int, bytes, int, int], bool],
+    stop: Callable[[], bool] = lambda: False,
 ) -> tuple[bytes, bytes]:
     """Walk the whole frames in ``buf``: ``take(type, buf, payload_start, payload_end)`` decides
-    for each frame on ``channel`` whether the relay keeps it. Returns the incomplete tail to carry
-    over and the frames meant for pika, in order."""
+    for each frame on ``channel`` whether the relay keeps it; after a frame for which ``stop()``
+    holds, the walk ends there. Returns the rest (an incomplete tail to carry over, or what
+    follows the stop) and the frames meant for pika, in order."""
     passthrough: list[bytes] = []
     pos = 0
     n = len(buf)
@@ -66,6 +83,8 @@ def _scan(
         if not (frame_channel == channel and take(ftype, buf, pos + 7, end)):
             passthrough.append(buf[pos : end + 1])
         pos = end + 1
+        if stop():
+            break
     return buf[pos:], b"".join(passthrough)
 
 
@@ -92,11 +111,15 @@ class Relay:
     :param exchange: fixed exchange for re-publishing, or None to keep the original
     :param routing_key: fixed routing key, or None to keep the original
     :param property_overrides: property index → encoded value (``frames.encode_property_overrides``)
-    :param rewrite_properties: optional per-message hook on the raw property list, after overrides
+    :param forward_hop: this hop's encoded table (``frames.encode_hop``), put first in each
+        message's ``x-shovelled`` array; None for no forward headers
+    :param timestamp_header: set ``x-shovelled-timestamp`` (seconds, 64-bit) on each message
     :param window: prefetch (sizes the confirm ring; 0 = unlimited, the ring grows)
     :param mandatory: publish with mandatory set, so unroutable messages come back and are counted
     :param limit: stop forwarding after this many deliveries (0 = no limit); later deliveries are
         held unpublished and unacknowledged, so closing the source channel requeues them
+    :param keep_last: keep the last message published as :attr:`last_message` (for isolating a
+        message the destination refuses; meant for prefetch 1, it copies every message)
     """
 
     def __init__(
@@ -109,10 +132,12 @@ class Relay:
         exchange: bytes | None = None,
         routing_key: bytes | None = None,
         property_overrides: Mapping[int, bytes] | None = None,
-        rewrite_properties: Callable[[bytes], bytes] | None = None,
+        forward_hop: bytes | None = None,
+        timestamp_header: bool = False,
         window: int = 0,
         mandatory: bool = True,
         limit: int = 0,
+        keep_last: bool = False,
     ) -> None:
         if dest_frame_max and dest_frame_max < 4096:
             raise ValueError(f"destination frame_max {dest_frame_max} is below AMQP's 4096")
@@ -121,11 +146,19 @@ class Relay:
         self._src_ch = source_channel
         self._dst_ch = dest_channel
         self._body_max = (dest_frame_max or 131072) - FRAME_OVERHEAD
+        self._frame_max = dest_frame_max
         self._ack_mode = ack_mode
         self._exchange = exchange
         self._routing_key = routing_key
         self._overrides = dict(property_overrides or {})
-        self._rewrite = rewrite_properties
+        self._hop = None if forward_hop is None else bytes(forward_hop)
+        self._timestamp = timestamp_header
+        self._edits = bool(self._overrides) or self._hop is not None or timestamp_header
+        self._keep_last = keep_last
+        self.last_message: Message | None = None
+        self._undeliverable: Message | None = None  # set while paused
+        self._kept = b""  # source bytes received while paused, not yet scanned
+        self.undeliverable = 0
         self._mandatory = mandatory
         self._limit = limit
         self._window = ConfirmWindow(window or 64)
@@ -190,11 +223,43 @@ class Relay:
     # -- source side ----------------------------------------------------------------------------
 
     def feed_source(self, data: bytes) -> bytes:
-        """Scan bytes read from the source connection; returns the bytes meant for pika."""
-        self._src_buf, rest = _scan(
-            self._src_buf + data if self._src_buf else data, self._src_ch, self._take_source_frame
+        """Scan bytes read from the source connection; returns the bytes meant for pika. While
+        paused, the bytes are kept unscanned and nothing is returned."""
+        if self._undeliverable is not None:
+            self._kept += data
+            return b""
+        buf, rest = _scan(
+            self._src_buf + data if self._src_buf else data,
+            self._src_ch,
+            self._take_source_frame,
+            lambda: self._undeliverable is not None,
         )
+        if self._undeliverable is not None:
+            self._src_buf, self._kept = b"", buf
+        else:
+            self._src_buf = buf
         return rest
+
+    @property
+    def paused(self) -> bool:
+        """An undeliverable message stopped the scan; see :meth:`take_undeliverable`."""
+        return self._undeliverable is not None
+
+    def take_undeliverable(self) -> Message | None:
+        """(delivery_tag, redelivered, exchange, routing_key, raw properties as received, body,
+        reason) of the message that caused the pause; None when not paused. The engine settles
+        its delivery tag at the source (reject, or park then ack, or stop) before :meth:`resume`.
+        """
+        return self._undeliverable
+
+    def resume(self) -> bytes:
+        """Leave the pause and scan the bytes kept meanwhile (which may pause again); returns
+        the bytes meant for pika, as :meth:`feed_source` does."""
+        if self._undeliverable is None:
+            return b""
+        self._undeliverable = None
+        kept, self._kept = self._kept, b""
+        return self.feed_source(kept)
 
     def _take_source_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         asm = self._deliver
@@ -238,15 +303,35 @@ class Relay:
         routing_key = m[pos + 1 : pos + 1 + m[pos]]
         if self._limit and self.consumed >= self._limit:
             return  # held unacknowledged: requeued at the source when the session closes
+        body = b"".join(asm.body)
+        props = asm.properties
+        reason = ""
+        if self._edits:
+            try:
+                props = edit_properties(
+                    props,
+                    self._overrides,
+                    self._hop,
+                    int(time.time()) if self._timestamp else None,
+                )
+            except UnparseableProperties as exc:
+                reason = f"its properties cannot be parsed: {exc}"
+        header_size = FRAME_OVERHEAD + 12 + len(props)
+        if not reason and self._frame_max and header_size > self._frame_max:
+            reason = (
+                f"content header of {header_size} bytes exceeds the destination's "
+                f"frame_max {self._frame_max}"
+            )
+        message = (tag, bool(redelivered), exchange, routing_key, asm.properties, body, reason)
+        if reason:
+            self.undeliverable += 1
+            self._undeliverable = message
+            return
+        if self._keep_last:
+            self.last_message = message
         self.consumed += 1
         if redelivered:
             self.redelivered += 1
-        body = b"".join(asm.body)
-        props = asm.properties
-        if self._overrides:
-            props = apply_property_overrides(props, self._overrides)
-        if self._rewrite is not None:
-            props = self._rewrite(props)
         out = self._publishes
         out.append(
             frame(

@@ -15,8 +15,11 @@ from pumpd.frames import (
     ACK_MODE_NO_ACK,
     ACK_MODE_ON_CONFIRM,
     ACK_MODE_ON_PUBLISH,
+    FRAME_HEADER,
     FrameError,
+    content_header_payload,
     encode_property_overrides,
+    frame,
 )
 
 from amqp_helpers import naive
@@ -165,19 +168,6 @@ def test_publish_fields_and_properties_override(Relay: Any) -> None:
     assert p2.delivery_mode == 2 and p2.content_type is None
 
 
-def test_rewrite_hook_runs_after_overrides(Relay: Any) -> None:
-    seen = []
-
-    def rewrite(raw: bytes) -> bytes:
-        seen.append(raw)
-        return pika.frame.Header(0, 0, pika.BasicProperties(type="rewritten")).marshal()[19:-1]
-
-    r = make(Relay, rewrite_properties=rewrite)
-    r.feed_source(deliver(1, b"m", RICH))
-    (_, props, _), = published(r.take_publishes())
-    assert props.type == "rewritten" and len(seen) == 1
-
-
 def test_on_confirm_acks_are_coalesced(Relay: Any) -> None:
     r = make(Relay)
     r.feed_source(b"".join(deliver(t, b"m") for t in range(1, 101)))
@@ -268,3 +258,92 @@ def test_bad_arguments_are_refused(Relay: Any) -> None:
         make(Relay, dest_frame_max=100)
     with pytest.raises(ValueError):
         make(Relay, ack_mode=7)
+
+
+# -- undeliverable messages ----------------------------------------------------------------------
+
+BIG = pika.BasicProperties(message_id="big", headers={"pad": "x" * 5000})
+
+
+def raw_deliver(tag: int, body: bytes, raw_props: bytes) -> bytes:
+    """A delivery whose content header carries ``raw_props`` as they are (pika cannot write
+    a malformed property list)."""
+    out = method(SRC, pika.spec.Basic.Deliver("ctag-1", tag, False, "ex", "rk"))
+    out += frame(FRAME_HEADER, SRC, content_header_payload(len(body), raw_props))
+    return out + pika.frame.Body(SRC, body).marshal()
+
+
+@pytest.mark.parametrize("ack_mode", [ACK_MODE_ON_CONFIRM, ACK_MODE_ON_PUBLISH, ACK_MODE_NO_ACK])
+def test_an_oversized_content_header_pauses_the_relay_after_the_message(Relay: Any, ack_mode: int) -> None:
+    r = make(Relay, dest_frame_max=4096, ack_mode=ack_mode)
+    hb = pika.frame.Heartbeat().marshal()
+    big = deliver(2, b"big body" * 1000, BIG, frame_max=4096, redelivered=True)
+    stream = deliver(1, b"before") + big + hb + deliver(3, b"after")
+    assert feed_in_pieces(r.feed_source, stream, random.Random(5)) == b""  # the heartbeat waits
+    assert r.paused and r.undeliverable == 1 and r.consumed == 1
+    tag, redelivered, exchange, routing_key, props, body, reason = r.take_undeliverable()
+    assert (tag, redelivered, exchange, routing_key, body) == (2, True, b"ex", b"rk", b"big body" * 1000)
+    assert props == pika.frame.Header(SRC, 0, BIG).marshal()[19:-1]  # as received
+    assert reason == f"content header of {len(props) + 20} bytes exceeds the destination's frame_max 4096"
+    assert len(props) + 20 > 4096
+    assert r.feed_source(deliver(4, b"later")) == b""  # kept while paused
+    assert [b for _, _, b in published(r.take_publishes())] == [b"before"]
+    if ack_mode == ACK_MODE_ON_CONFIRM:
+        r.feed_destination(method(DST, pika.spec.Basic.Ack(delivery_tag=1, multiple=False)))
+    if ack_mode != ACK_MODE_NO_ACK:
+        (ack,) = decode_all(r.take_source_output())
+        assert (ack.method.delivery_tag, ack.method.multiple) == (1, True)
+
+    assert r.resume() == hb
+    assert not r.paused and r.take_undeliverable() is None
+    assert [b for _, _, b in published(r.take_publishes())] == [b"after", b"later"]
+    assert (r.consumed, r.undeliverable) == (3, 1)
+    if ack_mode == ACK_MODE_ON_CONFIRM:
+        # confirms of seq 2 and 3 are those of tags 3 and 4: tag 2 was never in the window
+        r.feed_destination(method(DST, pika.spec.Basic.Nack(delivery_tag=2, multiple=False)))
+        out = [f.method for f in decode_all(r.take_source_output())]
+        assert [(type(m).__name__, m.delivery_tag) for m in out] == [("Nack", 3)]
+
+
+def test_pausing_again_while_resuming(Relay: Any) -> None:
+    r = make(Relay, dest_frame_max=4096)
+    stream = deliver(1, b"", BIG) + deliver(2, b"mid") + deliver(3, b"", BIG) + deliver(4, b"end")
+    r.feed_source(stream)
+    assert r.take_undeliverable()[0] == 1
+    assert r.resume() == b""
+    assert r.paused and r.take_undeliverable()[0] == 3
+    r.resume()
+    assert [b for _, _, b in published(r.take_publishes())] == [b"mid", b"end"]
+    assert (r.undeliverable, r.consumed, r.paused) == (2, 2, False)
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b"\x80\x00", "content header properties truncated"),
+    (b"\x00\x01", "property flag continuation is not used by basic properties"),
+    (b"\x20\x00\x00\x00\x00\x04\x01kZ\x00", "headers table has an unknown field type 0x5a"),
+    (b"\x20\x00\x00\x00\x00\x09\x01kS\x00\x00\x00\x09ab", "headers table truncated"),
+])
+def test_properties_that_cannot_be_parsed_for_an_edit_are_undeliverable(Relay: Any, raw: bytes, why: str) -> None:
+    r = make(Relay, timestamp_header=True)
+    r.feed_source(raw_deliver(1, b"poison", raw) + deliver(2, b"fine"))
+    assert r.take_undeliverable() == (1, False, b"ex", b"rk", raw, b"poison",
+                                      f"its properties cannot be parsed: {why}")
+    r.resume()
+    assert [b for _, _, b in published(r.take_publishes())] == [b"fine"]
+
+
+def test_without_edits_the_properties_are_not_parsed(Relay: Any) -> None:
+    r = make(Relay)
+    raw = b"\x20\x00\x00\x00\x00\x04\x01kZ\x00"
+    r.feed_source(raw_deliver(1, b"m", raw))
+    header = frame(FRAME_HEADER, DST, content_header_payload(1, raw))
+    assert not r.paused and header in r.take_publishes()
+
+
+def test_keep_last_keeps_the_last_message_published(Relay: Any) -> None:
+    r = make(Relay, keep_last=True, property_overrides=encode_property_overrides({"app_id": "p"}))
+    assert r.last_message is None
+    r.feed_source(deliver(1, b"one", RICH) + deliver(2, b"two" * 50_000, exchange="x2", redelivered=True))
+    assert r.last_message == (2, True, b"x2", b"rk", pika.frame.Header(SRC, 0, pika.BasicProperties()).marshal()[19:-1],
+                              b"two" * 50_000, "")
+    assert [b for _, _, b in published(r.take_publishes())] == [b"one", b"two" * 50_000]
