@@ -569,6 +569,7 @@ cdef class Relay:
     # the message being assembled on the source channel
     cdef int _src_state
     cdef bint _held  # past the limit: parsed and dropped, not published
+    cdef bint _hold_rest  # hold_rest(): every later delivery is held
     cdef bint _body_plain  # the body goes to the publish buffer only (not held, not copied)
     cdef bint _cur_redelivered
     cdef uint64_t _cur_tag
@@ -680,6 +681,7 @@ cdef class Relay:
         self._src_out.len = 0
         self._pass.len = 0
         self._src_state = IDLE
+        self._hold_rest = 0
         self._ret_state = IDLE
         self._last_tag = 0
         self._buffered = 0
@@ -765,6 +767,11 @@ cdef class Relay:
         reason) of the message that caused the pause; None when not paused. The engine settles
         its delivery tag at the source before resume()."""
         return self._und
+
+    def hold_rest(self):
+        """From now on hold every delivery: parsed, never published nor acked, so the source
+        requeues it when the session closes (the stop policy)."""
+        self._hold_rest = 1
 
     def resume(self):
         """Leave the pause and scan the bytes kept meanwhile (which may pause again); returns
@@ -957,7 +964,7 @@ cdef class Relay:
         if rk_pos >= size or rk_pos + 1 + p[rk_pos] > size:
             raise FrameError("basic.deliver truncated")
         self._src_state = HEADER
-        self._held = self._limit != 0 and self.consumed >= self._limit
+        self._held = self._hold_rest or (self._limit != 0 and self.consumed >= self._limit)
         if self._held:
             return 0  # held unacknowledged: requeued at the source when the session closes
         self._undeliv = 0

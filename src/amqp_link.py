@@ -427,14 +427,6 @@ class Link:
                 f"declaring the park queue {queue!r} on {self.uri.redacted()}",
             )
 
-    def close_transport(self) -> None:
-        """Close the socket once what was written is sent, without the AMQP close handshake
-        (which needs a read the caller cannot serve any more); the broker requeues whatever
-        this connection left unacknowledged."""
-        t = self._stream.transport
-        if t is not None and not t.is_closing():
-            t.close()
-
     async def queue_length(self, queue: str) -> int:
         """Messages ready in ``queue`` (a passive declare)."""
         frame = await self._call(

@@ -2,7 +2,8 @@
 queue's dead-letter exchange (``basic.reject`` without requeue).
 
 A parked message is published unchanged (body, properties and every header as received) with a
-few headers added that say why and where it came from; when its properties cannot be parsed
+few headers added that say why and where it came from (and a ``user_id`` that the source broker
+would refuse from pumpd's user moved into a header); when its properties cannot be parsed
 even that far, it is parked exactly as received and only the log says why. The park publish uses
 a connection of its own to the source broker, in confirm mode with ``mandatory`` set: the message
 is acked at the source only once the park queue has it.
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 BASIC_REJECT = 90
 MESSAGE_ID_INDEX = 8
+USER_ID_INDEX = 11
 PARK_CONFIRM_TIMEOUT = 30.0  # seconds; a park that takes longer fails the session (nothing lost)
 
 
@@ -65,13 +67,23 @@ def _longstr_entry(key: str, value: str) -> bytes:
     return bytes((len(k),)) + k + b"S" + struct.pack(">I", len(v)) + v
 
 
-def with_park_headers(raw_properties: bytes, entries: dict[str, str]) -> bytes | None:
+def with_park_headers(raw_properties: bytes, entries: dict[str, str],
+                      username: str | None = None) -> bytes | None:
     """The property list with ``entries`` appended to its headers table (long strings), every
-    existing byte kept; None when the list cannot be parsed that far."""
+    existing byte kept; None when the list cannot be parsed that far.
+
+    A ``user_id`` other than ``username`` (the park connection's user) would make the broker
+    refuse the publish (406, as it refused the message at the destination): it moves to the
+    header ``x-pumpd-original-user-id`` instead.
+    """
     try:
         values = split_properties(raw_properties)
     except (FrameError, struct.error):
         return None
+    user_id = values[USER_ID_INDEX]
+    if username is not None and user_id is not None and user_id[1:] != username.encode():
+        entries = {**entries, "x-pumpd-original-user-id": user_id[1:].decode("utf-8", "replace")}
+        values[USER_ID_INDEX] = None
     table = values[HEADERS_INDEX]
     body = b"" if table is None else table[4:]
     added = b"".join(_longstr_entry(k, v) for k, v in entries.items())
@@ -127,7 +139,7 @@ class Parker:
             unacknowledged, so the source keeps it)
         """
         link = await self._open()
-        props = with_park_headers(raw_properties, why)
+        props = with_park_headers(raw_properties, why, self.uri.username)
         if props is None or 12 + len(props) + FRAME_OVERHEAD > link.frame_max:
             props = raw_properties  # unparseable or too large to add to: parked as received
         ch = link.channel_number

@@ -155,6 +155,7 @@ class Relay:
         self._timestamp = timestamp_header
         self._edits = bool(self._overrides) or self._hop is not None or timestamp_header
         self._keep_last = keep_last
+        self._hold_rest = False
         self.last_message: Message | None = None
         self._undeliverable: Message | None = None  # set while paused
         self._kept = b""  # source bytes received while paused, not yet scanned
@@ -252,6 +253,12 @@ class Relay:
         """
         return self._undeliverable
 
+    def hold_rest(self) -> None:
+        """From now on hold every delivery: parsed, never published nor acked, so the source
+        requeues it when the session closes (the ``stop`` policy; the delivery limit does the
+        same once reached)."""
+        self._hold_rest = True
+
     def resume(self) -> bytes:
         """Leave the pause and scan the bytes kept meanwhile (which may pause again); returns
         the bytes meant for pika, as :meth:`feed_source` does."""
@@ -301,7 +308,7 @@ class Relay:
         exchange = m[pos + 1 : pos + 1 + m[pos]]
         pos += 1 + m[pos]
         routing_key = m[pos + 1 : pos + 1 + m[pos]]
-        if self._limit and self.consumed >= self._limit:
+        if self._hold_rest or (self._limit and self.consumed >= self._limit):
             return  # held unacknowledged: requeued at the source when the session closes
         body = b"".join(asm.body)
         props = asm.properties

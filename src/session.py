@@ -254,7 +254,9 @@ class Session:
                 await self._dispose(f"undeliverable_{undeliverable_kind(reason)}", tag,
                                     (exchange, routing_key), props, body, reason)
                 if self._terminal is not None:
-                    return  # stays paused: what follows is requeued when the session closes
+                    # Everything after it stays unacknowledged and is requeued at close; the
+                    # relay goes on reading, so that pika sees the cancel-ok and close-ok.
+                    relay.hold_rest()
                 source.hand_to_pika(relay.resume())
             source.pause_reading(False, "undeliverable")
             self.flush()
@@ -442,7 +444,7 @@ class Session:
         if relay is None or source is None or not source.is_open:
             return False
         deadline = time.monotonic() + timeout  # one budget for the cancel and the settling
-        if self._consumer_tag and not relay.paused:  # a paused relay holds the cancel-ok back
+        if self._consumer_tag:
             tag, self._consumer_tag = self._consumer_tag, None
             try:
                 await asyncio.wait_for(source.cancel(tag), timeout=max(timeout, 0.1))
@@ -452,8 +454,9 @@ class Session:
             self.flush(acks_due=True)
             if relay.buffered == 0 and relay.in_flight == 0:
                 break
-            if self._failed is not None and self._failed.done():
-                return False
+            if self._failed is not None and self._failed.done() \
+                    and not self._failed.result().terminal:
+                return False  # a connection failed: what is left is requeued at the source
             await asyncio.sleep(0.02)
         self.flush(acks_due=True)
         return relay.buffered == 0 and relay.in_flight == 0
@@ -471,11 +474,6 @@ class Session:
             self._settling.cancel()
         if self._parker is not None:
             await self._parker.close()
-        if self.relay is not None and self.relay.paused and self.source is not None:
-            # The relay holds back what followed the undeliverable message, the close-ok
-            # included: close the socket after the acks instead; the source requeues the rest.
-            self.flush(acks_due=True)
-            self.source.close_transport()
         for link in (self.source, self.destination):
             if link is not None:
                 try:
