@@ -125,6 +125,7 @@ cdef enum:
     FIELD_UNKNOWN = -2
     # what _write_header returns besides 0 (and -1, an exception)
     UNDELIVERABLE = -2  # _und_reason says why
+    PAUSED = 2  # _source_frame: taken, and the relay paused after it
     PYTHON_EDIT = -3  # the rare case left to frames.edit_properties
     # a new header entry: key length (1), x-shovelled (11), 'A', u32, 'F', then the hop table
     FORWARD_ENTRY_EXTRA = 1 + 11 + 1 + 4 + 1
@@ -559,6 +560,7 @@ cdef class Relay:
     cdef Buf _cur_body  # and its body
     cdef unsigned char[256] _cur_ex  # its exchange and routing key as delivered
     cdef unsigned char[256] _cur_rk
+    cdef bint _copy_names  # at every delivery: they are not in the publish frame, or keep_last
     # buffers
     cdef Buf _src_carry  # an incomplete frame at the end of the last source read
     cdef Buf _dst_carry
@@ -663,6 +665,7 @@ cdef class Relay:
         self._edits = self._has_ovr or self._fwd != NULL or self._ts
         self._frame_max = dest_frame_max
         self._keep_last = bool(keep_last)
+        self._copy_names = self._ex_fixed or self._rk_fixed or self._keep_last
         self._last = None
         self._undeliv = 0
         self._und_reason = None
@@ -899,7 +902,7 @@ cdef class Relay:
             if source:
                 if channel == self._src_ch:
                     taken = self._source_frame(buf[pos], buf + pos + FRAME_HEAD, size)
-                    if self._paused:
+                    if taken == PAUSED:
                         return end + 1
             elif channel == self._dst_ch:
                 taken = self._dest_frame(buf[pos], buf + pos + FRAME_HEAD, size)
@@ -924,8 +927,7 @@ cdef class Relay:
                 raise FrameError(f"expected a content header after basic.deliver, got frame type {ftype}")
             if size < 12:
                 raise FrameError(f"content header of {size} bytes")
-            self._on_header(p, size)
-            return 1
+            return 1 + self._on_header(p, size)
         if ftype != FRAME_BODY:
             raise FrameError(f"expected a body frame, got frame type {ftype}")
         if <uint64_t>size > self._remaining:
@@ -938,7 +940,7 @@ cdef class Relay:
             buf_append(&self._cur_body, p, size)
         self._remaining -= <uint64_t>size
         if self._remaining == 0:
-            self._on_delivery()
+            return 1 + self._on_delivery()
         return 1
 
     cdef int _on_deliver(self, const unsigned char *p, Py_ssize_t size) except -1:
@@ -960,10 +962,11 @@ cdef class Relay:
         self._held = self._limit != 0 and self.consumed >= self._limit
         if self._held:
             return 0  # held unacknowledged: requeued at the source when the session closes
-        self._undeliv = 0
-        # the original names, for an undeliverable or kept message (a few bytes each)
-        memcpy(self._cur_ex, p + ex_pos, 1 + p[ex_pos])
-        memcpy(self._cur_rk, p + rk_pos, 1 + p[rk_pos])
+        if self._copy_names:
+            # the original names, for an undeliverable or kept message; otherwise they are
+            # read back from the basic.publish frame, and only for an undeliverable message
+            memcpy(self._cur_ex, p + ex_pos, 1 + p[ex_pos])
+            memcpy(self._cur_rk, p + rk_pos, 1 + p[rk_pos])
         ex = p + ex_pos
         if self._ex_fixed:
             ex = &self._ex[0]
@@ -997,23 +1000,34 @@ cdef class Relay:
         self._cur_size = body_size
         self._remaining = body_size
         self._out_left = 0
-        self._body_plain = 0
+        self._body_plain = not (self._held or self._keep_last)
         if not self._held:
             if self._keep_last:
                 self._cur_props.len = 0
                 buf_append(&self._cur_props, p + 12, size - 12)
                 self._cur_body.len = 0
-            if self._write_header(body_size, p + 12, size - 12) == UNDELIVERABLE:
-                self._undeliv = 1
-                self._pub.len = self._complete  # the basic.publish frame written for it
-                self._cur_props.len = 0
-                buf_append(&self._cur_props, p + 12, size - 12)
-                self._cur_body.len = 0
-            self._body_plain = not (self._undeliv or self._keep_last)
+            if self._write_header(body_size, p + 12, size - 12):
+                self._set_aside(p + 12, size - 12)
         if body_size == 0:
-            self._on_delivery()
-        else:
-            self._src_state = BODY
+            return self._on_delivery()
+        self._src_state = BODY
+        return 0
+
+    cdef int _set_aside(self, const unsigned char *props, Py_ssize_t props_len) except -1:
+        """The message being received is undeliverable: drop its basic.publish frame, keep
+        its properties and collect its body instead of writing it."""
+        cdef const unsigned char *names
+        if not self._copy_names:
+            names = self._pub.data + self._complete + FRAME_HEAD + 6  # class, method, ticket
+            memcpy(self._cur_ex, names, 1 + names[0])
+            names += 1 + names[0]
+            memcpy(self._cur_rk, names, 1 + names[0])
+        self._undeliv = 1
+        self._body_plain = 0
+        self._pub.len = self._complete
+        self._cur_props.len = 0
+        buf_append(&self._cur_props, props, props_len)
+        self._cur_body.len = 0
         return 0
 
     cdef inline int _write_header(self, uint64_t body_size, const unsigned char *props,
@@ -1088,9 +1102,12 @@ cdef class Relay:
         the other values (the same as ``frames.edit_properties``); returns the length written to
         ``out``, or UNDELIVERABLE / PYTHON_EDIT."""
         cdef unsigned flags, bit, out_flags
+        cdef unsigned ovr_flags = self._ovr_flags
+        # the properties not copied as they came: overridden, or the headers when edited
+        cdef bint edit = self._fwd != NULL or self._ts
+        cdef unsigned changed = ovr_flags | (HEADERS_FLAG if edit else 0)
         cdef Py_ssize_t pos = 2, start = 0, end = 0, o = 2, k
         cdef int i, kind
-        cdef bint edit_headers = self._fwd != NULL or self._ts
         cdef const unsigned char *table
         cdef Py_ssize_t table_len
         if src_len < 2:
@@ -1098,7 +1115,7 @@ cdef class Relay:
         flags = pumpd_rd16(src)
         if flags & 1:
             return self._unparseable("property flag continuation is not used by basic properties")
-        out_flags = flags | self._ovr_flags
+        out_flags = flags | changed
         for i in range(N_PROPERTIES):
             bit = 1u << (15 - i)
             if flags & bit:
@@ -1115,23 +1132,23 @@ cdef class Relay:
                     return self._unparseable("content header properties truncated")
                 start = pos
                 pos = end
-            if i == HEADERS_INDEX and edit_headers:
-                table = NULL
-                table_len = 0
-                if self._ovr_flags & bit:
-                    table = self._ovr_ptr[i]
-                    table_len = self._ovr_len[i]
-                elif flags & bit:
-                    table = src + start
-                    table_len = end - start
-                k = self._edit_table(table, table_len, out + o)
-                if k < 0:
-                    return k
-                o += k
-                out_flags |= HEADERS_FLAG
-            elif self._ovr_flags & bit:
-                memcpy(out + o, self._ovr_ptr[i], <size_t>self._ovr_len[i])
-                o += self._ovr_len[i]
+            if changed & bit:
+                if i == HEADERS_INDEX and edit:
+                    table = NULL
+                    table_len = 0
+                    if ovr_flags & bit:
+                        table = self._ovr_ptr[i]
+                        table_len = self._ovr_len[i]
+                    elif flags & bit:
+                        table = src + start
+                        table_len = end - start
+                    k = self._edit_table(table, table_len, out + o)
+                    if k < 0:
+                        return k
+                    o += k
+                else:
+                    memcpy(out + o, self._ovr_ptr[i], <size_t>self._ovr_len[i])
+                    o += self._ovr_len[i]
             elif flags & bit:
                 memcpy(out + o, src + start, <size_t>(end - start))
                 o += end - start
@@ -1238,7 +1255,8 @@ cdef class Relay:
         return 0
 
     cdef inline int _on_delivery(self) except -1:
-        """The whole message is in: count it and hand its tag to the ack bookkeeping."""
+        """The whole message is in: count it and hand its tag to the ack bookkeeping. Returns 1
+        when the relay paused after it (an undeliverable message), else 0."""
         self._src_state = IDLE
         if self._held:
             return 0
@@ -1272,7 +1290,7 @@ cdef class Relay:
             self.undeliverable += 1
             self._und = message
             self._paused = 1
-            return 0
+            return 1  # the scan stops here
         self._last = message
         self.consumed += 1
         if self._cur_redelivered:
