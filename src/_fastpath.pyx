@@ -1059,7 +1059,6 @@ cdef class Relay:
         """With property overrides and / or header edits, spliced in C."""
         cdef unsigned char *o
         cdef Py_ssize_t n
-        cdef const unsigned char[:] edited
         buf_reserve(&self._pub, FRAME_HEAD + 12 + props_len + self._ovr_total + 4
                     + (FORWARD_ENTRY_EXTRA + self._fwd_len if self._fwd != NULL else 0)
                     + (TIMESTAMP_ENTRY if self._ts else 0) + 1)
@@ -1068,21 +1067,32 @@ cdef class Relay:
         if n == UNDELIVERABLE:
             return UNDELIVERABLE
         if n == PYTHON_EDIT:
-            try:
-                result = _frames.edit_properties(
-                    PyBytes_FromStringAndSize(<char *>props, props_len), self._ovr_dict,
-                    self._fwd_keep, <long long>time(NULL) if self._ts else None)
-            except UnparseableProperties as exc:
-                return self._unparseable(str(exc))
-            edited = result
-            n = edited.shape[0]
-            buf_reserve(&self._pub, FRAME_HEAD + 12 + n + 1)
+            n = self._edit_in_python(props, props_len)
+            if n == UNDELIVERABLE:
+                return UNDELIVERABLE
             o = self._pub.data + self._pub.len
-            memcpy(o + FRAME_HEAD + 12, &edited[0], <size_t>n)
         if self._frame_max and FRAME_HEAD + 12 + n + 1 > self._frame_max:
             return self._too_large(FRAME_HEAD + 12 + n + 1)
         self._finish_header(o, body_size, n)
         return 0
+
+    cdef Py_ssize_t _edit_in_python(self, const unsigned char *props,
+                                    Py_ssize_t props_len) except -1:
+        """The rare edit left to the reference: its properties at ``_pub.len + 19``; returns
+        their length, or UNDELIVERABLE."""
+        cdef const unsigned char[:] edited
+        cdef Py_ssize_t n
+        try:
+            result = _frames.edit_properties(
+                PyBytes_FromStringAndSize(<char *>props, props_len), self._ovr_dict,
+                self._fwd_keep, <long long>time(NULL) if self._ts else None)
+        except UnparseableProperties as exc:
+            return self._unparseable(str(exc))
+        edited = result
+        n = edited.shape[0]
+        buf_reserve(&self._pub, FRAME_HEAD + 12 + n + 1)
+        memcpy(self._pub.data + self._pub.len + FRAME_HEAD + 12, &edited[0], <size_t>n)
+        return n
 
     cdef inline void _finish_header(self, unsigned char *o, uint64_t body_size,
                                     Py_ssize_t props_len) noexcept:
