@@ -546,6 +546,7 @@ cdef class Relay:
     cdef const unsigned char *_fwd
     cdef Py_ssize_t _fwd_len
     cdef bint _ts
+    cdef int64_t _now  # the clock, read once per feed call that needs it (-1: not yet)
     cdef bint _edits  # overrides, forward or timestamp header: the properties are parsed
     cdef Py_ssize_t _frame_max  # 0: no limit
     # undeliverable messages and keep_last
@@ -662,6 +663,7 @@ cdef class Relay:
             self._fwd = <const unsigned char *>PyBytes_AS_STRING(self._fwd_keep)
             self._fwd_len = len(self._fwd_keep)
         self._ts = bool(timestamp_header)
+        self._now = -1
         self._edits = self._has_ovr or self._fwd != NULL or self._ts
         self._frame_max = dest_frame_max
         self._keep_last = bool(keep_last)
@@ -852,6 +854,7 @@ cdef class Relay:
             buf_append(&self._kept, data, n)
             return b""
         self._pass.len = 0
+        self._now = -1
         try:
             if carry.len:
                 if carry.len < FRAME_HEAD:
@@ -1174,7 +1177,13 @@ cdef class Relay:
         cdef bint fwd_done = self._fwd == NULL
         cdef bint ts_done = not self._ts
         cdef uint32_t array_len
-        cdef int64_t now = <int64_t>time(NULL) if self._ts else 0
+        cdef int64_t now = 0
+        if self._ts:
+            # time() may be a system call (no vDSO clock on some VMs): a second's resolution
+            # needs one reading per batch of messages, not one per message
+            if self._now < 0:
+                self._now = <int64_t>time(NULL)
+            now = self._now
         if t != NULL:
             end = t_len  # the property walk made it 4 + the table's length
             pos = run = 4
