@@ -424,3 +424,31 @@ def test_end_to_end_every_type_arrives_intact_and_the_hop_matches_the_plugins(
     assert hop["src-uri"] == f"amqp://127.0.0.1:{node_a.amqp_port}/{vhost_a}"
     stamp = [e for e in table_entries(headers) if e[0] == b"x-shovelled-timestamp"]
     assert [headers[vpos] for _, _, vpos, _ in stamp] == [ord("l")]
+
+
+def test_end_to_end_a_second_hop_goes_first(node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    client = RawClient(uri)
+    try:
+        for q in ("in", "mid", "out"):
+            client.declare(q)
+        first = shovel("hop-1", **{"src-uri": uri, "src-queue": "in", "dest-uri": uri,
+                                   "dest-queue": "mid", "dest-add-forward-headers": True})
+        second = shovel("hop-2", **{"src-uri": uri, "src-queue": "mid", "dest-uri": uri,
+                                    "dest-queue": "out", "dest-add-forward-headers": True,
+                                    "dest-add-timestamp-header": True})
+        with running(first, second) as pumps:
+            for name in ("hop-1", "hop-2"):
+                pumps.wait_for(lambda n=name: pumps.status(n).state == State.RUNNING, 30, name)
+            client.publish("in", raw_props(table(*EVERY_TYPE)), b"twice")
+            got = client.get("out")
+    finally:
+        client.close()
+    assert got is not None, "not forwarded"
+    headers = headers_of(got[0])
+    arrived = entries_by_key(headers)
+    for key, raw in entries_by_key(table(*EVERY_TYPE)).items():
+        assert arrived[key] == raw, key
+    hops = decode_table(headers)["x-shovelled"]
+    assert [(h["shovel-name"], h["src-queue"], h["dest-queue"]) for h in hops] == [
+        ("hop-2", "mid", "out"), ("hop-1", "in", "mid")]
