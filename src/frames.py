@@ -164,14 +164,6 @@ def join_properties(values: list[bytes | None]) -> bytes:
     return b"".join(parts)
 
 
-def apply_property_overrides(raw: bytes, overrides: Mapping[int, bytes]) -> bytes:
-    """Replace or set properties in a raw property list without decoding the others."""
-    values = split_properties(raw)
-    for index, encoded in overrides.items():
-        values[index] = encoded
-    return join_properties(values)
-
-
 # -- header edits without decoding the user's table ---------------------------------------------
 #
 # Field value types as RabbitMQ's rabbit_binary_parser reads them: a fixed size in bytes, or
