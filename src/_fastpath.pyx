@@ -125,6 +125,7 @@ cdef enum:
     FIELD_UNKNOWN = -2
     # what _write_header returns besides 0 (and -1, an exception)
     UNDELIVERABLE = -2  # _und_reason says why
+    PAUSED = 2  # _source_frame: taken, and the relay paused after it
     PYTHON_EDIT = -3  # the rare case left to frames.edit_properties
     # a new header entry: key length (1), x-shovelled (11), 'A', u32, 'F', then the hop table
     FORWARD_ENTRY_EXTRA = 1 + 11 + 1 + 4 + 1
@@ -545,6 +546,7 @@ cdef class Relay:
     cdef const unsigned char *_fwd
     cdef Py_ssize_t _fwd_len
     cdef bint _ts
+    cdef int64_t _now  # the clock, read once per feed call that needs it (-1: not yet)
     cdef bint _edits  # overrides, forward or timestamp header: the properties are parsed
     cdef Py_ssize_t _frame_max  # 0: no limit
     # undeliverable messages and keep_last
@@ -559,6 +561,7 @@ cdef class Relay:
     cdef Buf _cur_body  # and its body
     cdef unsigned char[256] _cur_ex  # its exchange and routing key as delivered
     cdef unsigned char[256] _cur_rk
+    cdef bint _copy_names  # at every delivery: they are not in the publish frame, or keep_last
     # buffers
     cdef Buf _src_carry  # an incomplete frame at the end of the last source read
     cdef Buf _dst_carry
@@ -661,9 +664,11 @@ cdef class Relay:
             self._fwd = <const unsigned char *>PyBytes_AS_STRING(self._fwd_keep)
             self._fwd_len = len(self._fwd_keep)
         self._ts = bool(timestamp_header)
+        self._now = -1
         self._edits = self._has_ovr or self._fwd != NULL or self._ts
         self._frame_max = dest_frame_max
         self._keep_last = bool(keep_last)
+        self._copy_names = self._ex_fixed or self._rk_fixed or self._keep_last
         self._last = None
         self._undeliv = 0
         self._und_reason = None
@@ -856,6 +861,7 @@ cdef class Relay:
             buf_append(&self._kept, data, n)
             return b""
         self._pass.len = 0
+        self._now = -1
         try:
             if carry.len:
                 if carry.len < FRAME_HEAD:
@@ -906,7 +912,7 @@ cdef class Relay:
             if source:
                 if channel == self._src_ch:
                     taken = self._source_frame(buf[pos], buf + pos + FRAME_HEAD, size)
-                    if self._paused:
+                    if taken == PAUSED:
                         return end + 1
             elif channel == self._dst_ch:
                 taken = self._dest_frame(buf[pos], buf + pos + FRAME_HEAD, size)
@@ -931,8 +937,7 @@ cdef class Relay:
                 raise FrameError(f"expected a content header after basic.deliver, got frame type {ftype}")
             if size < 12:
                 raise FrameError(f"content header of {size} bytes")
-            self._on_header(p, size)
-            return 1
+            return 1 + self._on_header(p, size)
         if ftype != FRAME_BODY:
             raise FrameError(f"expected a body frame, got frame type {ftype}")
         if <uint64_t>size > self._remaining:
@@ -945,7 +950,7 @@ cdef class Relay:
             buf_append(&self._cur_body, p, size)
         self._remaining -= <uint64_t>size
         if self._remaining == 0:
-            self._on_delivery()
+            return 1 + self._on_delivery()
         return 1
 
     cdef int _on_deliver(self, const unsigned char *p, Py_ssize_t size) except -1:
@@ -967,10 +972,11 @@ cdef class Relay:
         self._held = self._hold_rest or (self._limit != 0 and self.consumed >= self._limit)
         if self._held:
             return 0  # held unacknowledged: requeued at the source when the session closes
-        self._undeliv = 0
-        # the original names, for an undeliverable or kept message (a few bytes each)
-        memcpy(self._cur_ex, p + ex_pos, 1 + p[ex_pos])
-        memcpy(self._cur_rk, p + rk_pos, 1 + p[rk_pos])
+        if self._copy_names:
+            # the original names, for an undeliverable or kept message; otherwise they are
+            # read back from the basic.publish frame, and only for an undeliverable message
+            memcpy(self._cur_ex, p + ex_pos, 1 + p[ex_pos])
+            memcpy(self._cur_rk, p + rk_pos, 1 + p[rk_pos])
         ex = p + ex_pos
         if self._ex_fixed:
             ex = &self._ex[0]
@@ -1004,23 +1010,34 @@ cdef class Relay:
         self._cur_size = body_size
         self._remaining = body_size
         self._out_left = 0
-        self._body_plain = 0
+        self._body_plain = not (self._held or self._keep_last)
         if not self._held:
             if self._keep_last:
                 self._cur_props.len = 0
                 buf_append(&self._cur_props, p + 12, size - 12)
                 self._cur_body.len = 0
-            if self._write_header(body_size, p + 12, size - 12) == UNDELIVERABLE:
-                self._undeliv = 1
-                self._pub.len = self._complete  # the basic.publish frame written for it
-                self._cur_props.len = 0
-                buf_append(&self._cur_props, p + 12, size - 12)
-                self._cur_body.len = 0
-            self._body_plain = not (self._undeliv or self._keep_last)
+            if self._write_header(body_size, p + 12, size - 12):
+                self._set_aside(p + 12, size - 12)
         if body_size == 0:
-            self._on_delivery()
-        else:
-            self._src_state = BODY
+            return self._on_delivery()
+        self._src_state = BODY
+        return 0
+
+    cdef int _set_aside(self, const unsigned char *props, Py_ssize_t props_len) except -1:
+        """The message being received is undeliverable: drop its basic.publish frame, keep
+        its properties and collect its body instead of writing it."""
+        cdef const unsigned char *names
+        if not self._copy_names:
+            names = self._pub.data + self._complete + FRAME_HEAD + 6  # class, method, ticket
+            memcpy(self._cur_ex, names, 1 + names[0])
+            names += 1 + names[0]
+            memcpy(self._cur_rk, names, 1 + names[0])
+        self._undeliv = 1
+        self._body_plain = 0
+        self._pub.len = self._complete
+        self._cur_props.len = 0
+        buf_append(&self._cur_props, props, props_len)
+        self._cur_body.len = 0
         return 0
 
     cdef inline int _write_header(self, uint64_t body_size, const unsigned char *props,
@@ -1052,7 +1069,6 @@ cdef class Relay:
         """With property overrides and / or header edits, spliced in C."""
         cdef unsigned char *o
         cdef Py_ssize_t n
-        cdef const unsigned char[:] edited
         buf_reserve(&self._pub, FRAME_HEAD + 12 + props_len + self._ovr_total + 4
                     + (FORWARD_ENTRY_EXTRA + self._fwd_len if self._fwd != NULL else 0)
                     + (TIMESTAMP_ENTRY if self._ts else 0) + 1)
@@ -1061,21 +1077,32 @@ cdef class Relay:
         if n == UNDELIVERABLE:
             return UNDELIVERABLE
         if n == PYTHON_EDIT:
-            try:
-                result = _frames.edit_properties(
-                    PyBytes_FromStringAndSize(<char *>props, props_len), self._ovr_dict,
-                    self._fwd_keep, <long long>time(NULL) if self._ts else None)
-            except UnparseableProperties as exc:
-                return self._unparseable(str(exc))
-            edited = result
-            n = edited.shape[0]
-            buf_reserve(&self._pub, FRAME_HEAD + 12 + n + 1)
+            n = self._edit_in_python(props, props_len)
+            if n == UNDELIVERABLE:
+                return UNDELIVERABLE
             o = self._pub.data + self._pub.len
-            memcpy(o + FRAME_HEAD + 12, &edited[0], <size_t>n)
         if self._frame_max and FRAME_HEAD + 12 + n + 1 > self._frame_max:
             return self._too_large(FRAME_HEAD + 12 + n + 1)
         self._finish_header(o, body_size, n)
         return 0
+
+    cdef Py_ssize_t _edit_in_python(self, const unsigned char *props,
+                                    Py_ssize_t props_len) except -1:
+        """The rare edit left to the reference: its properties at ``_pub.len + 19``; returns
+        their length, or UNDELIVERABLE."""
+        cdef const unsigned char[:] edited
+        cdef Py_ssize_t n
+        try:
+            result = _frames.edit_properties(
+                PyBytes_FromStringAndSize(<char *>props, props_len), self._ovr_dict,
+                self._fwd_keep, <long long>time(NULL) if self._ts else None)
+        except UnparseableProperties as exc:
+            return self._unparseable(str(exc))
+        edited = result
+        n = edited.shape[0]
+        buf_reserve(&self._pub, FRAME_HEAD + 12 + n + 1)
+        memcpy(self._pub.data + self._pub.len + FRAME_HEAD + 12, &edited[0], <size_t>n)
+        return n
 
     cdef inline void _finish_header(self, unsigned char *o, uint64_t body_size,
                                     Py_ssize_t props_len) noexcept:
@@ -1095,9 +1122,12 @@ cdef class Relay:
         the other values (the same as ``frames.edit_properties``); returns the length written to
         ``out``, or UNDELIVERABLE / PYTHON_EDIT."""
         cdef unsigned flags, bit, out_flags
+        cdef unsigned ovr_flags = self._ovr_flags
+        # the properties not copied as they came: overridden, or the headers when edited
+        cdef bint edit = self._fwd != NULL or self._ts
+        cdef unsigned changed = ovr_flags | (HEADERS_FLAG if edit else 0)
         cdef Py_ssize_t pos = 2, start = 0, end = 0, o = 2, k
         cdef int i, kind
-        cdef bint edit_headers = self._fwd != NULL or self._ts
         cdef const unsigned char *table
         cdef Py_ssize_t table_len
         if src_len < 2:
@@ -1105,7 +1135,7 @@ cdef class Relay:
         flags = pumpd_rd16(src)
         if flags & 1:
             return self._unparseable("property flag continuation is not used by basic properties")
-        out_flags = flags | self._ovr_flags
+        out_flags = flags | changed
         for i in range(N_PROPERTIES):
             bit = 1u << (15 - i)
             if flags & bit:
@@ -1122,23 +1152,23 @@ cdef class Relay:
                     return self._unparseable("content header properties truncated")
                 start = pos
                 pos = end
-            if i == HEADERS_INDEX and edit_headers:
-                table = NULL
-                table_len = 0
-                if self._ovr_flags & bit:
-                    table = self._ovr_ptr[i]
-                    table_len = self._ovr_len[i]
-                elif flags & bit:
-                    table = src + start
-                    table_len = end - start
-                k = self._edit_table(table, table_len, out + o)
-                if k < 0:
-                    return k
-                o += k
-                out_flags |= HEADERS_FLAG
-            elif self._ovr_flags & bit:
-                memcpy(out + o, self._ovr_ptr[i], <size_t>self._ovr_len[i])
-                o += self._ovr_len[i]
+            if changed & bit:
+                if i == HEADERS_INDEX and edit:
+                    table = NULL
+                    table_len = 0
+                    if ovr_flags & bit:
+                        table = self._ovr_ptr[i]
+                        table_len = self._ovr_len[i]
+                    elif flags & bit:
+                        table = src + start
+                        table_len = end - start
+                    k = self._edit_table(table, table_len, out + o)
+                    if k < 0:
+                        return k
+                    o += k
+                else:
+                    memcpy(out + o, self._ovr_ptr[i], <size_t>self._ovr_len[i])
+                    o += self._ovr_len[i]
             elif flags & bit:
                 memcpy(out + o, src + start, <size_t>(end - start))
                 o += end - start
@@ -1154,7 +1184,13 @@ cdef class Relay:
         cdef bint fwd_done = self._fwd == NULL
         cdef bint ts_done = not self._ts
         cdef uint32_t array_len
-        cdef int64_t now = <int64_t>time(NULL) if self._ts else 0
+        cdef int64_t now = 0
+        if self._ts:
+            # time() may be a system call (no vDSO clock on some VMs): a second's resolution
+            # needs one reading per batch of messages, not one per message
+            if self._now < 0:
+                self._now = <int64_t>time(NULL)
+            now = self._now
         if t != NULL:
             end = t_len  # the property walk made it 4 + the table's length
             pos = run = 4
@@ -1245,7 +1281,8 @@ cdef class Relay:
         return 0
 
     cdef inline int _on_delivery(self) except -1:
-        """The whole message is in: count it and hand its tag to the ack bookkeeping."""
+        """The whole message is in: count it and hand its tag to the ack bookkeeping. Returns 1
+        when the relay paused after it (an undeliverable message), else 0."""
         self._src_state = IDLE
         if self._held:
             return 0
@@ -1279,7 +1316,7 @@ cdef class Relay:
             self.undeliverable += 1
             self._und = message
             self._paused = 1
-            return 0
+            return 1  # the scan stops here
         self._last = message
         self.consumed += 1
         if self._cur_redelivered:

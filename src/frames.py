@@ -1,7 +1,9 @@
-"""AMQP 0-9-1 wire constants and the few encoders the data plane needs.
+"""AMQP 0-9-1 wire constants, the few encoders the data plane needs, and the header edits.
 
-No I/O here. The pure-Python relay uses these per message; the native relay only uses
-:func:`encode_property_overrides` once, at set-up, and does the rest in C.
+No I/O here. The pure-Python relay uses these per message; the native relay uses
+:func:`encode_property_overrides` and :func:`encode_hop` once, at set-up, reads
+:data:`FIELD_SIZES` at import, and does the rest in C, except the rare edit that
+:func:`edit_properties` makes of an ``x-shovelled`` header that is not an array.
 """
 
 from __future__ import annotations
@@ -160,14 +162,6 @@ def join_properties(values: list[bytes | None]) -> bytes:
             parts.append(value)
     parts[0] = _U16.pack(flags)
     return b"".join(parts)
-
-
-def apply_property_overrides(raw: bytes, overrides: Mapping[int, bytes]) -> bytes:
-    """Replace or set properties in a raw property list without decoding the others."""
-    values = split_properties(raw)
-    for index, encoded in overrides.items():
-        values[index] = encoded
-    return join_properties(values)
 
 
 # -- header edits without decoding the user's table ---------------------------------------------

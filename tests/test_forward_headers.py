@@ -8,12 +8,14 @@ through a pumpd shovel and beside the Shovel plugin on the same node.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
 from decimal import Decimal
 from typing import Any
 
+import aiormq
 import pamqp.commands as cmd
 import pamqp.decode
 import pamqp.frame
@@ -329,7 +331,7 @@ class RawClient:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.send(1, cmd.Basic.Get(queue=queue, no_ack=True))
-            ftype, raw = self.read_frame()
+            _, raw = self.read_frame()
             if isinstance(pamqp.frame.unmarshal(raw)[2], cmd.Basic.GetEmpty):
                 time.sleep(0.1)
                 continue
@@ -348,6 +350,22 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+async def _aiormq_get(uri: str, queue: str, timeout: float = 30) -> dict[str, Any]:
+    """The headers of one message taken from ``queue`` by aiormq, as it decodes them."""
+    connection = await aiormq.connect(uri)
+    try:
+        channel = await connection.channel()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = await channel.basic_get(queue, no_ack=True)
+            if isinstance(message.delivery, cmd.Basic.GetOk):
+                return dict(message.header.properties.headers or {})
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"nothing arrived in {queue}")
+    finally:
+        await connection.close()
 
 
 def _plugin_shovel(node: LocalNode, vhost: str, name: str, value: dict[str, Any]) -> None:
@@ -373,8 +391,10 @@ def test_end_to_end_every_type_arrives_intact_and_the_hop_matches_the_plugins(
         with running(s) as pumps:
             pumps.wait_for(lambda: pumps.status("fwd").state == State.RUNNING, 30, "running")
             client.publish("in", props, b"payload")
+            client.publish("in", props, b"payload")
             client.publish("in-plugin", props, b"payload")
             got = client.get("out")
+            seen_by_aiormq = asyncio.run(_aiormq_get(uri, "out"))
             got_plugin = client.get("out-plugin")
         node_a.ctl("clear_parameter", "-p", vhost_a, "shovel", "fwd")
     finally:
@@ -393,6 +413,8 @@ def test_end_to_end_every_type_arrives_intact_and_the_hop_matches_the_plugins(
     decoded = decode_table(headers)
     for key, value in EXPECTED_VALUES.items():
         assert decoded[key] == value, key
+        assert seen_by_aiormq[key] == value, key
+        assert type(seen_by_aiormq[key]) is type(value), key
     (hop,) = decoded["x-shovelled"]
     plugin_headers = decode_table(headers_of(got_plugin[0]))
     (plugin_hop,) = plugin_headers["x-shovelled"]
@@ -402,3 +424,31 @@ def test_end_to_end_every_type_arrives_intact_and_the_hop_matches_the_plugins(
     assert hop["src-uri"] == f"amqp://127.0.0.1:{node_a.amqp_port}/{vhost_a}"
     stamp = [e for e in table_entries(headers) if e[0] == b"x-shovelled-timestamp"]
     assert [headers[vpos] for _, _, vpos, _ in stamp] == [ord("l")]
+
+
+def test_end_to_end_a_second_hop_goes_first(node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    client = RawClient(uri)
+    try:
+        for q in ("in", "mid", "out"):
+            client.declare(q)
+        first = shovel("hop-1", **{"src-uri": uri, "src-queue": "in", "dest-uri": uri,
+                                   "dest-queue": "mid", "dest-add-forward-headers": True})
+        second = shovel("hop-2", **{"src-uri": uri, "src-queue": "mid", "dest-uri": uri,
+                                    "dest-queue": "out", "dest-add-forward-headers": True,
+                                    "dest-add-timestamp-header": True})
+        with running(first, second) as pumps:
+            for name in ("hop-1", "hop-2"):
+                pumps.wait_for(lambda n=name: pumps.status(n).state == State.RUNNING, 30, name)
+            client.publish("in", raw_props(table(*EVERY_TYPE)), b"twice")
+            got = client.get("out")
+    finally:
+        client.close()
+    assert got is not None, "not forwarded"
+    headers = headers_of(got[0])
+    arrived = entries_by_key(headers)
+    for key, raw in entries_by_key(table(*EVERY_TYPE)).items():
+        assert arrived[key] == raw, key
+    hops = decode_table(headers)["x-shovelled"]
+    assert [(h["shovel-name"], h["src-queue"], h["dest-queue"]) for h in hops] == [
+        ("hop-2", "mid", "out"), ("hop-1", "in", "mid")]

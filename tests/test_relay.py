@@ -300,9 +300,11 @@ def test_an_oversized_content_header_pauses_the_relay_after_the_message(Relay: A
     assert (r.consumed, r.undeliverable) == (3, 1)
     if ack_mode == ACK_MODE_ON_CONFIRM:
         # confirms of seq 2 and 3 are those of tags 3 and 4: tag 2 was never in the window
-        r.feed_destination(method(DST, pika.spec.Basic.Nack(delivery_tag=2, multiple=False)))
+        r.feed_destination(method(DST, pika.spec.Basic.Nack(delivery_tag=2, multiple=False)) +
+                           method(DST, pika.spec.Basic.Ack(delivery_tag=3, multiple=True)))
         out = [f.method for f in decode_all(r.take_source_output())]
-        assert [(type(m).__name__, m.delivery_tag) for m in out] == [("Nack", 3)]
+        assert [(type(m).__name__, m.delivery_tag) for m in out] == [("Nack", 3), ("Ack", 4)]
+        assert (r.acked, r.nacked, r.in_flight) == (2, 1, 0)  # tags 1 and 4: never tag 2
 
 
 def test_pausing_again_while_resuming(Relay: Any) -> None:
