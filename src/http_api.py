@@ -12,7 +12,7 @@ Routes (every response is JSON via orjson, except /metrics and the page)::
     GET    /metrics                        Prometheus text format
 
 NAME is percent-encoded in the path (``/`` as ``%2F``). One request per connection
-(``Connection: close``): status readers are scripts and scrapers, not browsers.
+(``Connection: close``): status readers are scripts, scrapers and a page polling every second.
 
 There is no authentication: the endpoint listens on 127.0.0.1 by default. A request that changes
 something is refused when it carries an ``Origin`` header, which every browser sends with a

@@ -1,7 +1,8 @@
 """The status page at ``GET /``, driven in a real headless Chromium (Debian's ``chromium`` and
 ``chromium-driver``, through selenium) against a daemon moving messages between two private nodes.
 
-Set ``PUMPD_PAGE_SCREENSHOT=FILE.png`` to keep a screenshot of the page in the middle of a run.
+Set ``PUMPD_PAGE_SCREENSHOTS=DIR`` to keep screenshots of the page at each step of the live test
+(``live.png`` is the one in the README).
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ __all__ = ["pumpd_daemon"]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+SCREENSHOTS = os.environ.get("PUMPD_PAGE_SCREENSHOTS")
+
+
+def shot(driver: Any, name: str) -> None:
+    if SCREENSHOTS:
+        driver.save_screenshot(os.path.join(SCREENSHOTS, f"{name}.png"))
 
 
 @pytest.fixture
@@ -145,6 +152,8 @@ def answer_confirm(driver: Any, accept: bool) -> str:
 
 def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalNode,
                                       vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    from selenium.webdriver.common.by import By
+
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
     d = pumpd_daemon({"orders": shovel_def(src, "orders", dst, "orders-copy",
                                          reconnect_delay=0.5)})
@@ -165,14 +174,16 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
         assert doc["dest_uri"] in text and doc["src_uri"] in text and vhost_b in doc["dest_uri"]
         assert "queue 'orders'" in text and "key 'orders-copy'" in text
         assert button(browser, "orders", "delete").get_attribute("disabled")  # config file's
-        if os.environ.get("PUMPD_PAGE_SCREENSHOT"):
-            button(browser, "orders", "restart")  # the rows are there
-            browser.execute_script(
-                "document.querySelector('tr.shovel[data-name=\"orders\"] td').click()")
-            wait_page(d, browser, lambda r: browser.execute_script(
-                "return !!document.querySelector('tr.detail')"), 10, "the detail row")
+        # a row expands to its workers and definition
+        browser.execute_script(
+            "document.querySelector('tr.shovel[data-name=\"orders\"] td').click()")
+        wait_page(d, browser, lambda r: "ack mode" in browser.execute_script(
+            "return document.querySelector('tr.detail')?.innerText || ''"), 10, "the detail row")
+        detail = browser.execute_script("return document.querySelector('tr.detail').innerText")
+        assert str(d.worker_pids("orders")[0]) in detail and "on_confirm" in detail, detail
+        if SCREENSHOTS:
             time.sleep(20)  # a sparkline with some history
-            browser.save_screenshot(os.environ["PUMPD_PAGE_SCREENSHOT"])
+        shot(browser, "live")
 
         # A worker killed: restarting, then running again with a new pid. A replacement comes up
         # within a second, between two polls of the page; so that the page is sure to see it
@@ -189,7 +200,7 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
                 return seen
 
             wait_page(d, browser, lambda r: "restarting" in track(r), 60, "orders restarting")
-            assert "restarting" in seen
+            shot(browser, "restarting")
         finally:
             node_a.ctl("set_vhost_limits", "-p", vhost_a, '{"max-connections": -1}')
         wait_page(d, browser, lambda r: track(r)[-1] == "running" and r["orders"]["restarts"] == 1,
@@ -218,6 +229,21 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
         wait_page(d, browser, lambda r: set(r) == {"orders"}, 60, "audit deleted")
         assert d.shovel("audit") is None
 
+        # the destination blocked (a memory alarm): the shovel is not moving and stands out
+        assert not browser.find_elements(By.CSS_SELECTOR, "tr.stalled")
+        node_b.set_vm_memory_high_watermark(0)
+        try:
+            wait_page(d, browser, lambda r: r["orders"]["state"] == "blocked" and browser.
+                      find_elements(By.CSS_SELECTOR, 'tr.stalled[data-name="orders"]'),
+                      60, "orders blocked and marked stalled")
+            assert "stalled:" in rows(browser)["orders"]["text"]
+            shot(browser, "blocked")
+        finally:
+            node_b.set_vm_memory_high_watermark(0.4)
+        wait_page(d, browser, lambda r: r["orders"]["state"] == "running" and r["orders"]["rate"]
+                  and not browser.find_elements(By.CSS_SELECTOR, "tr.stalled"),
+                  60, "orders running again, no longer stalled")
+
         # the daemon goes away: the page says so
         assert not browser.find_element("id", "banner").is_displayed()
         assert d.stop() == 0
@@ -226,6 +252,7 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
         banner = browser.find_element("id", "banner").text
         assert "pumpd is not answering" in banner and "is not live" in banner, banner
         assert "stale" in browser.find_element("tag name", "body").get_attribute("class")
+        shot(browser, "stale")
         assert p1.error is None and p2.error is None, (p1.error, p2.error)
 
 
