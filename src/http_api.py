@@ -97,7 +97,8 @@ def route(api: Api, method: str, path: str, body: bytes) -> Reply:
     if path in ("/", "/index.html"):
         if method not in ("GET", "HEAD"):
             return error(405, "use GET")
-        return Reply(200, status_page.html(), status_page.CONTENT_TYPE, status_page.HEADERS)
+        return Reply(200, status_page.html(), status_page.CONTENT_TYPE,
+                     status_page.headers())
     if path == "/metrics":
         if method not in ("GET", "HEAD"):
             return error(405, "use GET")

@@ -12,6 +12,8 @@ import shutil
 import signal
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +51,7 @@ def browser() -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console errors, CSP
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--window-size=1500,800", "--no-first-run", "--disable-extensions"):
         options.add_argument(arg)
@@ -257,13 +260,17 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
 
 
 def test_page_is_served_self_contained_and_cross_site_changes_stay_refused(
-    pumpd_daemon, node_a: LocalNode, vhost_a: str
+    pumpd_daemon, browser: Any, node_a: LocalNode, vhost_a: str
 ) -> None:
     uri = node_a.uri(vhost_a)
     d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out")})
     d.wait_for(lambda: running_state(d, "s"), 30, "running")
-    status, page = d.request("GET", "/")
-    assert status == 200 and page.startswith("<!doctype html>")
+    with urllib.request.urlopen(f"http://127.0.0.1:{d.port}/", timeout=10) as resp:
+        page = resp.read().decode()
+        assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
+        csp = resp.headers["Content-Security-Policy"]
+    assert "script-src 'sha256-" in csp and "frame-ancestors 'none'" in csp, csp
+    assert page.startswith("<!doctype html>") and len(page) < 20_000
     # nothing fetched from elsewhere: no URL with a scheme or a protocol-relative one
     for needle in ("http:", "https:", "src=", "href=", "@import", "url("):
         assert needle not in page, needle
@@ -282,6 +289,17 @@ def test_page_is_served_self_contained_and_cross_site_changes_stay_refused(
     status, _ = d.request("POST", "/api/shovels/s/restart",
                           headers={"Origin": f"http://{here}", "Host": here})
     assert status == 202
+
+    # a name with markup in it shows as text: nothing from the API is taken for HTML
+    name = '<i id="injected">x</i>'
+    status, _ = d.request("PUT", "/api/shovels/" + urllib.parse.quote(name, safe=""),
+                          {"src-uri": uri, "src-queue": "q2", "dest-uri": uri, "dest-queue": "q3"})
+    assert status == 201
+    browser.get(f"http://127.0.0.1:{d.port}/")
+    wait_page(d, browser, lambda r: name in r and name in r[name]["text"], 30, "the odd name")
+    assert browser.execute_script("return document.getElementById('injected')") is None
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors  # e.g. a Content-Security-Policy refusal
 
 
 @pytest.mark.parametrize(("origin", "host", "bound", "ok"), [
