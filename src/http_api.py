@@ -1,7 +1,8 @@
 """The daemon's HTTP endpoint, on asyncio streams (no web framework: pumpd adds no dependency).
 
-Routes (every response is JSON via orjson, except /metrics)::
+Routes (every response is JSON via orjson, except /metrics and the page)::
 
+    GET    /                               the status page (HTML; :mod:`pumpd.status_page`)
     GET    /api/overview                   pumpd itself: version, pid, uptime, configuration
     GET    /api/shovels                    every shovel (a list, like the management API)
     GET    /api/shovels/NAME               one shovel
@@ -11,11 +12,13 @@ Routes (every response is JSON via orjson, except /metrics)::
     GET    /metrics                        Prometheus text format
 
 NAME is percent-encoded in the path (``/`` as ``%2F``). One request per connection
-(``Connection: close``): status readers are scripts and scrapers, not browsers.
+(``Connection: close``): status readers are scripts, scrapers and a page polling every second.
 
 There is no authentication: the endpoint listens on 127.0.0.1 by default. A request that changes
 something is refused when it carries an ``Origin`` header, which every browser sends with a
 cross-site POST/PUT/DELETE and no command-line client does: a web page cannot drive the daemon.
+The one exception is the status page itself: a browser sends its same-origin requests with the
+endpoint's own address as ``Origin`` (:func:`pumpd.status_page.same_origin`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 import orjson
+
+from . import status_page
 
 log = logging.getLogger("pumpd.http")
 
@@ -60,6 +65,7 @@ class Reply:
     status: int
     body: Any = None  # JSON-serialisable, or str for text/plain
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def error(status: int, message: str) -> Reply:
@@ -88,6 +94,11 @@ def route(api: Api, method: str, path: str, body: bytes) -> Reply:
     """Dispatch one request. ``path`` is the raw (still percent-encoded) path."""
     path = path.split("?", 1)[0]
     parts = path.strip("/").split("/")
+    if path in ("/", "/index.html"):
+        if method not in ("GET", "HEAD"):
+            return error(405, "use GET")
+        return Reply(200, status_page.html(), status_page.CONTENT_TYPE,
+                     status_page.headers())
     if path == "/metrics":
         if method not in ("GET", "HEAD"):
             return error(405, "use GET")
@@ -128,7 +139,8 @@ def _encode(reply: Reply, head_only: bool) -> bytes:
             f"Content-Type: {reply.content_type}\r\n"
             f"Content-Length: {len(payload)}\r\n"
             "Cache-Control: no-store\r\n"
-            "Connection: close\r\n\r\n")
+            + "".join(f"{name}: {value}\r\n" for name, value in reply.headers)
+            + "Connection: close\r\n\r\n")
     return head.encode("latin-1") + (b"" if head_only else payload)
 
 
@@ -166,6 +178,7 @@ class HttpServer:
     def __init__(self, api: Api) -> None:
         self.api = api
         self._server: asyncio.base_events.Server | None = None
+        self._host: str | None = None  # as bound: a name the status page may be reached by
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind and listen; returns the bound address.
@@ -173,6 +186,7 @@ class HttpServer:
         :raises OSError: when the address cannot be bound (e.g. in use).
         """
         self._server = await asyncio.start_server(self._handle, host, port, limit=MAX_HEAD)
+        self._host = host
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
@@ -195,8 +209,11 @@ class HttpServer:
             except (ValueError, asyncio.LimitOverrunError, UnicodeDecodeError):
                 reply = error(400, "malformed HTTP request")
             else:
-                if method in ("POST", "PUT", "DELETE") and "origin" in headers:
-                    reply = error(403, "changes are not accepted from web pages (Origin header)")
+                if method in ("POST", "PUT", "DELETE") and "origin" in headers and \
+                        not status_page.same_origin(headers["origin"], headers.get("host"),
+                                                    self._host):
+                    reply = error(403, "changes are not accepted from other web sites "
+                                       "(Origin header)")
                 else:
                     try:
                         reply = route(self.api, method, path, body)
