@@ -617,6 +617,10 @@ def _check_shovel(ctx: _Ctx, shovel: ShovelConfig, delete_after_clause: str) -> 
         # neither be rejected to a dead-letter exchange nor left in the queue.
         ctx.fail("undeliverable", f"policy {shovel.undeliverable.policy.value!r} needs acks "
                                   "(ack mode no_ack leaves nothing to reject or keep): use park")
+    if shovel.undeliverable.unroutable is not Disposition.DROP and not shovel.publish_mandatory:
+        ctx.fail("undeliverable", f"unroutable {shovel.undeliverable.unroutable.value!r} needs "
+                                  "publish_fields.mandatory true: without it the destination "
+                                  "drops unroutable messages without telling")
     if shovel.workers > 1:
         # Competing consumers must share one named queue; a server-named or exclusive queue
         # would give each worker its own copy of every message, or lock the others out.

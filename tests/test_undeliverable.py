@@ -10,7 +10,14 @@ import pytest
 from pumpd.localnode import LocalNode
 from pumpd.status import State
 
-from amqp_helpers import Message, declare_queue, drain_queue, publish_messages, queue_depth
+from amqp_helpers import (
+    Message,
+    blocking_connection,
+    declare_queue,
+    drain_queue,
+    publish_messages,
+    queue_depth,
+)
 from harness import RunningPumps, running, shovel
 
 BIG_HEADER = "x" * 6000  # with frame_max 4096 at the destination, the content header cannot fit
@@ -157,6 +164,70 @@ def test_unroutable_messages_are_dropped_and_counted_by_default(
         pumps.wait_for(lambda: pumps.status().counters.acked == 3, 30, "acked")
         assert pumps.status().counters.returned == 3
     assert queue_depth(uri, "in")[0] == 0
+
+
+KEYS = ["ok", "ok", "lost", "ok", "nowhere", "ok", "ok"]
+
+
+def routed_setup(src: str, dst: str) -> None:
+    """Source: queue "in" fed through exchange "sx" with routing keys ok / lost / nowhere, which
+    the deliveries keep; destination: exchange "x" routes only "ok" (to queue "out")."""
+    declare_queue(src, "in")
+    declare_queue(dst, "out")
+    with blocking_connection(dst) as conn:
+        ch = conn.channel()
+        ch.exchange_declare("x", "direct")
+        ch.queue_bind("out", "x", "ok")
+    with blocking_connection(src) as conn:
+        ch = conn.channel()
+        ch.exchange_declare("sx", "direct")
+        for key in set(KEYS):
+            ch.queue_bind("in", "sx", key)
+        ch.confirm_delivery()
+        for i, key in enumerate(KEYS):
+            ch.basic_publish("sx", key, b"m%05d" % i, pika.BasicProperties(message_id=f"id-{i}"))
+
+
+def test_unroutable_park_keeps_the_returned_messages_and_the_next_ones_move(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    routed_setup(src, dst)
+    s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="in",
+               publish_fields={"exchange": "x"}, undeliverable={"unroutable": "park"})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: messages_in(node_a, vhost_a, "in") == 0, 60, "all moved")
+        c = pumps.status().counters
+        assert (c.returned, c.undeliverable_unroutable, c.parked) == (2, 2, 2)
+    ok = [b"m%05d" % i for i, k in enumerate(KEYS) if k == "ok"]
+    assert bodies(drain_queue(dst, "out", timeout=5)) == ok
+    parked = drain_queue(src, "pumpd.parked", expected=2)
+    assert bodies(parked) == [b"m00002", b"m00004"]
+    h = parked[0].properties.headers
+    assert "312 NO_ROUTE" in h["x-pumpd-undeliverable"]
+    assert h["x-pumpd-original-exchange"] == "x" and h["x-pumpd-original-routing-key"] == "lost"
+    assert parked[1].properties.message_id == "id-4"
+
+
+def test_unroutable_stop_keeps_the_returned_message_in_the_source_queue(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    routed_setup(src, dst)
+    s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="in",
+               prefetch_count=1, publish_fields={"exchange": "x"},
+               undeliverable={"unroutable": "stop"})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
+        st = pumps.status()
+    assert st.reason is not None and "NO_ROUTE" in st.reason and "id-2" in st.reason
+    assert bodies(drain_queue(dst, "out", timeout=5)) == [b"m00000", b"m00001"]
+    assert bodies(drain_queue(src, "in", expected=5)) == [b"m%05d" % i for i in range(2, 7)]
+
+
+def test_unroutable_park_needs_mandatory() -> None:
+    from pumpd.config import ConfigError
+    with pytest.raises(ConfigError, match="mandatory"):
+        shovel(sources={"broker": "amqp://"}, destinations={"broker": "amqp://"}, queue="q",
+               publish_fields={"mandatory": False}, undeliverable={"unroutable": "park"})
 
 
 def delays(pumps: RunningPumps) -> list[float]:
