@@ -556,6 +556,14 @@ cdef class Relay:
     cdef object _und_reason
     cdef bint _paused
     cdef object _und  # while paused: the message that caused the pause
+    # hold_returns: a basic.return pauses the destination side after its content
+    cdef bint _hold_returns
+    cdef bint _dst_paused
+    cdef Buf _dst_kept  # destination bytes received while paused, unscanned
+    cdef object _returned  # while the destination side is paused: the returned message
+    cdef object _ret_fields  # (reply_code, reply_text, exchange, routing_key) of the return
+    cdef object _ret_props
+    cdef list _ret_body
     cdef Buf _kept  # source bytes received while paused, unscanned
     cdef Buf _cur_props  # the current message's properties as received (when copied)
     cdef Buf _cur_body  # and its body
@@ -611,6 +619,7 @@ cdef class Relay:
         mandatory=True,
         limit=0,
         keep_last=False,
+        hold_returns=False,
     ):
         cdef Py_ssize_t i
         if dest_frame_max and dest_frame_max < 4096:
@@ -668,6 +677,13 @@ cdef class Relay:
         self._edits = self._has_ovr or self._fwd != NULL or self._ts
         self._frame_max = dest_frame_max
         self._keep_last = bool(keep_last)
+        self._hold_returns = bool(hold_returns)
+        self._dst_paused = 0
+        self._dst_kept.len = 0
+        self._returned = None
+        self._ret_fields = None
+        self._ret_props = b""
+        self._ret_body = []
         self._copy_names = self._ex_fixed or self._rk_fixed or self._keep_last
         self._last = None
         self._undeliv = 0
@@ -706,6 +722,7 @@ cdef class Relay:
         buf_free(&self._src_out)
         buf_free(&self._pass)
         buf_free(&self._kept)
+        buf_free(&self._dst_kept)
         buf_free(&self._cur_props)
         buf_free(&self._cur_body)
 
@@ -833,6 +850,27 @@ cdef class Relay:
 
     # -- destination side -----------------------------------------------------------------------
 
+    @property
+    def destination_paused(self):
+        """hold_returns: a returned message stopped the destination scan; see take_returned()."""
+        return bool(self._dst_paused)
+
+    def take_returned(self):
+        """(reply_code, reply_text, exchange, routing_key, raw properties, body) of the returned
+        message that paused the destination side; None when not paused."""
+        return self._returned
+
+    def resume_destination(self):
+        """Leave the destination pause and scan the bytes kept meanwhile (which may pause
+        again); returns the bytes meant for pika, as feed_destination() does."""
+        if not self._dst_paused:
+            return b""
+        self._dst_paused = 0
+        self._returned = None
+        kept = bytes_of(&self._dst_kept)
+        self._dst_kept.len = 0
+        return self._feed_object(kept, False)
+
     def feed_destination(self, data):
         """Scan bytes read from the destination connection; returns the bytes meant for pika."""
         return self._feed_object(data, False)
@@ -860,6 +898,9 @@ cdef class Relay:
         if source and self._paused:
             buf_append(&self._kept, data, n)
             return b""
+        if not source and self._dst_paused:
+            buf_append(&self._dst_kept, data, n)
+            return b""
         self._pass.len = 0
         self._now = -1
         try:
@@ -877,13 +918,15 @@ cdef class Relay:
                         self._scan(carry.data, carry.len, source)
                         carry.len = 0
             if carry.len == 0:
-                held = source and self._paused
+                held = self._paused if source else self._dst_paused
                 if not held:
                     pos += self._scan(data + pos, n - pos, source)
-                    held = source and self._paused
+                    held = self._paused if source else self._dst_paused
                 if pos < n:
-                    # paused: what follows the undeliverable message waits for resume()
-                    buf_append(&self._kept if held else carry, data + pos, n - pos)
+                    # paused: what follows the undeliverable (or returned) message waits for
+                    # resume() (or resume_destination())
+                    buf_append((&self._kept if source else &self._dst_kept) if held else carry,
+                               data + pos, n - pos)
         except BaseException:
             if source:
                 # Never hand out part of a message: drop the frames of the unfinished one.
@@ -916,6 +959,8 @@ cdef class Relay:
                         return end + 1
             elif channel == self._dst_ch:
                 taken = self._dest_frame(buf[pos], buf + pos + FRAME_HEAD, size)
+                if taken == PAUSED:
+                    return end + 1
             if not taken:
                 buf_append(&self._pass, buf + pos, end + 1 - pos)
             pos = end + 1
@@ -1336,7 +1381,7 @@ cdef class Relay:
         cdef list rejected
         cdef uint64_t tag
         if self._ret_state != IDLE:
-            # the content of a basic.return: counted and dropped
+            # the content of a basic.return: counted, and kept with hold_returns
             if self._ret_state == HEADER:
                 if ftype != FRAME_HEADER:
                     raise FrameError("expected a content header after basic.return")
@@ -1344,10 +1389,21 @@ cdef class Relay:
                     raise FrameError(f"content header of {size} bytes")
                 self._ret_remaining = pumpd_rd64(p + 4)
                 self._ret_state = BODY if self._ret_remaining else IDLE
-            elif <uint64_t>size >= self._ret_remaining:
-                self._ret_state = IDLE
+                if self._hold_returns:
+                    self._ret_props = PyBytes_FromStringAndSize(<char *>p + 12, size - 12)
+                    self._ret_body = []
             else:
-                self._ret_remaining -= <uint64_t>size
+                if self._hold_returns:
+                    self._ret_body.append(PyBytes_FromStringAndSize(<char *>p, size))
+                if <uint64_t>size >= self._ret_remaining:
+                    self._ret_state = IDLE
+                else:
+                    self._ret_remaining -= <uint64_t>size
+            if self._ret_state == IDLE and self._hold_returns:
+                self._returned = (*self._ret_fields, self._ret_props, b"".join(self._ret_body))
+                self._ret_body = []
+                self._dst_paused = 1
+                return PAUSED
             return 1
         if ftype != FRAME_METHOD:
             return 0
@@ -1376,6 +1432,8 @@ cdef class Relay:
         if method_id == BASIC_RETURN:
             self.returned += 1
             self._ret_state = HEADER
+            if self._hold_returns:
+                self._ret_fields = _return_fields(PyBytes_FromStringAndSize(<char *>p + 4, size - 4))
             return 1
         return 0
 
@@ -1404,6 +1462,21 @@ cdef class Relay:
             raise AssertionError("relay: a complete frame left in the source carry-over")
         self._window._check()
         return 0
+
+
+cdef tuple _return_fields(bytes m):
+    """reply_code, reply_text, exchange, routing_key of a basic.return's arguments (rare: only
+    with hold_returns, so Python objects are fine)."""
+    if len(m) < 3:
+        raise FrameError("basic.return truncated")
+    code = (m[0] << 8) | m[1]
+    pos = 2
+    text = m[pos + 1:pos + 1 + m[pos]]
+    pos += 1 + m[pos]
+    exchange = m[pos + 1:pos + 1 + m[pos]]
+    pos += 1 + m[pos]
+    routing_key = m[pos + 1:pos + 1 + m[pos]]
+    return (code, text.decode("utf-8", "replace"), exchange, routing_key)
 
 
 cdef int _short_string(unsigned char *out, value, str what) except -1:

@@ -51,6 +51,8 @@ from .frames import (
 
 # (delivery_tag, redelivered, exchange, routing_key, raw properties as received, body, reason)
 Message = tuple[int, bool, bytes, bytes, bytes, bytes, str]
+# (reply_code, reply_text, exchange, routing_key, raw properties, body) of a basic.return
+Returned = tuple[int, str, bytes, bytes, bytes, bytes]
 
 _HEAD = struct.Struct(">BHI")
 _METHOD_ID = struct.Struct(">HH")
@@ -138,6 +140,7 @@ class Relay:
         mandatory: bool = True,
         limit: int = 0,
         keep_last: bool = False,
+        hold_returns: bool = False,
     ) -> None:
         if dest_frame_max and dest_frame_max < 4096:
             raise ValueError(f"destination frame_max {dest_frame_max} is below AMQP's 4096")
@@ -155,6 +158,14 @@ class Relay:
         self._timestamp = timestamp_header
         self._edits = bool(self._overrides) or self._hop is not None or timestamp_header
         self._keep_last = keep_last
+        # hold_returns: a basic.return pauses the destination side after its content, before the
+        # message's confirm (the broker sends the return first), until resume_destination()
+        self._hold_returns = hold_returns
+        self._returned: Returned | None = None
+        self._ret_fields: tuple[int, str, bytes, bytes] = (0, "", b"", b"")
+        self._ret_props = b""
+        self._ret_body: list[bytes] = []
+        self._dst_kept = b""
         self._hold_rest = False
         self.last_message: Message | None = None
         self._undeliverable: Message | None = None  # set while paused
@@ -392,25 +403,63 @@ class Relay:
     # -- destination side -----------------------------------------------------------------------
 
     def feed_destination(self, data: bytes) -> bytes:
-        """Scan bytes read from the destination connection; returns the bytes meant for pika."""
-        self._dst_buf, rest = _scan(
-            self._dst_buf + data if self._dst_buf else data, self._dst_ch, self._take_dest_frame
+        """Scan bytes read from the destination connection; returns the bytes meant for pika.
+        While the destination side is paused on a return, the bytes are kept unscanned."""
+        if self._returned is not None:
+            self._dst_kept += data
+            return b""
+        buf, rest = _scan(
+            self._dst_buf + data if self._dst_buf else data,
+            self._dst_ch,
+            self._take_dest_frame,
+            lambda: self._returned is not None,
         )
+        if self._returned is not None:
+            self._dst_buf, self._dst_kept = b"", buf
+        else:
+            self._dst_buf = buf
         return rest
+
+    @property
+    def destination_paused(self) -> bool:
+        """hold_returns: a returned message stopped the destination scan; see take_returned()."""
+        return self._returned is not None
+
+    def take_returned(self) -> Returned | None:
+        """(reply_code, reply_text, exchange, routing_key, raw properties, body) of the returned
+        message that paused the destination side; None when not paused. Its confirm, which
+        follows, is read only after :meth:`resume_destination`."""
+        return self._returned
+
+    def resume_destination(self) -> bytes:
+        """Leave the destination pause and scan the bytes kept meanwhile (which may pause again);
+        returns the bytes meant for pika, as :meth:`feed_destination` does."""
+        if self._returned is None:
+            return b""
+        self._returned = None
+        kept, self._dst_kept = self._dst_kept, b""
+        return self.feed_destination(kept)
 
     def _take_dest_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         asm = self._return
         if asm.state != _IDLE:
-            # the content of a basic.return: counted and dropped
+            # the content of a basic.return: counted, and kept with hold_returns
             if asm.state == _HEADER:
                 if ftype != FRAME_HEADER:
                     raise FrameError("expected a content header after basic.return")
                 asm.remaining = _U64.unpack_from(buf, start + 4)[0]
                 asm.state = _BODY if asm.remaining else _IDLE
+                if self._hold_returns:
+                    self._ret_props, self._ret_body = buf[start + 12 : end], []
             else:
                 asm.remaining -= end - start
+                if self._hold_returns:
+                    self._ret_body.append(buf[start:end])
                 if asm.remaining <= 0:
                     asm.state = _IDLE
+            if asm.state == _IDLE and self._hold_returns:
+                self._returned = (*self._ret_fields, self._ret_props, b"".join(self._ret_body))
+                self._ret_body = []
             return True
         if ftype != FRAME_METHOD:
             return False
@@ -430,5 +479,15 @@ class Relay:
         if method_id == BASIC_RETURN:
             self.returned += 1
             asm.state = _HEADER
+            if self._hold_returns:
+                m = buf[start + 4 : end]
+                code = struct.unpack_from(">H", m, 0)[0]
+                pos = 2
+                text = m[pos + 1 : pos + 1 + m[pos]]
+                pos += 1 + m[pos]
+                exchange = m[pos + 1 : pos + 1 + m[pos]]
+                pos += 1 + m[pos]
+                routing_key = m[pos + 1 : pos + 1 + m[pos]]
+                self._ret_fields = (code, text.decode("utf-8", "replace"), exchange, routing_key)
             return True
         return False

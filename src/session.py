@@ -120,6 +120,7 @@ class Session:
         self._careful = careful if cfg.ack_mode == AckMode.ON_CONFIRM else 0
         self._parker: Parker | None = None
         self._settling: asyncio.Task[None] | None = None
+        self._settling_return: asyncio.Task[None] | None = None
         self._terminal: str | None = None
         # handled undeliverable messages, by Counters field
         self.policy_counts: dict[str, int] = {}
@@ -181,13 +182,14 @@ class Session:
             window=1 if self._careful else self.cfg.prefetch_count,
             limit=self._limit,
             keep_last=bool(self._careful),
+            hold_returns=self._holds_returns,
             **relay_options(self.cfg, source_uri, destination_uri, self.queue),
         )
         self._parker = Parker(source_uri, self.cfg.undeliverable.park_queue,
                               client_name=f"{name} (park)")
         relay = self.relay
         self.source.intercept(self._held(self._paused_check(self._fed(relay.feed_source))))
-        self.destination.intercept(self._fed(relay.feed_destination))
+        self.destination.intercept(self._returned_check(self._fed(relay.feed_destination)))
         self.destination.on_blocked(self._set_blocked)
         # A destination slower than the source (a WAN link, large bodies, no_ack with nothing
         # bounding it) must not pile up unsent bytes here: stop reading the source meanwhile.
@@ -277,7 +279,7 @@ class Session:
         policy = self.cfg.undeliverable.policy
         mid = message_id(props)
         what = f"delivery tag {tag}" + (f", message_id {mid!r}" if mid else "")
-        self.policy_counts[counter] = self.policy_counts.get(counter, 0) + 1
+        self._count(counter)
         if policy == Disposition.STOP:
             self._terminal = f"undeliverable message ({what}): {cause}; policy stop"
             log.error("shovel %s: %s", self.cfg.name, self._terminal)
@@ -285,7 +287,7 @@ class Session:
             return
         if policy == Disposition.DEAD_LETTER:
             self.source.write(basic_reject_frame(self.source.channel_number, tag, False))
-            self.policy_counts["dead_lettered"] = self.policy_counts.get("dead_lettered", 0) + 1
+            self._count("dead_lettered")
             log.warning("shovel %s: undeliverable message (%s): %s; rejected to the source "
                         "queue's dead-letter exchange", self.cfg.name, what, cause)
             return
@@ -296,9 +298,73 @@ class Session:
             "x-pumpd-original-routing-key": routing[1].decode("utf-8", "replace"),
         })
         self.source.write(basic_single_ack_frame(self.source.channel_number, tag))
-        self.policy_counts["parked"] = self.policy_counts.get("parked", 0) + 1
+        self._count("parked")
         log.warning("shovel %s: undeliverable message (%s): %s; parked in queue %r",
                     self.cfg.name, what, cause, self.cfg.undeliverable.park_queue)
+
+    @property
+    def _holds_returns(self) -> bool:
+        """Whether returned messages go to the unroutable policy (else they are only counted)."""
+        return (self.cfg.publish_mandatory
+                and self.cfg.undeliverable.unroutable != Disposition.DROP)
+
+    def _returned_check(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+        """Wrap the destination feed: when the relay paused on a returned message (before its
+        confirm), stop reading the destination and apply the unroutable policy."""
+
+        def check(data: bytes) -> bytes:
+            rest = feed(data)
+            relay = self.relay
+            if relay is not None and relay.destination_paused and self._settling_return is None:
+                assert self._loop is not None and self.destination is not None
+                self.destination.pause_reading(True, "returned")
+                self._settling_return = self._loop.create_task(self._settle_returned())
+            return rest
+
+        return check
+
+    async def _settle_returned(self) -> None:
+        relay, destination = self.relay, self.destination
+        assert relay is not None and destination is not None and self._parker is not None
+        try:
+            while relay.destination_paused:
+                returned = relay.take_returned()
+                if returned is None:
+                    break
+                code, text, exchange, routing_key, props, body = returned
+                cause = (f"unroutable: the destination returned it ({code} {text}; exchange "
+                         f"{exchange.decode('utf-8', 'replace')!r}, routing key "
+                         f"{routing_key.decode('utf-8', 'replace')!r})")
+                self._count("undeliverable_unroutable")
+                mid = message_id(props)
+                what = "a returned message" + (f" (message_id {mid!r})" if mid else "")
+                if self.cfg.undeliverable.unroutable == Disposition.STOP:
+                    # Its confirm, and the source ack it would allow, stay unread: the source
+                    # keeps it (and requeues the messages in flight after it) when we close.
+                    self._terminal = f"undeliverable message ({what}): {cause}; policy stop"
+                    log.error("shovel %s: %s", self.cfg.name, self._terminal)
+                    self._end(SessionEnded(self._terminal, terminal=True))
+                    return
+                # Parked before its confirm is read, so its source ack waits for the park.
+                await self._parker.park((exchange, routing_key), props, body, {
+                    "x-pumpd-undeliverable": cause,
+                    "x-pumpd-shovel": self.cfg.name,
+                    "x-pumpd-original-exchange": exchange.decode("utf-8", "replace"),
+                    "x-pumpd-original-routing-key": routing_key.decode("utf-8", "replace"),
+                })
+                self._count("parked")
+                log.warning("shovel %s: undeliverable message (%s): %s; parked in queue %r",
+                            self.cfg.name, what, cause, self.cfg.undeliverable.park_queue)
+                destination.hand_to_pika(relay.resume_destination())
+            destination.pause_reading(False, "returned")
+            self.flush()
+        except LinkError as exc:
+            self._end(SessionEnded(f"source: {exc}", side="source"))
+        finally:
+            self._settling_return = None
+
+    def _count(self, counter: str) -> None:
+        self.policy_counts[counter] = self.policy_counts.get(counter, 0) + 1
 
     async def settle_refused(self, ended: SessionEnded) -> SessionEnded:
         """After the destination closed on a message in a careful session: that message (the
@@ -454,6 +520,8 @@ class Session:
             self.flush(acks_due=True)
             if relay.buffered == 0 and relay.in_flight == 0:
                 break
+            if relay.destination_paused:
+                break  # stopped on a returned message: what is in flight stays unacknowledged
             if self._failed is not None and self._failed.done() \
                     and not self._failed.result().terminal:
                 return False  # a connection failed: what is left is requeued at the source
@@ -470,8 +538,9 @@ class Session:
         if self._read_hold_timer is not None:  # closing needs to read the broker's close-ok
             self._read_hold_timer.cancel()
             self._end_read_hold()
-        if self._settling is not None:
-            self._settling.cancel()
+        for task in (self._settling, self._settling_return):
+            if task is not None:
+                task.cancel()
         if self._parker is not None:
             await self._parker.close()
         for link in (self.source, self.destination):

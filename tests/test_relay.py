@@ -349,3 +349,57 @@ def test_keep_last_keeps_the_last_message_published(Relay: Any) -> None:
     assert r.last_message == (2, True, b"x2", b"rk", pika.frame.Header(SRC, 0, pika.BasicProperties()).marshal()[19:-1],
                               b"two" * 50_000, "")
     assert [b for _, _, b in published(r.take_publishes())] == [b"one", b"two" * 50_000]
+
+
+def returned_message(body: bytes, key: str = "lost") -> bytes:
+    ret = method(DST, pika.spec.Basic.Return(312, "NO_ROUTE", "x", key))
+    ret += pika.frame.Header(DST, len(body), RICH).marshal()
+    if body:
+        ret += pika.frame.Body(DST, body).marshal()
+    return ret
+
+
+def test_hold_returns_pauses_the_destination_before_the_returned_messages_confirm(
+        Relay: Any) -> None:
+    """The broker sends basic.return before the confirm of the same message: with hold_returns
+    the relay stops after the return's content, so that message's source ack waits until the
+    engine has dealt with it; then the confirm and what follows are read as usual."""
+    r = make(Relay, hold_returns=True)
+    r.feed_source(b"".join(deliver(t, b"m") for t in range(1, 4)))
+    r.take_publishes()
+    blocked = method(0, pika.spec.Connection.Blocked("low on memory"))
+    stream = (method(DST, pika.spec.Basic.Ack(delivery_tag=1, multiple=False))
+              + returned_message(b"lost body") + blocked
+              + method(DST, pika.spec.Basic.Ack(delivery_tag=3, multiple=True)))
+    rest = feed_in_pieces(r.feed_destination, stream, random.Random(5))
+    assert rest == b"" and r.destination_paused
+    (ack,) = decode_all(r.take_source_output())
+    assert ack.method.delivery_tag == 1  # the confirm before the return only
+    code, text, exchange, key, props, body = r.take_returned()
+    assert (code, text, exchange, key, body) == (312, "NO_ROUTE", b"x", b"lost", b"lost body")
+    assert props == pika.frame.Header(DST, 9, RICH).marshal()[7 + 12:-1]
+    assert r.feed_destination(b"more") == b""  # kept, unscanned, while paused
+    assert r.resume_destination() == blocked
+    assert not r.destination_paused and r.take_returned() is None
+    (ack,) = decode_all(r.take_source_output())
+    assert (ack.method.delivery_tag, r.acked, r.returned) == (3, 3, 1)
+
+
+def test_hold_returns_with_an_empty_body_and_two_returns_in_a_row(Relay: Any) -> None:
+    r = make(Relay, hold_returns=True)
+    r.feed_source(b"".join(deliver(t, b"m") for t in range(1, 3)))
+    r.take_publishes()
+    stream = returned_message(b"", "a") + returned_message(b"bb", "b") + method(
+        DST, pika.spec.Basic.Ack(delivery_tag=2, multiple=True))
+    assert r.feed_destination(stream) == b""
+    assert r.take_returned()[3:6:2] == (b"a", b"")
+    assert r.resume_destination() == b""
+    assert r.destination_paused and r.take_returned()[3] == b"b"
+    assert r.resume_destination() == b""
+    assert r.take_source_output() != b"" and r.acked == 2
+
+
+def test_without_hold_returns_the_destination_never_pauses(Relay: Any) -> None:
+    r = make(Relay)
+    assert r.feed_destination(returned_message(b"x")) == b""
+    assert not r.destination_paused and r.take_returned() is None and r.returned == 1
