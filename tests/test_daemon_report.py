@@ -49,7 +49,7 @@ def view(name: str = 'odd "name"\\x') -> ShovelView:
                         counters=Counters(acked=3, in_flight=1), implementation="native")
     workers = [WorkerView(index=i, pid=42 + i, alive=True, stopping=False, record=record,
                           restarts=i, last_exit=None, next_start_in=None, heartbeat_age=0.5,
-                          counters=record.counters, rates={"published": 10.0})
+                          counters=record.counters, rates={"published": 10.0}, moving=True)
                for i in range(2)]
     return ShovelView(name=name, cfg=cfg, origin="runtime", removing=False,
                       state=State.RUNNING, reason="", since=1.0, workers=workers)
