@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable, Sequence
@@ -139,17 +140,32 @@ class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
         loop = self.get_native_ioloop()
 
         async def connect() -> None:
+            # The event loop gets a duplicate of the socket and owns it alone; pika's object is
+            # closed here at once (the connection lives on in the duplicate). Handing over the
+            # object itself raced with a peer resetting right after the accept: the loop could
+            # close the descriptor first, and closing the object afterwards then closed
+            # whatever had reused that descriptor number (once the loop's own epoll fd).
             try:
-                stream = _StreamProtocol(protocol_factory())
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                owned = socket.socket(sock.family, sock.type, sock.proto,
+                                      fileno=os.dup(sock.fileno()))
+            except OSError as exc:
+                sock.close()
+                on_done(exc)
+                return
+            sock.close()
+            stream = _StreamProtocol(protocol_factory())
+            try:
                 await loop.create_connection(
                     lambda: stream,
-                    sock=sock,
+                    sock=owned,
                     ssl=ssl_context,
                     server_hostname=server_hostname if ssl_context else None,
                 )
             except BaseException as exc:  # handed to pika, which reports it to the opener
-                sock.close()
+                # The loop may already have closed the descriptor (a reset while it attached
+                # the socket): forget it rather than close a number someone else may now hold.
+                owned.detach()
                 on_done(exc)
                 return
             self.stream = stream
@@ -268,8 +284,9 @@ class Link:
         """``callback(True)`` when more than ``high_water`` bytes wait to be sent on this
         connection, ``callback(False)`` once they drained below a quarter of it."""
         self._stream.on_write_pressure = callback
-        if self._stream.transport is not None:
-            self._stream.transport.set_write_buffer_limits(high=high_water)
+        t = self._stream.transport
+        if t is not None and not t.is_closing():
+            t.set_write_buffer_limits(high=high_water)
 
     def pause_reading(self, paused: bool, reason: str = "write-pressure") -> None:
         """Stop reading this connection for ``reason`` (``paused``), or drop that reason; the
@@ -551,6 +568,8 @@ def _describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
         return f"TLS certificate rejected: {exc.verify_message or exc}"
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake failed: {exc.reason or exc}"
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset by the peer (a load balancer or proxy with no broker behind it?)"
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused (is the broker running on that host and port?)"
     if isinstance(exc, (socket.timeout, TimeoutError)):

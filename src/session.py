@@ -161,6 +161,8 @@ class Session:
 
     async def _start_source(self, name: str) -> None:
         assert self.source is not None and self.destination is not None
+        if not self.destination.is_open:  # lost while the source was opening
+            raise LinkError(f"destination: {self.destination.closed.result()}")
         assert self.source_uri is not None and self.destination_uri is not None
         source_uri, destination_uri = self.source_uri, self.destination_uri
         self.queue = self.cfg.queue or self.source.last_declared_queue
