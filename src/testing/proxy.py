@@ -344,9 +344,11 @@ class TcpProxy:
         try:
             self._loop.run_forever()
         finally:
-            for task in asyncio.all_tasks(self._loop):
+            tasks = asyncio.all_tasks(self._loop)  # connections to the target under way
+            for task in tasks:
                 task.cancel()
-            self._loop.run_until_complete(asyncio.sleep(0))
+            if tasks:
+                self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
             self._loop.close()
 
     def _call(self, fn: Callable[[], _T]) -> _T:
