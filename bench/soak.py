@@ -246,8 +246,11 @@ def read_back(uri: str, shovels: int, per_shovel: int) -> dict[str, int]:
     finally:
         conn.close()
     lost = sum(c.count(0) for c in counts)
-    return {"arrived": arrived, "lost": lost, "duplicates": arrived - strange - (
+    result = {"arrived": arrived, "lost": lost, "duplicates": arrived - strange - (
         shovels * per_shovel - lost), "reordered": reordered, "strange": strange}
+    for s, c in enumerate(counts):  # beyond 255 arrivals of one message the count saturates
+        result[f"duplicates s{s}"] = sum(c) - (per_shovel - c.count(0))
+    return result
 
 
 # ----------------------------------------------------------------------------------- main
@@ -396,7 +399,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{progress.resets['destination']}")
         for d in docs:
             c = d["counters"]
-            print(f"shovel {d['name']}: " + ", ".join(f"{k} {v:,}" for k, v in c.items()))
+            dups = result.get(f"duplicates {d['name']}", 0)
+            print(f"shovel {d['name']}: {dups:,} duplicates "
+                  f"({'<=' if dups <= c['redelivered'] else 'MORE THAN'} its redelivered "
+                  f"counter); counters " + ", ".join(f"{k} {v:,}" for k, v in c.items()))
         print("worker RSS (MB) at " + ", ".join(
             f"{m} ({int(f * 100)} % arrived)" for m, f in RSS_MARKS.items()) + ":")
         for name in sorted({n for marks in rss.values() for n in marks}):
