@@ -1,7 +1,7 @@
 """Soak: many messages through the pumpd daemon while its connections are reset at random.
 
     python bench/soak.py                          # 1,000,000 messages, 2 shovels, a reset ~every 5 s
-    python bench/soak.py --messages 100000 --reset-every 2 --shovels 3
+    python bench/soak.py --messages 100000 --reset-every 2 --shovels 3 --stall-seconds 3
 
 Two private RabbitMQ nodes (source and destination); each shovel ``sI`` moves queue ``srcI`` on
 the source node to queue ``dstI`` on the destination node, and both of its URIs point at a
@@ -9,7 +9,8 @@ the source node to queue ``dstI`` on the destination node, and both of its URIs 
 worker each). A publisher thread fills the source queues with numbered messages (in confirm
 mode, so every message counted as sent is the broker's) while the shovels move them; a fault
 thread resets, every ``--reset-every`` seconds (times a random factor in [0.5, 1.5]), the source,
-destination or both connections of a randomly chosen shovel. Progress lines go to stdout.
+destination or both connections of a randomly chosen shovel (with ``--stall-seconds``, a third of
+these faults are stalls instead). Progress lines go to stdout.
 
 At the end (every message published, the source queues empty and settled) the daemon is stopped
 and the destination queues are read back in full: **lost** (published, never arrived),
@@ -130,6 +131,7 @@ class Progress:
     publisher_done: bool = False
     publisher_error: str | None = None
     resets: dict[str, int] = field(default_factory=lambda: {"source": 0, "destination": 0})
+    stalls: int = 0
 
 
 def publish_all(node: LocalNode, shovels: int, per_shovel: int, size: int, persistent: bool,
@@ -150,11 +152,19 @@ def publish_all(node: LocalNode, shovels: int, per_shovel: int, size: int, persi
         progress.publisher_done = True
 
 
-def inject_faults(proxies: list[tuple[TcpProxy, TcpProxy]], every: float, rng: random.Random,
-                  progress: Progress, stop: threading.Event) -> None:
+def inject_faults(proxies: list[tuple[TcpProxy, TcpProxy]], every: float, stall: float,
+                  rng: random.Random, progress: Progress, stop: threading.Event) -> None:
+    """One fault per event, on one shovel's source, destination or both: a reset, or (a third
+    of the events, with ``stall`` > 0) a stall of ``stall`` seconds."""
     while not stop.wait(every * rng.uniform(0.5, 1.5)):
         src, dst = rng.choice(proxies)
         side = rng.choice(("source", "destination", "both"))
+        if stall > 0 and rng.random() < 1 / 3:
+            for proxy in ([src] if side == "source" else [dst] if side == "destination"
+                          else [src, dst]):
+                proxy.stall(stall)
+            progress.stalls += 1
+            continue
         if side in ("source", "both"):
             progress.resets["source"] += src.reset_all()
         if side in ("destination", "both"):
@@ -263,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shovels", type=int, default=2, help="default 2")
     p.add_argument("--reset-every", type=float, default=5.0,
                    help="mean seconds between resets (default 5; 0: none)")
+    p.add_argument("--stall-seconds", type=float, default=0.0,
+                   help="make a third of the faults stalls of this long instead (default 0: "
+                        "resets only)")
     p.add_argument("--size", type=int, default=64, help="body bytes (default 64)")
     p.add_argument("--persistent", action="store_true", help="delivery mode 2 (default 1)")
     p.add_argument("--prefetch", type=int, default=1000, help="default 1000")
@@ -330,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             src_node, ns.shovels, per_shovel, ns.size, ns.persistent, progress, stop))]
         if ns.reset_every > 0:
             threads.append(threading.Thread(target=inject_faults, daemon=True, args=(
-                proxies, ns.reset_every, random.Random(rng.random()), progress, stop)))
+                proxies, ns.reset_every, ns.stall_seconds, random.Random(rng.random()),
+                progress, stop)))
         for t in threads:
             t.start()
 
@@ -371,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
                 states = ",".join(d["state"] for d in docs)
                 print(f"[{now - began:7.1f}s] published {progress.published:,}/{total:,}  "
                       f"arrived {arrived:,} ({arrived / max(now - began, 1e-9):,.0f}/s)  resets "
-                      f"src {progress.resets['source']} dst {progress.resets['destination']}  "
+                      f"src {progress.resets['source']} dst {progress.resets['destination']} "
+                      f"stalls {progress.stalls}  "
                       f"states {states}  RSS {workers}", flush=True)
             # Done when the sources are settled: nothing ready, nothing delivered and unacked
             # (what pumpd holds, publishes or waits confirms for is unacked at the source).
@@ -396,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
               f"duplicates {result['duplicates']:,}  reordered {result['reordered']:,}  "
               f"unrecognised {result['strange']:,}")
         print(f"connections reset: source {progress.resets['source']}, destination "
-              f"{progress.resets['destination']}")
+              f"{progress.resets['destination']}; stalls {progress.stalls}")
         for d in docs:
             c = d["counters"]
             dups = result.get(f"duplicates {d['name']}", 0)

@@ -152,6 +152,21 @@ def test_stall_mode_holds_everything_until_pass(proxy: TcpProxy) -> None:
         assert recv_exactly(sock, 4) == b"held"
 
 
+def test_a_long_stall_pushes_back_on_the_sender_and_loses_nothing(proxy: TcpProxy) -> None:
+    # More than the proxy holds before it stops reading (4 MiB): reading pauses and resumes.
+    payload = os.urandom(12 * 1024 * 1024)
+    with connect(proxy) as sock:
+        proxy.set_mode("stall")
+        writer = threading.Thread(target=sock.sendall, args=(payload,))
+        writer.start()
+        wait_until(lambda: proxy.connections == 1, what="the connection")
+        time.sleep(0.5)  # let the sender fill the proxy and the socket buffers
+        assert proxy.bytes_up == 0
+        proxy.set_mode("pass")
+        assert recv_exactly(sock, len(payload)) == payload
+        writer.join()
+
+
 def test_delay_adds_at_least_twice_the_one_way_delay_to_a_round_trip(echo: EchoServer) -> None:
     with TcpProxy("127.0.0.1", echo.port, delay_ms=40) as proxy, connect(proxy) as sock:
         rtts = []
@@ -197,6 +212,13 @@ def test_refuse_closes_new_connections_at_once(proxy: TcpProxy) -> None:
     with connect(proxy) as sock:
         sock.sendall(b"ok")
         assert recv_exactly(sock, 2) == b"ok"
+
+
+def test_a_proxy_never_started_stops_quietly() -> None:
+    proxy = TcpProxy("127.0.0.1", 9)
+    proxy.stop()
+    with pytest.raises(RuntimeError):
+        _ = proxy.port
 
 
 def test_an_unreachable_target_resets_the_client() -> None:

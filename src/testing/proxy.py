@@ -318,6 +318,8 @@ class TcpProxy:
     def stop(self) -> None:
         """Stop listening, drop every connection (without a reset) and end the loop's thread."""
         if not self._thread.is_alive():
+            if self._thread.ident is None and not self._loop.is_closed():
+                self._loop.close()  # never started
             return
 
         def shut() -> None:
