@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import socketserver
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +22,12 @@ class _Echo(socketserver.BaseRequestHandler):
         server: EchoServer = self.server  # type: ignore[assignment]
         try:
             while data := self.request.recv(65536):
+                if data == b"reset, please":
+                    self.request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                            struct.pack("ii", 1, 0))
+                    self.request.close()
+                    server.endings.append("reset by the server")
+                    return
                 self.request.sendall(data)
             server.endings.append("eof")
         except ConnectionResetError:
@@ -120,6 +127,15 @@ def test_reset_all_resets_both_peers(proxy: TcpProxy, echo: EchoServer) -> None:
     with connect(proxy) as s:  # the proxy itself keeps accepting
         s.sendall(b"again")
         assert recv_exactly(s, 5) == b"again"
+
+
+def test_a_reset_from_the_target_reaches_the_client(proxy: TcpProxy, echo: EchoServer) -> None:
+    with connect(proxy) as sock:
+        sock.sendall(b"reset, please")
+        with pytest.raises(ConnectionResetError):
+            sock.recv(10)
+    assert echo.endings == ["reset by the server"]
+    wait_until(lambda: proxy.connections == 0, what="the proxy to drop the connection")
 
 
 def test_stall_holds_bytes_then_delivers_them_in_order(proxy: TcpProxy) -> None:
