@@ -1,5 +1,6 @@
 """Faults injected between pumpd and real brokers with :class:`pumpd.testing.TcpProxy`:
-connection resets and stalls on either side, and a peer that resets every new connection.
+connection resets and stalls on either side, a peer that resets every new connection, and a
+destination lost while the session is still opening the source.
 
 Each shovel's source and destination URIs point at a proxy in front of ``node_a`` / ``node_b``;
 the tests publish and count messages on direct connections to the nodes.
