@@ -398,6 +398,11 @@ def main(argv: list[str] | None = None) -> int:
                 break
             time.sleep(0.5)
         stop.set()
+        time.sleep(1)  # the workers' counters reach the status a few times a second
+        try:
+            docs = api_shovels(port)
+        except OSError:
+            pass
         if "end" not in rss and docs:
             rss["end"] = {n: (pid, rss_kib(pid) if pid else None)
                           for n, pid in worker_pids(docs).items()}
