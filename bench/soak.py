@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             dups = result.get(f"duplicates {d['name']}", 0)
             print(f"shovel {d['name']}: {dups:,} duplicates "
                   f"({'<=' if dups <= c['redelivered'] else 'MORE THAN'} its redelivered "
-                  f"counter); counters " + ", ".join(f"{k} {v:,}" for k, v in c.items()))
+                  f"counter); worker restarts {d.get('restarts', 0)}; counters " + ", ".join(f"{k} {v:,}" for k, v in c.items()))
         print("worker RSS (MB) at " + ", ".join(
             f"{m} ({int(f * 100)} % arrived)" for m, f in RSS_MARKS.items()) + ":")
         for name in sorted({n for marks in rss.values() for n in marks}):
