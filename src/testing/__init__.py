@@ -1,0 +1,12 @@
+"""Test and benchmark infrastructure that ships with pumpd: nothing here is used by the daemon.
+
+:class:`~pumpd.testing.proxy.TcpProxy` is a loopback TCP proxy that injects faults (connection
+resets, stalls, refused or reset accepts) and a fixed one-way latency, for the fault tests, the
+soak (``bench/soak.py``) and the benchmarks that need a "remote" broker on one machine.
+"""
+
+from __future__ import annotations
+
+from .proxy import MODES, ProxyMode, TcpProxy
+
+__all__ = ["MODES", "ProxyMode", "TcpProxy"]
