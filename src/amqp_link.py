@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import ssl
 from collections.abc import Callable, Sequence
@@ -140,34 +139,28 @@ class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
         loop = self.get_native_ioloop()
 
         async def connect() -> None:
-            # The event loop gets a duplicate of the socket and owns it alone; pika's object is
-            # closed here at once (the connection lives on in the duplicate). Handing over the
-            # object itself raced with a peer resetting right after the accept: the loop could
-            # close the descriptor first, and closing the object afterwards then closed
-            # whatever had reused that descriptor number (once the loop's own epoll fd).
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                owned = socket.socket(sock.family, sock.type, sock.proto,
-                                      fileno=os.dup(sock.fileno()))
-            except OSError as exc:
-                sock.close()
-                on_done(exc)
-                return
-            sock.close()
-            stream = _StreamProtocol(protocol_factory())
-            try:
+                stream = _StreamProtocol(protocol_factory())
                 await loop.create_connection(
                     lambda: stream,
-                    sock=owned,
+                    sock=sock,
                     ssl=ssl_context,
                     server_hostname=server_hostname if ssl_context else None,
                 )
             except BaseException as exc:  # handed to pika, which reports it to the opener
-                # The loop may already have closed the descriptor (a reset while it attached
-                # the socket): forget it rather than close a number someone else may now hold.
-                owned.detach()
+                # The loop has closed the descriptor, or never took it (then it leaks, rarely):
+                # closing the object here could close a number someone else holds by now.
+                sock.detach()
                 on_done(exc)
                 return
+            # From here the event loop (libuv) alone closes the descriptor. uvloop attaches the
+            # socket object to the transport only after the connection is made; a reset in
+            # between closes the transport first, the object is never detached, and its
+            # garbage collection later closes whatever reused that descriptor number (seen: the
+            # fault proxy's sockets, and the event loop's own epoll fd, which aborts the
+            # process). Detached now, it can close nothing.
+            sock.detach()
             self.stream = stream
             on_done((stream.pika_transport, stream.pika_protocol))
 

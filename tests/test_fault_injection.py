@@ -152,7 +152,7 @@ def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
             if r.levelno >= logging.ERROR and r.exc_info]
 
 
-@pytest.mark.xfail(strict=True, reason=ENGINE_BUG_TRACEBACK)
+
 @pytest.mark.parametrize("peer", ["reset-on-accept", "backend-down"])
 def test_a_peer_that_resets_every_accept_is_retried_without_a_traceback(
     node_a: LocalNode, vhost_a: str, caplog: pytest.LogCaptureFixture, peer: str,
@@ -184,7 +184,7 @@ def test_a_peer_that_resets_every_accept_is_retried_without_a_traceback(
     assert not _tracebacks(caplog), _tracebacks(caplog)
 
 
-@pytest.mark.xfail(strict=True, reason=ENGINE_BUG_SIDE)
+
 @pytest.mark.parametrize("fault", ["reset-on-accept", "reset-mid-stream"])
 @pytest.mark.parametrize("side", ["source", "destination"])
 def test_the_reason_says_which_side_failed(
@@ -221,7 +221,7 @@ ENGINE_BUG_OPEN_CRASH = (
     "bench/soak.py with stalls and resets)")
 
 
-@pytest.mark.xfail(strict=True, reason=ENGINE_BUG_OPEN_CRASH)
+
 def test_a_destination_reset_while_the_source_connects_is_a_reconnect_not_a_crash(
     node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
     proxy_a: TcpProxy, proxy_b: TcpProxy,
