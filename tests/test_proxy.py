@@ -23,10 +23,10 @@ class _Echo(socketserver.BaseRequestHandler):
         try:
             while data := self.request.recv(65536):
                 if data == b"reset, please":
+                    server.endings.append("reset by the server")  # before the peer can see it
                     self.request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                             struct.pack("ii", 1, 0))
                     self.request.close()
-                    server.endings.append("reset by the server")
                     return
                 self.request.sendall(data)
             server.endings.append("eof")
