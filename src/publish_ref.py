@@ -78,7 +78,7 @@ def _encode_field(out: list[bytes], value: Any) -> None:
     elif isinstance(value, float):
         out.append(b"d" + struct.pack(">d", value))
     elif isinstance(value, decimal.Decimal):
-        sign, digits, exponent = value.as_tuple()
+        exponent = value.as_tuple().exponent
         if not isinstance(exponent, int):
             raise ValueError(f"header decimal {value} is not finite")
         scale = max(0, -exponent)
