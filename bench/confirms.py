@@ -207,13 +207,16 @@ class AioPikaRun(Run):
                     ex.publish(aio_pika.Message(b, delivery_mode=mode), routing_key=q)
                     for b in bodies[i : i + self.batch_size]))
         else:
-            pending: set[asyncio.Future[Any]] = set()
+            # a task per publish, at most `window` of them unconfirmed
+            room = asyncio.Semaphore(self.window)
+            tasks = []
             for body in bodies:
-                pending.add(asyncio.ensure_future(
-                    ex.publish(aio_pika.Message(body, delivery_mode=mode), routing_key=q)))
-                if len(pending) >= self.window:
-                    _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            await asyncio.gather(*pending)
+                await room.acquire()
+                task = asyncio.ensure_future(
+                    ex.publish(aio_pika.Message(body, delivery_mode=mode), routing_key=q))
+                task.add_done_callback(lambda _t: room.release())
+                tasks.append(task)
+            await asyncio.gather(*tasks)
 
     def close(self) -> None:
         self.loop.run_until_complete(self.conn.close())
@@ -236,7 +239,7 @@ class LatencyProxy:
 
     def __init__(self, port: int, rtt_ms: float) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pumpd.testing.proxy", f"127.0.0.1:{port}",
+            [sys.executable, "-W", "ignore::RuntimeWarning", "-m", "pumpd.testing.proxy", f"127.0.0.1:{port}",
              "--delay-ms", str(rtt_ms / 2)], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,15 @@ def _ranges(seqs: list[int], limit: int = 6) -> str:
         out.append(str(start) if start == prev else f"{start}-{prev}")
         start = prev = s
     return ", ".join(out[:limit]) + (", ..." if len(out) > limit else "")
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _wake_on(fut: asyncio.Future[None], _done: object) -> None:
+    _wake(fut)
 
 
 def _raw_properties(properties: Properties | None) -> bytes:
@@ -421,15 +431,19 @@ class Publisher:
         while plane.outstanding > target:
             if not self._link.is_open:
                 raise self._error(f"the connection was lost ({self._link.closed.result()})")
+            # One future, woken by the interceptor (enough confirms), the link closing or the
+            # timer: cheaper than asyncio.wait, and individual mode waits once per message.
             fut: asyncio.Future[None] = self._loop.create_future()
             self._waiter = (fut, target)
             before = int(plane.outstanding)
-            waits: set[asyncio.Future[Any]] = {fut, self._link.closed}
+            timer = self._loop.call_later(self.confirm_timeout, _wake, fut)
+            self._link.closed.add_done_callback(fut_waker := functools.partial(_wake_on, fut))
             try:
-                await asyncio.wait(waits, timeout=self.confirm_timeout,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await fut
             finally:
                 self._waiter = None
+                timer.cancel()
+                self._link.closed.remove_done_callback(fut_waker)
             if plane.outstanding > target and plane.outstanding >= before and self._link.is_open:
                 blocked = (" while the broker had blocked the connection (connection.blocked: "
                            "a resource alarm)") if self._blocked else ""
