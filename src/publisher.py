@@ -35,9 +35,9 @@ Shape, and why:
   waits; a wait that sees no confirm for ``confirm_timeout`` seconds fails with
   :class:`PublishError` (saying the broker had blocked the connection, when it had).
 
-Nacks and returns are raised at the next *flush point*: ``flush()``, and in ``individual`` and
-``batch`` modes the wait after each message or batch. In ``async`` mode they accumulate until
-``flush()``; a lost connection or a timeout is raised by whichever call meets it.
+Nacks and returns are raised when a call ends: by every publishing call in ``individual`` and
+``batch`` modes (after all its messages were published and confirmed), by ``flush()`` in
+``async`` mode. A lost connection or a timeout is raised at once by whichever call meets it.
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ class ReturnedMessage:
 @dataclass
 class PublishError(Exception):
     """Some messages were not confirmed. ``confirmed`` counts those that were (since the
-    publisher opened); the lists hold confirm sequence numbers, oldest first."""
+    publisher opened); the lists hold confirm sequence numbers, oldest first. ``published`` is
+    the last sequence number sent: when a lost connection or a timeout cut a call short, the
+    messages of that call after it were never published."""
 
     reason: str
     nacked: list[int] = field(default_factory=list)
@@ -99,6 +101,7 @@ class PublishError(Exception):
     unconfirmed: list[int] = field(default_factory=list)
     message_ids: dict[int, str] = field(default_factory=dict)
     confirmed: int = 0
+    published: int = 0  # the last sequence number sent: what a call had after it was not
 
     def __post_init__(self) -> None:
         super().__init__(self.reason)
@@ -372,7 +375,7 @@ class Publisher:
             elif self.mode == "async":
                 room = self.window - int(plane.outstanding)
                 if room <= 0:
-                    await self._wait(self.window // 2, raise_settled=False)
+                    await self._wait(self.window // 2)
                     continue
                 k = min(room, _CHUNK)
             else:
@@ -382,29 +385,33 @@ class Publisher:
             i += len(chunk)
             self._write()
             await self._after_write()
+        if self.mode in ("individual", "batch"):
+            self._raise_refused()
 
     async def _publish_each(self, encoded: list[tuple[bytes, bytes, bytes]]) -> None:
         plane, since_wait = self._plane, 0
         for body, rk, raw in encoded:
             if self.mode == "async" and plane.outstanding >= self.window:
                 self._write()
-                await self._wait(self.window // 2, raise_settled=False)
+                await self._wait(self.window // 2)
             plane.publish(body, rk, raw)
             since_wait += 1
             if self.mode == "individual" or (self.mode == "batch" and since_wait >= self.batch_size):
                 since_wait = 0
                 self._write()
-                await self._wait(0, raise_settled=True)
+                await self._wait(0)
             elif since_wait >= _CHUNK:
                 since_wait = 0
                 self._write()
                 await self._after_write()
         self._write()
         await self._after_write()
+        if self.mode in ("individual", "batch"):
+            self._raise_refused()
 
     async def _after_write(self) -> None:
         if self.mode in ("individual", "batch"):
-            await self._wait(0, raise_settled=True)
+            await self._wait(0)
         elif self.mode == "none" and self._link.write_buffer_size() > _HIGH_WATER:
             await self._drain()
         else:
@@ -421,12 +428,12 @@ class Publisher:
         if self.mode == "none":
             await self._drain()
         else:
-            await self._wait(0, raise_settled=True)
+            await self._wait(0)
+        self._raise_refused()
         self._ids.clear()
 
-    async def _wait(self, target: int, *, raise_settled: bool) -> None:
-        """Until at most ``target`` messages are unconfirmed; with ``raise_settled``, then raise
-        what was nacked or returned."""
+    async def _wait(self, target: int) -> None:
+        """Until at most ``target`` messages are unconfirmed."""
         plane = self._plane
         while plane.outstanding > target:
             if not self._link.is_open:
@@ -448,8 +455,10 @@ class Publisher:
                 blocked = (" while the broker had blocked the connection (connection.blocked: "
                            "a resource alarm)") if self._blocked else ""
                 raise self._error(f"no confirm for {self.confirm_timeout:g} s{blocked}")
+
+    def _raise_refused(self) -> None:
         self._collect()
-        if raise_settled and (self._nacked or self._returned):
+        if self._nacked or self._returned:
             raise self._error("the broker refused messages")
 
     def _collect(self) -> None:
@@ -467,7 +476,7 @@ class Publisher:
         unconfirmed = [int(s) for s in self._plane.unconfirmed()]
         return PublishError(reason, nacked, returned, unconfirmed,
                             self._message_ids([*nacked, *unconfirmed]),
-                            int(self._plane.confirmed))
+                            int(self._plane.confirmed), int(self._plane.next_seq) - 1)
 
     def _message_ids(self, seqs: list[int]) -> dict[int, str]:
         out: dict[int, str] = {}

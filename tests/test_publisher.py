@@ -185,6 +185,7 @@ def test_a_memory_alarm_ends_in_the_confirm_timeout_error(
         assert "no confirm for 2 s" in err.value.reason
         assert err.value.unconfirmed  # what the broker never confirmed is named
         assert err.value.confirmed + len(err.value.unconfirmed) == p.published
+        assert err.value.published == p.published
     finally:
         node_b.set_vm_memory_high_watermark(0.4)
         p.close()
@@ -206,7 +207,7 @@ def test_a_connection_killed_mid_stream_reports_what_was_and_was_not_confirmed(
             p.flush()
         e = err.value
         assert "connection was lost" in e.reason
-        assert e.confirmed + len(e.unconfirmed) == 5000
+        assert e.confirmed + len(e.unconfirmed) == 5000 == e.published
         assert all(s > 2000 for s in e.unconfirmed)
         with pytest.raises(PublishError):
             p.publish(b"after")  # the publisher is closed for good
