@@ -35,6 +35,8 @@ Shape, and why:
   waits; a wait that sees no confirm for ``confirm_timeout`` seconds fails with
   :class:`PublishError` (saying the broker had blocked the connection, when it had).
 
+A publisher is not thread-safe: one per thread (or per Spark task).
+
 Nacks and returns are raised when a call ends: by every publishing call in ``individual`` and
 ``batch`` modes (after all its messages were published and confirmed), by ``flush()`` in
 ``async`` mode. A lost connection or a timeout is raised at once by whichever call meets it.

@@ -182,7 +182,8 @@ def test_a_memory_alarm_ends_in_the_confirm_timeout_error(
             # RabbitMQ blocks a connection when it next publishes, so the first batch goes out
             for _ in range(5):
                 p.publish_many([b"x"] * 100)
-        assert "no confirm for 2 s" in err.value.reason
+        assert "no confirm for 2 s while the broker had blocked the connection" in err.value.reason
+        assert p.blocked
         assert err.value.unconfirmed  # what the broker never confirmed is named
         assert err.value.confirmed + len(err.value.unconfirmed) == p.published
         assert err.value.published == p.published
