@@ -204,7 +204,6 @@ class Publisher:
         self.window = window
         self.confirm_timeout = confirm_timeout
         self._routing_key = routing_key.encode()
-        self._loop = uvloop.new_event_loop()
         self._blocked = False
         self._waiter: tuple[asyncio.Future[None], int] | None = None
         self._failure: PublishError | None = None
@@ -213,12 +212,6 @@ class Publisher:
         # (first seq, last seq, message_id) per call that set one: a range, not an entry per
         # message, for publish_many's shared properties
         self._ids: list[tuple[int, int, str]] = []
-        try:
-            self._link: Link = self._loop.run_until_complete(
-                self._open(declarations, client_name))
-        except BaseException:
-            self._loop.close()
-            raise
         plane_cls: Any = fastpath.PublishPlane
         if implementation == "reference":
             plane_cls = publish_ref.PublishPlane
@@ -226,6 +219,13 @@ class Publisher:
             from ._fastpath import PublishPlane as plane_cls
         elif implementation is not None:
             raise ValueError(f"implementation must be native or reference, not {implementation!r}")
+        self._loop = uvloop.new_event_loop()
+        try:
+            self._link: Link = self._loop.run_until_complete(
+                self._open(declarations, client_name))
+        except BaseException:
+            self._loop.close()
+            raise
         self.implementation = "reference" if plane_cls is publish_ref.PublishPlane else "native"
         self._plane: Any = plane_cls(channel=self._link.channel_number,
                                      frame_max=self._link.frame_max,
