@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 INSTALL_STAMP := build/.installed
 
-.PHONY: install build debug test lint demo bench bench-micro clean rabbitmq
+.PHONY: install build debug test lint demo bench bench-report bench-micro clean rabbitmq
 
 # rabbitmq-server from Debian's packages, only when it is missing (tests start private nodes).
 rabbitmq:
@@ -33,8 +33,23 @@ lint:
 demo: install
 	$(PYTHON) -m pumpd.demo
 
+# The shovel benchmark, the confirm-strategy benchmark, then the PySpark report (about 25 minutes
+# on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
+# the analysis needs a JRE 17+. A benchmark with a failed run still goes on to the report.
 bench: install
-	$(PYTHON) bench/shovel.py
+	@echo "== 1/3 shovel benchmark: bench/shovel.py (about 12 minutes)"
+	-$(PYTHON) bench/shovel.py
+	@echo "== 2/3 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
+	-$(PYTHON) bench/confirms.py --persistent
+	@echo "== 3/3 analysis in PySpark: bench/analyse.py"
+	$(PYTHON) bench/analyse.py
+	@echo "the report: bench/report/README.md"
+
+# Only the analysis, from the results already in bench/results/.
+bench-report:
+	$(PIP) install -q -e '.[dev]'
+	$(PYTHON) bench/analyse.py
+	@echo "the report: bench/report/README.md"
 
 bench-micro: install
 	$(PYTHON) -m pytest bench/micro -q --benchmark-only --benchmark-columns=min,median,mean

@@ -1,5 +1,5 @@
-"""Helpers shared by the shovel benchmark: a fast pre-fill publisher, a queue-depth probe and CPU
-time read from ``/proc``.
+"""Helpers shared by the benchmarks: the common result fields, a fast pre-fill publisher, a
+queue-depth probe and CPU time read from ``/proc``.
 
 Nothing here is part of pumpd; the benchmark only uses pumpd's :class:`~pumpd.localnode.LocalNode`.
 """
@@ -19,6 +19,21 @@ from pika import frame as amqp_frame
 from pika import spec
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------------------ common result fields
+
+# Every result line of every benchmark carries these, so one reader (bench/analyse.py) takes
+# them all: ``bench`` (shovel, workers, confirms), ``case`` (what was measured), ``system`` (who
+# did it: pumpd, plugin, pika, aio-pika), ``rep`` (repetition, from 1) and ``msg_s`` (messages
+# per second). Each benchmark adds its own fields beside them.
+COMMON_FIELDS = ("bench", "case", "system", "rep", "msg_s")
+
+
+def common_fields(bench: str, case: str, system: str, rep: int,
+                  msg_s: float | None) -> dict[str, object]:
+    return {"bench": bench, "case": case, "system": system, "rep": rep,
+            "msg_s": None if msg_s is None else round(msg_s, 1)}
 
 
 # --------------------------------------------------------------------------- CPU from /proc

@@ -45,6 +45,7 @@ from pumpd.localnode import LocalNode, LocalNodeError, find_free_port
 
 from common import (
     QueueProbe,
+    common_fields,
     find_descendant,
     host_busy_seconds,
     prefill,
@@ -699,6 +700,8 @@ def main(argv: list[str] | None = None) -> int:
                         if rec["ok"] and plugin is not None:
                             ratio = rec["msg_per_s"] / plugin["msg_per_s"]
                             rec["ratio_to_plugin"] = round(ratio, 3)
+                        rec.update(common_fields("shovel", rec["case"], rec["system"],
+                                                 rec["rep"], rec["msg_per_s"]))
                         out.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
                     out.flush()
                     records.extend(batch)

@@ -38,7 +38,13 @@ from typing import Any
 import pika
 from pumpd.localnode import LocalNode, find_free_port
 
-from common import find_descendant, process_cpu_seconds, process_tree, tree_cpu_seconds
+from common import (
+    common_fields,
+    find_descendant,
+    process_cpu_seconds,
+    process_tree,
+    tree_cpu_seconds,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LAYOUTS = [("one shovel", "workers", n) for n in (1, 2, 4)] + \
@@ -215,6 +221,8 @@ def main() -> int:
                                  Path(tmp))
                 result.update({"rabbitmq": version, "cpus": cpus,
                                "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                result.update(common_fields("workers", f"{layout} x{n}", "pumpd", rep + 1,
+                                            result["msg_per_s"]))
                 with out.open("a") as f:
                     f.write(json.dumps(result) + "\n")
                 rows.setdefault((layout, n), []).append(result)

@@ -1489,3 +1489,393 @@ cdef int _short_string(unsigned char *out, value, str what) except -1:
     if n:
         memcpy(out + 1, &view[0], <size_t>n)
     return 0
+
+
+# -- the publisher's data plane (issue 11) ------------------------------------------------------
+#
+# Same API and behaviour as :class:`pumpd.publish_ref.PublishPlane`, the specification. Publish
+# frames of a whole list of bodies are encoded into one buffer with no Python object per message;
+# outstanding confirms are a ring of 64-bit words (bit set: settled) from ``_base``, the oldest
+# unsettled sequence number; a confirm advances ``_base`` by counting trailing ones.
+
+cdef enum:
+    PUB_RET_IDLE = 0
+    PUB_RET_HEADER = 1
+    PUB_RET_BODY = 2
+
+
+@cython.final
+cdef class PublishPlane:
+    cdef uint16_t _ch
+    cdef Py_ssize_t _body_max
+    cdef unsigned char _mandatory
+    cdef bytes _exchange
+    cdef Buf _out
+    cdef Buf _carry
+    cdef uint64_t *_bits
+    cdef uint64_t _cap  # bits in the ring, a power of two >= 64
+    cdef uint64_t _base
+    cdef uint64_t _next
+    cdef uint64_t _unsettled
+    cdef list _nacked_seqs
+    cdef list _returns
+    cdef Py_ssize_t _unattributed
+    cdef int _ret_state
+    cdef uint64_t _ret_remaining
+    cdef tuple _ret_method
+    cdef readonly unsigned long long published
+    cdef readonly unsigned long long confirmed
+    cdef readonly unsigned long long nacked
+    cdef readonly unsigned long long returned
+
+    def __init__(self, *, int channel, long long frame_max, bytes exchange=b"",
+                 bint mandatory=False):
+        if frame_max and frame_max < 4096:
+            raise ValueError(f"frame_max {frame_max} is below AMQP's 4096")
+        if len(exchange) > 255:
+            raise ValueError("exchange name longer than 255 bytes")
+        self._ch = <uint16_t>channel
+        self._body_max = (frame_max or 131072) - 8
+        self._exchange = exchange
+        self._mandatory = 1 if mandatory else 0
+        self._cap = 4096
+        self._bits = <uint64_t *>calloc(self._cap // 64, sizeof(uint64_t))
+        if self._bits == NULL:
+            raise MemoryError()
+        self._base = 1
+        self._next = 1
+        self._nacked_seqs = []
+        self._returns = []
+        self._ret_method = (0, b"", b"", b"")
+
+    def __dealloc__(self):
+        buf_free(&self._out)
+        buf_free(&self._carry)
+        free(self._bits)
+        self._bits = NULL
+
+    @property
+    def outstanding(self):
+        return self._unsettled
+
+    @property
+    def next_seq(self):
+        return self._next
+
+    cdef inline bint _settled(self, uint64_t s) noexcept:
+        cdef uint64_t pos = s & (self._cap - 1)
+        return (self._bits[pos >> 6] >> (pos & 63)) & 1
+
+    cdef inline void _set(self, uint64_t s) noexcept:
+        cdef uint64_t pos = s & (self._cap - 1)
+        self._bits[pos >> 6] |= (<uint64_t>1) << (pos & 63)
+
+    def unconfirmed(self):
+        cdef uint64_t s
+        cdef list out = []
+        for s in range(self._base, self._next):
+            if not self._settled(s):
+                out.append(s)
+        return out
+
+    def take_nacked(self):
+        out = self._nacked_seqs
+        self._nacked_seqs = []
+        return out
+
+    def take_returns(self):
+        cdef Py_ssize_t n = len(self._returns) - self._unattributed
+        out = self._returns[:n]
+        self._returns = self._returns[n:]
+        return out
+
+    # -- publishing ---------------------------------------------------------------------------
+
+    cdef int _grow(self) except -1:
+        cdef uint64_t cap = self._cap * 2
+        cdef uint64_t *bits = <uint64_t *>calloc(cap // 64, sizeof(uint64_t))
+        cdef uint64_t s, pos
+        if bits == NULL:
+            raise MemoryError()
+        for s in range(self._base, self._next):
+            if self._settled(s):
+                pos = s & (cap - 1)
+                bits[pos >> 6] |= (<uint64_t>1) << (pos & 63)
+        free(self._bits)
+        self._bits = bits
+        self._cap = cap
+        return 0
+
+    cdef int _encode(self, const unsigned char *method, Py_ssize_t mlen,
+                     const unsigned char *props, Py_ssize_t plen,
+                     const unsigned char *body, Py_ssize_t blen) except -1:
+        cdef Py_ssize_t nframes = (blen + self._body_max - 1) // self._body_max
+        cdef Py_ssize_t need = mlen + 7 + 12 + plen + 1 + blen + 8 * nframes
+        cdef unsigned char *o
+        cdef Py_ssize_t off = 0, n
+        if self._next - self._base >= self._cap:
+            self._grow()
+        buf_reserve(&self._out, need)
+        o = self._out.data + self._out.len
+        memcpy(o, method, <size_t>mlen)
+        o += mlen
+        o[0] = FRAME_HEADER
+        pumpd_wr16(o + 1, self._ch)
+        pumpd_wr32(o + 3, <uint32_t>(12 + plen))
+        pumpd_wr16(o + 7, CLASS_BASIC)
+        pumpd_wr16(o + 9, 0)
+        pumpd_wr64(o + 11, <uint64_t>blen)
+        memcpy(o + 19, props, <size_t>plen)
+        o[19 + plen] = FRAME_END
+        o += 20 + plen
+        while off < blen:
+            n = blen - off
+            if n > self._body_max:
+                n = self._body_max
+            o[0] = FRAME_BODY
+            pumpd_wr16(o + 1, self._ch)
+            pumpd_wr32(o + 3, <uint32_t>n)
+            memcpy(o + 7, body + off, <size_t>n)
+            o[7 + n] = FRAME_END
+            o += 8 + n
+            off += n
+        self._out.len += need
+        self._next += 1
+        self._unsettled += 1
+        self.published += 1
+        return 0
+
+    cdef bytes _method(self, bytes routing_key):
+        if len(routing_key) > 255:
+            raise ValueError("routing key longer than 255 bytes")
+        cdef Py_ssize_t el = len(self._exchange), rl = len(routing_key)
+        cdef Py_ssize_t size = 4 + 2 + 1 + el + 1 + rl + 1
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, 7 + size + 1)
+        cdef unsigned char *o = <unsigned char *>PyBytes_AS_STRING(out)
+        o[0] = FRAME_METHOD
+        pumpd_wr16(o + 1, self._ch)
+        pumpd_wr32(o + 3, <uint32_t>size)
+        pumpd_wr16(o + 7, CLASS_BASIC)
+        pumpd_wr16(o + 9, BASIC_PUBLISH)
+        pumpd_wr16(o + 11, 0)
+        o[13] = <unsigned char>el
+        memcpy(o + 14, PyBytes_AS_STRING(self._exchange), <size_t>el)
+        o[14 + el] = <unsigned char>rl
+        memcpy(o + 15 + el, PyBytes_AS_STRING(routing_key), <size_t>rl)
+        o[15 + el + rl] = self._mandatory
+        o[16 + el + rl] = FRAME_END
+        return out
+
+    cdef int _encode_obj(self, bytes method, bytes properties, object body) except -1:
+        cdef Py_buffer view
+        if PyBytes_CheckExact(body):
+            return self._encode(<const unsigned char *>PyBytes_AS_STRING(method),
+                                PyBytes_GET_SIZE(method),
+                                <const unsigned char *>PyBytes_AS_STRING(properties),
+                                PyBytes_GET_SIZE(properties),
+                                <const unsigned char *>PyBytes_AS_STRING(body),
+                                PyBytes_GET_SIZE(body))
+        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+        try:
+            return self._encode(<const unsigned char *>PyBytes_AS_STRING(method),
+                                PyBytes_GET_SIZE(method),
+                                <const unsigned char *>PyBytes_AS_STRING(properties),
+                                PyBytes_GET_SIZE(properties),
+                                <const unsigned char *>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+
+    def publish(self, body, bytes routing_key, bytes properties):
+        cdef uint64_t seq = self._next
+        self._encode_obj(self._method(routing_key), properties, body)
+        return seq
+
+    def publish_many(self, bodies, bytes routing_key, bytes properties):
+        cdef uint64_t seq = self._next
+        cdef bytes method = self._method(routing_key)
+        cdef Py_ssize_t i, n
+        if isinstance(bodies, list):
+            n = len(<list>bodies)
+            for i in range(n):
+                self._encode_obj(method, properties, (<list>bodies)[i])
+        else:
+            for body in bodies:
+                self._encode_obj(method, properties, body)
+        return seq
+
+    def take_output(self):
+        out = bytes_of(&self._out)
+        self._out.len = 0
+        return out
+
+    # -- confirms -----------------------------------------------------------------------------
+
+    def feed(self, bytes data):
+        cdef Buf passthrough
+        cdef const unsigned char *p
+        cdef Py_ssize_t n, pos = 0, end, size
+        cdef bint use_carry = self._carry.len > 0
+        cdef unsigned char ftype
+        cdef uint16_t channel
+        passthrough.data = NULL
+        passthrough.len = passthrough.cap = 0
+        if use_carry:
+            buf_append(&self._carry, <const unsigned char *>PyBytes_AS_STRING(data),
+                       PyBytes_GET_SIZE(data))
+            p = self._carry.data
+            n = self._carry.len
+        else:
+            p = <const unsigned char *>PyBytes_AS_STRING(data)
+            n = PyBytes_GET_SIZE(data)
+        try:
+            while n - pos >= 7:
+                ftype = p[pos]
+                channel = pumpd_rd16(p + pos + 1)
+                size = pumpd_rd32(p + pos + 3)
+                end = pos + 7 + size
+                if end >= n:
+                    break
+                if p[end] != FRAME_END:
+                    raise FrameError(f"frame end octet missing on channel {channel}")
+                if not (channel == self._ch and self._take(ftype, p, pos + 7, end)):
+                    buf_append(&passthrough, p + pos, end + 1 - pos)
+                pos = end + 1
+            if use_carry:
+                memmove(self._carry.data, self._carry.data + pos, <size_t>(n - pos))
+                self._carry.len = n - pos
+            elif pos < n:
+                buf_append(&self._carry, p + pos, n - pos)
+            return bytes_of(&passthrough)
+        finally:
+            buf_free(&passthrough)
+
+    cdef bint _take(self, unsigned char ftype, const unsigned char *p, Py_ssize_t start,
+                    Py_ssize_t end) except -1:
+        cdef uint16_t class_id, method_id
+        cdef uint64_t seq
+        cdef bint multiple
+        cdef Py_ssize_t q
+        if self._ret_state == PUB_RET_HEADER:
+            if ftype != FRAME_HEADER:
+                raise FrameError("expected a content header after basic.return")
+            self._ret_remaining = pumpd_rd64(p + start + 4)
+            code, text, exchange, rk = self._ret_method
+            self._returns.append((0, code, text, exchange, rk,
+                                  PyBytes_FromStringAndSize(<const char *>p + start + 12,
+                                                            end - start - 12)))
+            self._unattributed += 1
+            self.returned += 1
+            self._ret_state = PUB_RET_BODY if self._ret_remaining else PUB_RET_IDLE
+            return True
+        if self._ret_state == PUB_RET_BODY:
+            if ftype != FRAME_BODY:
+                raise FrameError(f"expected a body frame, got frame type {ftype}")
+            if <uint64_t>(end - start) >= self._ret_remaining:
+                self._ret_remaining = 0
+                self._ret_state = PUB_RET_IDLE
+            else:
+                self._ret_remaining -= <uint64_t>(end - start)
+            return True
+        if ftype != FRAME_METHOD or end - start < 4:
+            return False
+        class_id = pumpd_rd16(p + start)
+        method_id = pumpd_rd16(p + start + 2)
+        if class_id != CLASS_BASIC:
+            return False
+        if method_id == BASIC_ACK or method_id == BASIC_NACK:
+            if end - start < 13:
+                raise FrameError("basic.ack / basic.nack frame too short")
+            seq = pumpd_rd64(p + start + 4)
+            multiple = p[start + 12] & 1
+            if self._unattributed:
+                self._attribute_returns(seq)
+            if method_id == BASIC_ACK:
+                self._ack(seq, multiple)
+            else:
+                self._nack(seq, multiple)
+            return True
+        if method_id == BASIC_RETURN:
+            q = start + 4
+            code = pumpd_rd16(p + q)
+            q += 2
+            text = PyBytes_FromStringAndSize(<const char *>p + q + 1, p[q])
+            q += 1 + p[q]
+            exchange = PyBytes_FromStringAndSize(<const char *>p + q + 1, p[q])
+            q += 1 + p[q]
+            rk = PyBytes_FromStringAndSize(<const char *>p + q + 1, p[q])
+            self._ret_method = (code, text, exchange, rk)
+            self._ret_state = PUB_RET_HEADER
+            return True
+        return False
+
+    cdef void _attribute_returns(self, uint64_t seq):
+        cdef Py_ssize_t i, k = len(self._returns) - self._unattributed
+        for i in range(k, len(self._returns)):
+            self._returns[i] = (seq,) + self._returns[i][1:]
+        self._unattributed = 0
+
+    cdef void _ack(self, uint64_t seq, bint multiple) noexcept:
+        cdef uint64_t first, last, s, pos, bits, w
+        cdef unsigned off, n
+        if self._next == self._base:
+            return
+        last = seq if seq < self._next else self._next - 1
+        if multiple:
+            first = self._base
+        elif self._base <= seq < self._next:
+            first = seq
+        else:
+            return
+        if last < first:
+            return
+        s = first
+        while s <= last:
+            pos = s & (self._cap - 1)
+            off = pos & 63
+            n = 64 - off
+            if <uint64_t>n > last - s + 1:
+                n = <unsigned>(last - s + 1)
+            bits = pumpd_low_bits(n) << off
+            w = pos >> 6
+            n = pumpd_popcount64(bits & ~self._bits[w])
+            self.confirmed += n
+            self._unsettled -= n
+            self._bits[w] |= bits
+            s += 64 - off if 64 - off <= last - s + 1 else last - s + 1
+        self._advance()
+
+    cdef void _nack(self, uint64_t seq, bint multiple):
+        cdef uint64_t first, last, s
+        if self._next == self._base:
+            return
+        last = seq if seq < self._next else self._next - 1
+        first = self._base if multiple else (seq if seq > self._base else self._base)
+        s = first
+        while s <= last:
+            if not self._settled(s):
+                self._set(s)
+                self._unsettled -= 1
+                self.nacked += 1
+                self._nacked_seqs.append(s)
+            s += 1
+        self._advance()
+
+    cdef void _advance(self) noexcept:
+        cdef uint64_t pos, w, inv, run, left
+        cdef unsigned off
+        while self._base < self._next:
+            pos = self._base & (self._cap - 1)
+            off = pos & 63
+            w = pos >> 6
+            inv = (~self._bits[w]) >> off
+            run = <uint64_t>pumpd_ctz64(inv) if inv else <uint64_t>(64 - off)
+            left = self._next - self._base
+            if run > left:
+                run = left
+            if run == 0:
+                return
+            # cleared as the base passes, so the ring's next lap starts unsettled
+            self._bits[w] &= ~(pumpd_low_bits(<unsigned>run) << off)
+            self._base += run
+            if off + run < 64:
+                return

@@ -10,18 +10,20 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
-from . import confirms, relay_ref
+from . import confirms, publish_ref, relay_ref
 
 if TYPE_CHECKING:
     ConfirmWindow = confirms.ConfirmWindow
     Relay = relay_ref.Relay
+    PublishPlane = publish_ref.PublishPlane
     IMPLEMENTATION: str
 else:
     if os.environ.get("PUMPD_IMPLEMENTATION", "native") == "reference":
         ConfirmWindow, Relay, IMPLEMENTATION = confirms.ConfirmWindow, relay_ref.Relay, "reference"
+        PublishPlane = publish_ref.PublishPlane
     else:
         try:
-            from ._fastpath import ConfirmWindow, Relay
+            from ._fastpath import ConfirmWindow, PublishPlane, Relay
 
             IMPLEMENTATION = "native"
         except ImportError as exc:
@@ -36,5 +38,6 @@ else:
                 relay_ref.Relay,
                 "reference",
             )
+            PublishPlane = publish_ref.PublishPlane
 
-__all__ = ["IMPLEMENTATION", "ConfirmWindow", "Relay"]
+__all__ = ["IMPLEMENTATION", "ConfirmWindow", "PublishPlane", "Relay"]

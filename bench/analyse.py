@@ -1,0 +1,376 @@
+"""The benchmark report: every results file loaded into PySpark, medians and ratios computed there.
+
+``python bench/analyse.py`` (``make bench-report``; the last step of ``make bench``) reads every
+``bench/results/*.jsonl`` into one Spark DataFrame (local mode) with the common fields of all
+benchmarks (``bench``, ``case``, ``system``, ``rep``, ``msg_s``, plus CPU per message and the
+confirm benchmark's ``strategy`` / ``client`` / ``rtt_ms`` / ``persistent``), and computes with
+Spark, for the newest results file of each benchmark:
+
+* per benchmark, case and system: the median rate, its spread (min, max, (max - min) / median),
+  the median client and broker CPU per message;
+* shovel: pumpd (and pika) against the plugin, as the ratio of the median rates;
+* confirms: per RTT, message kind and strategy, each client's median rate, ms per 50,000
+  messages and its ratio to pumpd's; the seeds' Java figures as reference rows, and the seeds'
+  three-line comparison side by side with each client's, local and remote.
+
+It writes ``bench/report/README.md`` (the tables) and PNG charts beside it (matplotlib). This is
+the only module of pumpd that imports pyspark, and only inside the functions that need it; it
+needs a JRE 17 or newer and says so when there is none.
+
+Older result lines written before the common fields existed are read too (``msg_per_s`` for
+``msg_s``, the benchmark from the file name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+REPORT_DIR = BENCH_DIR / "report"
+BENCHES = ("shovel", "workers", "confirms")
+# The seeds' Java figures for 50,000 messages, in ms: (strategy, where, ms).
+SEEDS = [("individual", "local", 5549.0), ("batch", "local", 2331.0), ("async", "local", 4054.0),
+         ("individual", "remote", 231541.0), ("batch", "remote", 7232.0),
+         ("async", "remote", 6332.0)]
+CLIENT_ORDER = ("pumpd", "pika", "aio-pika")
+STRATEGY_ORDER = ("individual", "batch", "async")
+
+COLUMNS: list[tuple[str, str]] = [
+    ("file", "string"), ("bench", "string"), ("case", "string"), ("system", "string"),
+    ("rep", "int"), ("msg_s", "double"), ("client_us", "double"), ("broker_us", "double"),
+    ("strategy", "string"), ("rtt_ms", "double"), ("persistent", "boolean"),
+    ("messages", "long"), ("seconds", "double"),
+]
+
+
+class ReportError(Exception):
+    pass
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def _first(rec: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if rec.get(k) is not None:
+            return rec[k]
+    return None
+
+
+def normalise(rec: dict[str, Any], file: str) -> dict[str, Any] | None:
+    """One result line as a row of :data:`COLUMNS`, or None for a failed or unused run."""
+    if rec.get("ok") is False or rec.get("used") is False:
+        return None
+    bench = rec.get("bench") or next((b for b in BENCHES if file.startswith(b)), None)
+    msg_s = _first(rec, "msg_s", "msg_per_s")
+    if bench not in BENCHES or msg_s is None:
+        return None
+    case = rec.get("case")
+    if case is None and bench == "workers":
+        case = f"{rec.get('layout')} x{rec.get('processes')}"
+    rep = rec.get("rep")
+    return {
+        "file": file, "bench": bench, "case": str(case), "system": str(rec.get("system") or "pumpd"),
+        "rep": int(rep) if rep is not None else None, "msg_s": float(msg_s),
+        "client_us": _float(_first(rec, "client_us_per_msg", "pump_cpu_us_per_msg",
+                                   "pumpd_cpu_us_per_msg")),
+        "broker_us": _float(rec.get("broker_us_per_msg", rec.get("broker_cpu_us_per_msg"))),
+        "strategy": rec.get("strategy"), "rtt_ms": _float(rec.get("rtt_ms")),
+        "persistent": rec.get("persistent"), "messages": rec.get("messages"),
+        "seconds": _float(rec.get("seconds")),
+    }
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted(paths):
+        for line in path.read_bytes().splitlines():
+            if line.strip():
+                row = normalise(orjson.loads(line), path.name)
+                if row is not None:
+                    rows.append(row)
+    return rows
+
+
+# -- Spark ---------------------------------------------------------------------------------------
+
+
+def check_java() -> None:
+    """:raises ReportError: without a JRE 17+ (PySpark 4 needs one)."""
+    java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) \
+        if os.environ.get("JAVA_HOME") else shutil.which("java")
+    if java is None:
+        raise ReportError("PySpark needs a Java runtime 17 or newer and there is none on PATH "
+                          "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless)")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(m.group(1)) if m else 0
+    if major == 1 and m and m.group(2):  # "1.8.0" is Java 8
+        major = int(m.group(2))
+    if major < 17:
+        raise ReportError(f"PySpark 4 needs Java 17 or newer; {java} is {out.splitlines()[0]!r}")
+
+
+def spark_session() -> Any:
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[1]").appName("pumpd bench report")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.memory", "512m")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def load(spark: Any, rows: list[dict[str, Any]], latest_only: bool = True) -> Any:
+    """The rows as a DataFrame; with ``latest_only``, only the newest file of each benchmark."""
+    from pyspark.sql import functions as F
+
+    schema = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
+    df = spark.createDataFrame([tuple(r[c] for c, _ in COLUMNS) for r in rows], schema)
+    if latest_only:
+        newest = df.groupBy("bench").agg(F.max("file").alias("file"))
+        df = df.join(newest, ["bench", "file"])
+    return df
+
+
+def medians(df: Any) -> Any:
+    """Per bench, case and system: runs, median / min / max rate, spread, median CPU."""
+    from pyspark.sql import functions as F
+
+    return (df.groupBy("bench", "case", "system")
+            .agg(F.count("*").alias("runs"), F.median("msg_s").alias("msg_s"),
+                 F.min("msg_s").alias("min_msg_s"), F.max("msg_s").alias("max_msg_s"),
+                 F.median("client_us").alias("client_us"),
+                 F.median("broker_us").alias("broker_us"))
+            .withColumn("spread", (F.col("max_msg_s") - F.col("min_msg_s")) / F.col("msg_s"))
+            .orderBy("bench", "case", "system"))
+
+
+def shovel_ratios(df: Any) -> Any:
+    """Shovel benchmark: each system's median rate over the plugin's, per case."""
+    from pyspark.sql import functions as F
+
+    m = medians(df.where(F.col("bench") == "shovel"))
+    plugin = m.where(F.col("system") == "plugin").select("case", F.col("msg_s").alias("plugin"))
+    return (m.join(plugin, "case").withColumn("ratio", F.col("msg_s") / F.col("plugin"))
+            .select("case", "system", "msg_s", "ratio", "client_us", "broker_us")
+            .orderBy("case", "system"))
+
+
+def confirm_table(df: Any) -> Any:
+    """Confirm benchmark, per RTT, kind, strategy and client: median rate, ms per 50,000
+    messages, CPU per message, and the rate's ratio to pumpd's."""
+    from pyspark.sql import functions as F
+
+    c = df.where(F.col("bench") == "confirms")
+    m = (c.groupBy("rtt_ms", "persistent", "strategy", "system")
+         .agg(F.count("*").alias("runs"), F.median("msg_s").alias("msg_s"),
+              F.min("msg_s").alias("min_msg_s"), F.max("msg_s").alias("max_msg_s"),
+              F.median("client_us").alias("client_us"), F.median("broker_us").alias("broker_us"))
+         .withColumn("ms_50k", F.lit(50_000_000.0) / F.col("msg_s")))
+    pumpd = m.where(F.col("system") == "pumpd").select(
+        "rtt_ms", "persistent", "strategy", F.col("msg_s").alias("pumpd_msg_s"))
+    return (m.join(pumpd, ["rtt_ms", "persistent", "strategy"], "left")
+            .withColumn("pumpd_ratio", F.col("pumpd_msg_s") / F.col("msg_s"))
+            .drop("pumpd_msg_s")
+            .orderBy("persistent", "rtt_ms", "strategy", "system"))
+
+
+def seeds_side_by_side(spark: Any, df: Any, remote_rtt: float | None = None) -> Any:
+    """The seeds' three-line comparison (ms for 50,000 messages) beside each client's, transient
+    messages, local (RTT 0) and remote (``remote_rtt``, default the largest RTT measured)."""
+    from pyspark.sql import functions as F
+
+    t = confirm_table(df).where(~F.col("persistent"))
+    if remote_rtt is None:
+        remote_rtt = t.agg(F.max("rtt_ms")).first()[0] or 0.0
+    where = (F.when(F.col("rtt_ms") == 0, "local")
+             .when(F.col("rtt_ms") == F.lit(remote_rtt), "remote"))
+    ours = (t.withColumn("where", where).where(F.col("where").isNotNull())
+            .select("strategy", "where", "system", "ms_50k"))
+    seeds = spark.createDataFrame([(s, w, "seeds (Java)", ms) for s, w, ms in SEEDS],
+                                  "strategy string, where string, system string, ms_50k double")
+    return (seeds.unionByName(ours).groupBy("strategy", "where").pivot("system").agg(
+        F.first("ms_50k")).orderBy("where", "strategy"))
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def _fmt(v: Any, spec: str = ",.0f") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and v != v:
+        return "-"
+    return format(v, spec) if isinstance(v, (int, float)) else str(v)
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _sort_key(system: str) -> tuple[int, str]:
+    return (CLIENT_ORDER.index(system) if system in CLIENT_ORDER else 9, system)
+
+
+def write_report(spark: Any, df: Any, out_dir: Path, files: list[str]) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parts = ["# pumpd benchmark report", "",
+             "Made by `bench/analyse.py` (`make bench-report`) with PySpark from the newest results "
+             "file of each benchmark: " + ", ".join(f"`bench/results/{f}`" for f in files) + ".",
+             "Medians over the repetitions; spread = (max - min) / median.", ""]
+    conf = [r.asDict() for r in confirm_table(df).collect()]
+    if conf:
+        side = [r.asDict() for r in seeds_side_by_side(spark, df).collect()]
+        systems = sorted({k for r in side for k in r} - {"strategy", "where"}, key=lambda s: (
+            0 if s.startswith("seeds") else 1, _sort_key(s)))
+        remote = max((r["rtt_ms"] for r in conf if not r["persistent"]), default=0)
+        parts += ["## Confirm strategies: the seeds' comparison reproduced", "",
+                  f"ms for 50,000 messages of 64 B, transient (the seeds' Java client beside "
+                  f"each client here; remote = RTT {remote:g} ms through the latency proxy; "
+                  "runs with fewer messages are scaled to 50,000).", "",
+                  _table(["where", "strategy", *systems],
+                         [[r["where"], r["strategy"], *[_fmt(r.get(s)) for s in systems]]
+                          for r in sorted(side, key=lambda r: (
+                              r["where"], STRATEGY_ORDER.index(r["strategy"])))]), ""]
+        parts += ["## Confirm strategies, every client", "",
+                  _table(["kind", "RTT ms", "strategy", "client", "runs", "msg/s", "spread",
+                          "ms / 50k", "client µs/msg", "broker µs/msg", "x pumpd"],
+                         [["persistent" if r["persistent"] else "transient", _fmt(r["rtt_ms"], "g"),
+                           r["strategy"], r["system"], str(r["runs"]), _fmt(r["msg_s"]),
+                           _fmt((r["max_msg_s"] - r["min_msg_s"]) / r["msg_s"], ".0%"),
+                           _fmt(r["ms_50k"]), _fmt(r["client_us"], ".1f"),
+                           _fmt(r["broker_us"], ".1f"), _fmt(r["pumpd_ratio"], ".2f")]
+                          for r in sorted(conf, key=lambda r: (
+                              r["persistent"], r["rtt_ms"], STRATEGY_ORDER.index(r["strategy"]),
+                              _sort_key(r["system"])))]), ""]
+        parts += [f"![confirm strategies]({_confirm_chart(conf, out_dir).name})", ""]
+    shovel = [r.asDict() for r in shovel_ratios(df).collect()]
+    if shovel:
+        parts += ["## Shovel: pumpd and pika against the plugin", "",
+                  _table(["case", "system", "msg/s", "x plugin", "pump µs/msg", "broker µs/msg"],
+                         [[r["case"], r["system"], _fmt(r["msg_s"]), _fmt(r["ratio"], ".2f"),
+                           _fmt(r["client_us"], ".1f"), _fmt(r["broker_us"], ".1f")]
+                          for r in shovel]), ""]
+        parts += [f"![shovel]({_shovel_chart(shovel, out_dir).name})", ""]
+    allm = [r.asDict() for r in medians(df.where("bench != 'confirms'")).collect()]
+    if allm:
+        parts += ["## Every case and system (shovel, workers)", "",
+                  _table(["bench", "case", "system", "runs", "msg/s", "min", "max", "spread",
+                          "client µs/msg", "broker µs/msg"],
+                         [[r["bench"], r["case"], r["system"], str(r["runs"]), _fmt(r["msg_s"]),
+                           _fmt(r["min_msg_s"]), _fmt(r["max_msg_s"]), _fmt(r["spread"], ".0%"),
+                           _fmt(r["client_us"], ".1f"), _fmt(r["broker_us"], ".1f")]
+                          for r in allm]), ""]
+    path = out_dir / "README.md"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def _confirm_chart(conf: list[dict[str, Any]], out_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["persistent"], r["rtt_ms"]) for r in conf})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    for ax, (persistent, rtt) in zip(axes[0], panels, strict=True):
+        rows = [r for r in conf if r["persistent"] == persistent and r["rtt_ms"] == rtt]
+        clients = sorted({r["system"] for r in rows}, key=_sort_key)
+        width = 0.8 / max(1, len(clients))
+        for i, client in enumerate(clients):
+            vals = [next((r["msg_s"] for r in rows if r["system"] == client
+                          and r["strategy"] == s), 0) for s in STRATEGY_ORDER]
+            ax.bar([x + i * width for x in range(3)], vals, width, label=client)
+        ax.set_xticks([x + width * (len(clients) - 1) / 2 for x in range(3)], STRATEGY_ORDER)
+        ax.set_yscale("log")
+        ax.set_title(f"{'persistent' if persistent else 'transient'}, RTT {rtt:g} ms")
+        ax.set_ylabel("msg/s (median, log scale)")
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    path = out_dir / "confirms.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _shovel_chart(rows: list[dict[str, Any]], out_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = sorted({r["case"] for r in rows})
+    systems = sorted({r["system"] for r in rows})
+    fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(cases)), 4))
+    width = 0.8 / max(1, len(systems))
+    for i, system in enumerate(systems):
+        vals = [next((r["msg_s"] for r in rows if r["system"] == system and r["case"] == c), 0)
+                for c in cases]
+        ax.bar([x + i * width for x in range(len(cases))], vals, width, label=system)
+    ax.set_xticks([x + width * (len(systems) - 1) / 2 for x in range(len(cases))], cases,
+                  rotation=15, fontsize="small")
+    ax.set_ylabel("msg/s (median)")
+    ax.legend()
+    fig.tight_layout()
+    path = out_dir / "shovel.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", type=Path, default=RESULTS_DIR, help="directory of *.jsonl")
+    p.add_argument("--output", type=Path, default=REPORT_DIR, help="report directory")
+    ns = p.parse_args(argv)
+    paths = sorted(ns.results.glob("*.jsonl"))
+    rows = read_rows(paths)
+    if not rows:
+        print(f"no results in {ns.results}: run make bench first", file=sys.stderr)
+        return 1
+    try:
+        spark = spark_session()
+    except ReportError as exc:
+        print(f"bench/analyse.py: {exc}", file=sys.stderr)
+        return 2
+    try:
+        df = load(spark, rows).cache()
+        files = sorted(r[0] for r in df.select("file").distinct().collect())
+        print(f"analysing {df.count()} runs from {', '.join(files)} "
+              f"({len(paths)} results files read)", flush=True)
+        path = write_report(spark, df, ns.output, files)
+    finally:
+        spark.stop()
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,391 @@
+"""The publisher's data plane, pure-Python reference, and the property encoder both share.
+
+:class:`PublishPlane` encodes ``basic.publish`` + content header + body frames for many messages
+into one buffer, numbers them by the channel's confirm sequence (1, 2, ...), and reads
+``basic.ack`` / ``basic.nack`` / ``basic.return`` straight from the bytes read off the socket,
+handing every other frame back (for pika). Outstanding confirms are one bit per publish: here
+the bits of a Python ``int`` relative to ``base`` (the oldest unsettled sequence number), in
+``pumpd._fastpath.PublishPlane`` a ring of 64-bit words. Same API, same tests.
+
+A ``basic.return`` carries no sequence number. RabbitMQ sends it while it handles the publish,
+before it sends that publish's confirm, so a return is attributed to the sequence number of the
+first confirm frame that follows it: exact when the broker flushes a confirm per unroutable
+publish (individual mode, or one return between two confirm flushes); when several returns
+precede one flush they all get that flush's number. The returned properties (``message_id``)
+identify the message exactly; :class:`pumpd.publisher.PublishError` reports both.
+
+:func:`encode_properties` turns a dict of the 14 basic properties into their wire form once
+(shared by all messages of a call). Header tables keep their values' types: ``int`` → signed
+64-bit ``l``, ``float`` → double ``d``, ``str`` → ``S``, ``bytes`` → ``x``, ``bool`` → ``t``,
+``Decimal`` → ``D``, ``datetime`` (whole seconds) → ``T``, ``dict`` → ``F``, ``list``/``tuple``
+→ ``A``, ``None`` → ``V``. pika's own encoder refuses ``float`` and writes every ``int`` as
+``l`` too; what cannot be encoded without altering it (a datetime with microseconds, a
+``Decimal`` beyond 32 bits, an ``int`` beyond 64 bits, other types) raises ``TypeError`` /
+``ValueError`` instead of being changed.
+"""
+
+from __future__ import annotations
+
+import calendar
+import decimal
+import struct
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from .frames import (
+    BASIC_ACK,
+    BASIC_NACK,
+    BASIC_PUBLISH,
+    BASIC_RETURN,
+    CLASS_BASIC,
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    FRAME_OVERHEAD,
+    PROPERTY_INDEX,
+    PROPERTY_KINDS,
+    FrameError,
+    shortstr,
+)
+
+_HEAD = struct.Struct(">BHI")
+_METHOD_ID = struct.Struct(">HH")
+_U64 = struct.Struct(">Q")
+_HEADER_PREFIX = struct.Struct(">BHIHHQ")  # frame head + class, weight, body size
+
+# A returned message: (seq, reply_code, reply_text, exchange, routing_key, raw properties)
+Returned = tuple[int, int, bytes, bytes, bytes, bytes]
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+def _encode_field(out: list[bytes], value: Any) -> None:
+    if isinstance(value, str):
+        data = value.encode()
+        out.append(b"S" + struct.pack(">I", len(data)) + data)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        out.append(b"x" + struct.pack(">I", len(data)) + data)
+    elif isinstance(value, bool):
+        out.append(b"t\x01" if value else b"t\x00")
+    elif isinstance(value, int):
+        if not -(1 << 63) <= value < (1 << 63):
+            raise ValueError(f"header integer {value} does not fit AMQP's signed 64 bits")
+        out.append(b"l" + struct.pack(">q", value))
+    elif isinstance(value, float):
+        out.append(b"d" + struct.pack(">d", value))
+    elif isinstance(value, decimal.Decimal):
+        exponent = value.as_tuple().exponent
+        if not isinstance(exponent, int):
+            raise ValueError(f"header decimal {value} is not finite")
+        scale = max(0, -exponent)
+        raw = int(value.scaleb(scale))
+        if scale > 255 or not -(1 << 31) <= raw < (1 << 31):
+            raise ValueError(f"header decimal {value} does not fit AMQP's decimal (32-bit value)")
+        out.append(b"D" + struct.pack(">Bi", scale, raw))
+    elif isinstance(value, datetime):
+        if value.microsecond:
+            raise ValueError(f"header timestamp {value} has sub-second digits AMQP cannot carry")
+        out.append(b"T" + struct.pack(">Q", calendar.timegm(value.utctimetuple())))
+    elif isinstance(value, Mapping):
+        out.append(b"F" + encode_table(value))
+    elif isinstance(value, (list, tuple)):
+        items: list[bytes] = []
+        for item in value:
+            _encode_field(items, item)
+        data = b"".join(items)
+        out.append(b"A" + struct.pack(">I", len(data)) + data)
+    elif value is None:
+        out.append(b"V")
+    else:
+        raise TypeError(f"cannot encode a {type(value).__name__} in an AMQP table: {value!r}")
+
+
+def encode_table(table: Mapping[str, Any]) -> bytes:
+    """An AMQP field table (length-prefixed), types kept as the module docstring lists."""
+    out: list[bytes] = []
+    for key, value in table.items():
+        out.append(shortstr(key.encode()))
+        _encode_field(out, value)
+    data = b"".join(out)
+    return struct.pack(">I", len(data)) + data
+
+
+def encode_properties(properties: Mapping[str, Any] | None) -> bytes:
+    """The content header's property flags and values for a dict of basic properties
+    (``content_type``, ``headers``, ``delivery_mode``, ``message_id``, ...); None values are
+    left out.
+
+    :raises KeyError: for a name that is not one of the 14 basic properties
+    :raises TypeError, ValueError: for a value its wire type cannot carry unaltered
+    """
+    if not properties:
+        return b"\x00\x00"
+    values: list[bytes | None] = [None] * len(PROPERTY_KINDS)
+    for name, value in properties.items():
+        if value is None:
+            continue
+        if name not in PROPERTY_INDEX:
+            raise KeyError(f"{name!r} is not a basic property")
+        i = PROPERTY_INDEX[name]
+        kind = PROPERTY_KINDS[i]
+        if kind == "s":
+            data = value.encode() if isinstance(value, str) else bytes(value)
+            values[i] = shortstr(data)
+        elif kind == "o":
+            values[i] = bytes((int(value),))
+        elif kind == "q":
+            if isinstance(value, datetime):
+                value = calendar.timegm(value.utctimetuple())
+            values[i] = _U64.pack(int(value))
+        else:
+            values[i] = encode_table(value)
+    flags = 0
+    for i, v in enumerate(values):
+        if v is not None:
+            flags |= 1 << (15 - i)
+    return struct.pack(">H", flags) + b"".join(v for v in values if v is not None)
+
+
+def message_id_of(raw_properties: bytes) -> bytes | None:
+    """The ``message_id`` in a raw property list, or None."""
+    if len(raw_properties) < 2:
+        return None
+    flags = struct.unpack_from(">H", raw_properties)[0]
+    target = PROPERTY_INDEX["message_id"]
+    if not flags & (1 << (15 - target)):
+        return None
+    pos = 2
+    for i in range(target):
+        if not flags & (1 << (15 - i)):
+            continue
+        kind = PROPERTY_KINDS[i]
+        if kind == "s":
+            pos += 1 + raw_properties[pos]
+        elif kind == "t":
+            pos += 4 + struct.unpack_from(">I", raw_properties, pos)[0]
+        elif kind == "o":
+            pos += 1
+        else:
+            pos += 8
+    n = raw_properties[pos]
+    return bytes(raw_properties[pos + 1 : pos + 1 + n])
+
+
+# -- the data plane ------------------------------------------------------------------------------
+
+
+class PublishPlane:
+    """Publish frames out, confirms in. See the module docstring.
+
+    :param channel: the publishing channel's number
+    :param frame_max: the connection's negotiated frame_max (body frames are split to fit)
+    :param exchange: the exchange every publish goes to
+    :param mandatory: publish with mandatory set: unroutable messages come back as returns
+    """
+
+    def __init__(self, *, channel: int, frame_max: int, exchange: bytes = b"",
+                 mandatory: bool = False) -> None:
+        if frame_max and frame_max < 4096:
+            raise ValueError(f"frame_max {frame_max} is below AMQP's 4096")
+        if len(exchange) > 255:
+            raise ValueError("exchange name longer than 255 bytes")
+        self._ch = channel
+        self._body_max = (frame_max or 131072) - FRAME_OVERHEAD
+        self._exchange = shortstr(exchange)
+        self._mandatory = b"\x01" if mandatory else b"\x00"
+        self._out: list[bytes] = []
+        self._buf = b""
+        self._base = 1
+        self._next = 1
+        self._bits = 0  # bit (seq - base) set: settled
+        self._unsettled = 0
+        self._nacked_seqs: list[int] = []
+        self._returns: list[Returned] = []
+        self._unattributed = 0  # returns waiting for the next confirm frame's number
+        self._ret_state = 0  # 0 idle, 1 expecting header, 2 in body
+        self._ret_remaining = 0
+        self._ret_method: tuple[int, bytes, bytes, bytes] = (0, b"", b"", b"")
+        self.published = 0
+        self.confirmed = 0
+        self.nacked = 0
+        self.returned = 0
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def outstanding(self) -> int:
+        """Published and not yet acked or nacked."""
+        return self._unsettled
+
+    @property
+    def next_seq(self) -> int:
+        return self._next
+
+    def unconfirmed(self) -> list[int]:
+        """Sequence numbers published and not yet settled, oldest first."""
+        bits = self._bits
+        return [s for s in range(self._base, self._next) if not bits >> (s - self._base) & 1]
+
+    def take_nacked(self) -> list[int]:
+        out, self._nacked_seqs = self._nacked_seqs, []
+        return out
+
+    def take_returns(self) -> list[Returned]:
+        """Returned messages attributed to a sequence number so far (see the module docstring)."""
+        n = len(self._returns) - self._unattributed
+        out, self._returns = self._returns[:n], self._returns[n:]
+        return out
+
+    # -- publishing ----------------------------------------------------------------------------
+
+    def _method(self, routing_key: bytes) -> bytes:
+        payload = (_METHOD_ID.pack(CLASS_BASIC, BASIC_PUBLISH) + b"\x00\x00" + self._exchange
+                   + shortstr(routing_key) + self._mandatory)
+        return _HEAD.pack(FRAME_METHOD, self._ch, len(payload)) + payload + b"\xce"
+
+    def _encode(self, method: bytes, body: bytes, properties: bytes) -> None:
+        out = self._out
+        out.append(method)
+        out.append(_HEADER_PREFIX.pack(FRAME_HEADER, self._ch, 12 + len(properties), CLASS_BASIC,
+                                       0, len(body)) + properties + b"\xce")
+        step = self._body_max
+        for i in range(0, len(body), step):
+            chunk = body[i : i + step]
+            out.append(_HEAD.pack(FRAME_BODY, self._ch, len(chunk)) + chunk + b"\xce")
+        self._next += 1
+        self._unsettled += 1
+        self.published += 1
+
+    def publish(self, body: bytes, routing_key: bytes, properties: bytes) -> int:
+        """Encode one message; returns its sequence number."""
+        seq = self._next
+        self._encode(self._method(routing_key), bytes(body), properties)
+        return seq
+
+    def publish_many(self, bodies: Sequence[bytes], routing_key: bytes, properties: bytes) -> int:
+        """Encode every body with the same routing key and raw properties; returns the sequence
+        number of the first."""
+        seq = self._next
+        method = self._method(routing_key)
+        for body in bodies:
+            self._encode(method, bytes(body), properties)
+        return seq
+
+    def take_output(self) -> bytes:
+        data = b"".join(self._out)
+        self._out.clear()
+        return data
+
+    # -- confirms ------------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> bytes:
+        """Scan bytes read from the connection; returns the frames meant for pika."""
+        buf = self._buf + data if self._buf else data
+        passthrough: list[bytes] = []
+        pos, n = 0, len(buf)
+        while n - pos >= 7:
+            ftype, channel, size = _HEAD.unpack_from(buf, pos)
+            end = pos + 7 + size
+            if end >= n:
+                break
+            if buf[end] != FRAME_END:
+                raise FrameError(f"frame end octet missing on channel {channel}")
+            if not (channel == self._ch and self._take(ftype, buf, pos + 7, end)):
+                passthrough.append(buf[pos : end + 1])
+            pos = end + 1
+        self._buf = buf[pos:]
+        return b"".join(passthrough)
+
+    def _take(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
+        if self._ret_state == 1:
+            if ftype != FRAME_HEADER:
+                raise FrameError("expected a content header after basic.return")
+            self._ret_remaining = _U64.unpack_from(buf, start + 4)[0]
+            code, text, exchange, rk = self._ret_method
+            self._returns.append((0, code, text, exchange, rk, bytes(buf[start + 12 : end])))
+            self._unattributed += 1
+            self.returned += 1
+            self._ret_state = 2 if self._ret_remaining else 0
+            return True
+        if self._ret_state == 2:
+            if ftype != FRAME_BODY:
+                raise FrameError(f"expected a body frame, got frame type {ftype}")
+            self._ret_remaining -= end - start
+            if self._ret_remaining <= 0:
+                self._ret_state = 0
+            return True
+        if ftype != FRAME_METHOD:
+            return False
+        class_id, method_id = _METHOD_ID.unpack_from(buf, start)
+        if class_id != CLASS_BASIC:
+            return False
+        if method_id == BASIC_ACK or method_id == BASIC_NACK:
+            seq = _U64.unpack_from(buf, start + 4)[0]
+            multiple = bool(buf[start + 12] & 1)
+            self._attribute_returns(seq)
+            if method_id == BASIC_ACK:
+                self._ack(seq, multiple)
+            else:
+                self._nack(seq, multiple)
+            return True
+        if method_id == BASIC_RETURN:
+            p = start + 4
+            code = struct.unpack_from(">H", buf, p)[0]
+            p += 2
+            text = bytes(buf[p + 1 : p + 1 + buf[p]])
+            p += 1 + buf[p]
+            exchange = bytes(buf[p + 1 : p + 1 + buf[p]])
+            p += 1 + buf[p]
+            rk = bytes(buf[p + 1 : p + 1 + buf[p]])
+            self._ret_method = (code, text, exchange, rk)
+            self._ret_state = 1
+            return True
+        return False
+
+    def _attribute_returns(self, seq: int) -> None:
+        if self._unattributed:
+            k = len(self._returns) - self._unattributed
+            for i in range(k, len(self._returns)):
+                self._returns[i] = (seq, *self._returns[i][1:])
+            self._unattributed = 0
+
+    def _ack(self, seq: int, multiple: bool) -> None:
+        last = min(seq, self._next - 1)
+        if multiple:
+            first = self._base
+        elif self._base <= seq < self._next:
+            first = seq
+        else:
+            return
+        if last < first:
+            return
+        mask = ((1 << (last - first + 1)) - 1) << (first - self._base)
+        newly = (mask & ~self._bits).bit_count()
+        self._bits |= mask
+        self.confirmed += newly
+        self._unsettled -= newly
+        self._advance()
+
+    def _nack(self, seq: int, multiple: bool) -> None:
+        last = min(seq, self._next - 1)
+        first = self._base if multiple else max(seq, self._base)
+        for s in range(first, last + 1):
+            bit = 1 << (s - self._base)
+            if not self._bits & bit:
+                self._bits |= bit
+                self._unsettled -= 1
+                self.nacked += 1
+                self._nacked_seqs.append(s)
+        self._advance()
+
+    def _advance(self) -> None:
+        inv = ~self._bits
+        run = (inv & -inv).bit_length() - 1  # trailing ones of bits
+        run = min(run, self._next - self._base)
+        if run > 0:
+            self._bits >>= run
+            self._base += run
