@@ -6,7 +6,7 @@ the counters are read-only here. (``Relay.bytes`` is a counter, so the type is s
 """
 
 import builtins
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 # (delivery_tag, redelivered, exchange, routing_key, raw properties as received, body, reason)
 Message = tuple[int, bool, builtins.bytes, builtins.bytes, builtins.bytes, builtins.bytes, str]
