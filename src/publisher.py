@@ -317,6 +317,17 @@ class Publisher:
         finally:
             self._loop.close()
 
+    def abort(self) -> None:
+        """Drop the connection without the closing handshake: after a failure, where a blocked
+        broker would not read a ``connection.close`` (``close()`` would wait 5 s for it)."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._link.abort()
+            self._loop.run_until_complete(asyncio.sleep(0))  # let the transport go
+        finally:
+            self._loop.close()
+
     def __enter__(self) -> Publisher:
         return self
 
