@@ -18,7 +18,6 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-import pyarrow as pa  # noqa: E402
 from pumpd import publish_ref  # noqa: E402
 from pumpd.localnode import LocalNode  # noqa: E402
 from pumpd.publish_ref import encode_properties  # noqa: E402
@@ -67,28 +66,30 @@ def _queue(uri: str, name: str, *, exchange: str = "", keys: tuple[str, ...] = (
                 ch.queue_bind(name, exchange, k)
 
 
-def _numbered(spark: Any, rows: int, partitions: int, *, fault: Any = None,
-              batch: int = 1000) -> Any:
-    """``body`` = the row's number as text, ``rows`` rows in ``partitions`` partitions, made by
-    a mapInArrow that may call ``fault(attempt, start)`` before each of its batches."""
+def _numbered(spark: Any, rows: int, partitions: int, *, fault: Any = None) -> Any:
+    """``body`` = the row's number, 8 digits, then 100 dots (enough bytes that rows flow to the
+    writer while the generator waits in ``fault``): ``rows`` rows in ``partitions`` partitions,
+    made in the task itself, which calls ``fault(attempt, row)`` before each row."""
     per = rows // partitions
+    pad = "." * 100
 
-    def gen(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def gen(it: Iterator[int]) -> Iterator[tuple[str]]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        p, attempt = ctx.partitionId(), ctx.attemptNumber()
-        for _ in it:
-            pass
-        for start, n in spark_helpers.batches_of(per, batch):
-            if fault is not None:
-                fault(attempt, start)
-            first = p * per + start
-            yield pa.record_batch([pa.array([str(i) for i in range(first, first + n)])],
-                                  names=["body"])
+        attempt = ctx.attemptNumber()
+        for p in it:
+            for k in range(per):
+                if fault is not None:
+                    fault(attempt, k)
+                yield (f"{p * per + k:08d}{pad}",)
 
-    return (spark.range(partitions, numPartitions=partitions)
-            .mapInArrow(gen, "body string"))
+    rdd = spark.sparkContext.parallelize(range(partitions), partitions).mapPartitions(gen)
+    return spark.createDataFrame(rdd, "body string")
+
+
+def _number(body: bytes) -> int:
+    return int(body[:8])
 
 
 def _ids(deliveries: list[Any]) -> Counter[str]:
@@ -221,12 +222,12 @@ def test_a_nack_fails_the_task_and_the_retry_delivers_every_row(
      .option("messageId", "deterministic").mode("append").save())
     got = drain_queue(uri, "q", expected=1300)
     assert len(got) == 1300 and b"filler" not in {d.body for d in got}
-    assert Counter(d.body for d in got) == Counter(
-        {**{str(i).encode(): 1 for i in range(1000)}, **{str(i).encode(): 2 for i in range(300)}})
+    assert Counter(_number(d.body) for d in got) == Counter(
+        {**dict.fromkeys(range(1000), 1), **dict.fromkeys(range(300), 2)})
     ids = _ids(got)
     assert len(ids) == 1000 and sorted(ids.values()).count(2) == 300
     for d in got:  # a row keeps its id across attempts: {writeId}:0:{partition}:{row}
-        assert d.properties.message_id.endswith(f":0:0:{int(d.body)}")
+        assert d.properties.message_id.endswith(f":0:0:{_number(d.body)}")
 
 
 def test_a_connection_lost_mid_partition_is_retried_and_nothing_is_lost(
@@ -252,7 +253,8 @@ def test_a_connection_lost_mid_partition_is_retried_and_nothing_is_lost(
             if attempt == 0 and start == 3000:
                 pull(port)
 
-        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+        # small Arrow batches: the writer gets rows while the generator waits at row 3000
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
         try:
             df = _numbered(spark, 6000, 1, fault=fault)
             (df.write.format("pumpd").option("uri", proxy_uri).option("routingKey", "q")
@@ -262,7 +264,7 @@ def test_a_connection_lost_mid_partition_is_retried_and_nothing_is_lost(
             trigger.close()
     assert trigger.calls == 1
     got = drain_queue(uri, "q")
-    bodies = Counter(int(d.body) for d in got)
+    bodies = Counter(_number(d.body) for d in got)
     assert set(bodies) == set(range(6000))
     dup = [b for b, n in bodies.items() if n > 1]
     assert 1000 <= len(dup) <= 3000 and max(bodies.values()) == 2  # the first attempt's rows
