@@ -37,6 +37,9 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "checktarget": ("checkTarget", "true"),
 }
 
+# Spark's own options, which it hands to the data source too
+SPARK_OPTIONS = ("checkpointlocation", "queryname", "__checkpointlocation")
+
 BODY_COLUMNS = ("body", "value")
 # Columns beside the body; the basic properties keep their AMQP names.
 KNOWN_COLUMNS: tuple[str, ...] = ("routing_key", "exchange", *PROPERTY_NAMES)
@@ -105,6 +108,8 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
     opts: dict[str, str] = {}
     for key, value in options.items():
         k = str(key).lower()
+        if k in SPARK_OPTIONS:
+            continue
         if k == "path":  # .save("...") puts its argument here; the option spelling wins
             k = "uri"
         if k not in OPTIONS:
