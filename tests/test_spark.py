@@ -18,13 +18,13 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from pumpd import publish_ref  # noqa: E402
-from pumpd.localnode import LocalNode  # noqa: E402
-from pumpd.publish_ref import encode_properties  # noqa: E402
-from pumpd.spark import publish_partition, register  # noqa: E402
-from pumpd.testing import TcpProxy  # noqa: E402
-from pyspark import cloudpickle  # noqa: E402
-from pyspark.sql.types import (  # noqa: E402
+from pumpd import publish_ref
+from pumpd.localnode import LocalNode
+from pumpd.publish_ref import encode_properties
+from pumpd.spark import publish_partition, register
+from pumpd.testing import TcpProxy
+from pyspark import cloudpickle
+from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     DoubleType,
@@ -36,10 +36,10 @@ from pyspark.sql.types import (  # noqa: E402
     StructType,
 )
 
-import spark_helpers  # noqa: E402
-from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive  # noqa: E402
-from spark_helpers import Trigger, pull, take_first  # noqa: E402
-from test_publisher import _raw_get  # noqa: E402
+import spark_helpers
+from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive
+from spark_helpers import Trigger, pull, take_first
+from test_publisher import _raw_get
 
 cloudpickle.register_pickle_by_value(spark_helpers)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
