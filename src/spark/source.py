@@ -14,6 +14,7 @@ the counts as its commit message; ``commit()`` / ``abort()`` on the driver log t
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,7 +86,10 @@ def _log_totals(what: str, messages: list[Any], batch: str = "") -> None:
             f"{rows} rows published, {confirmed} confirmed"
             + (f", {retried} partitions retried (their first attempts' confirmed rows are "
                "duplicates)" if retried else ""))
-    (log.info if what == "commit" else log.warning)(line)
+    if log.hasHandlers():
+        (log.info if what == "commit" else log.warning)(line)
+    else:  # Spark runs commit() in a Python worker with no logging set up: its stderr shows
+        print(line, file=sys.stderr, flush=True)
 
 
 def _task() -> tuple[int, int, Any]:
