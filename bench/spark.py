@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                     ok = error is None and delivered == k
                     rec = {**common_fields("spark", CASE, system, rep,
                                            k / seconds if ok else None),
-                           "rows": k, "seconds": round(seconds, 3), "delivered": delivered,
+                           "rows": k, "messages": k, "seconds": round(seconds, 3),
+                           "delivered": delivered,
                            "duplicates": max(0, delivered - k), "ok": ok, "error": error,
                            "worker_peak_rss_mb": worker_peak_rss_mb(), "host": host}
                     records.append(rec)
