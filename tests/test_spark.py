@@ -38,8 +38,7 @@ from pyspark.sql.types import (
 
 import spark_helpers
 from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive
-from spark_helpers import Trigger, pull, take_first
-from test_publisher import _raw_get
+from spark_helpers import Trigger, pull, raw_get, take_first
 
 cloudpickle.register_pickle_by_value(spark_helpers)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -104,6 +103,7 @@ def test_rows_arrive_with_body_key_properties_and_headers_exact(
     uri = node_b.uri(vhost_b)
     _queue(uri, "q1", exchange="x", keys=("k1", "k2"))
     _queue(uri, "q2", exchange="x", keys=("k2",))
+    _queue(uri, "q3", exchange="y", keys=("k1",))
     schema = StructType([
         StructField("body", BinaryType()), StructField("routing_key", StringType()),
         StructField("content_type", StringType()), StructField("delivery_mode", IntegerType()),
@@ -111,18 +111,22 @@ def test_rows_arrive_with_body_key_properties_and_headers_exact(
         StructField("correlation_id", StringType()), StructField("timestamp", LongType()),
         StructField("app_id", StringType()), StructField("type", StringType()),
         StructField("headers", MapType(StringType(), StringType())),
+        StructField("exchange", StringType()),
     ])
     rows = [
         (bytes(range(256)) * 3, "k1", "application/octet-stream", 2, 5, "m-0", "c-0",
-         1_700_000_000, "spark", "t", {"a": "1", "b": "é"}),
-        (b"", "k2", None, None, None, "m-1", None, None, None, None, None),
-        (b"\x00" * 200_000, None, "text/plain", 1, None, None, None, None, None, None, {}),
+         1_700_000_000, "spark", "t", {"a": "1", "b": "é"}, None),
+        (b"", "k2", None, None, None, "m-1", None, None, None, None, None, None),
+        (b"\x00" * 200_000, None, "text/plain", 1, None, None, None, None, None, None, {}, None),
+        (b"to y", None, None, None, None, None, None, None, None, None, None, "y"),
     ]
     df = spark.createDataFrame(rows, schema).coalesce(1)
     (df.write.format("pumpd").option("uri", uri).option("exchange", "x")
      .option("routingKey", "k1").mode("append").save())
     q1 = drain_queue(uri, "q1", expected=3)
     q2 = drain_queue(uri, "q2")
+    q3 = drain_queue(uri, "q3", expected=1)
+    assert [(d.method.exchange, d.method.routing_key, d.body) for d in q3] == [("y", "k1", b"to y")]
     assert [(d.method.routing_key, d.body) for d in q1] == [
         ("k1", rows[0][0]), ("k2", b""), ("k1", rows[2][0])]
     assert [d.body for d in q2] == [b""]
@@ -147,7 +151,7 @@ def test_typed_headers_value_alias_persistent_and_deterministic_ids(
                                schema).coalesce(1)
     (df.write.format("pumpd").option("URI", uri).option("routingkey", "q")
      .option("persistent", "true").option("messageId", "deterministic").mode("append").save())
-    raw = _raw_get(node_b.amqp_port, vhost_b, "q", 2)  # pika's decoder truncates doubles
+    raw = raw_get(node_b.amqp_port, vhost_b, "q", 2)  # pika's decoder truncates doubles
     assert [body for _, body in raw] == [b"a", b"b"]
     write_id = publish_ref.message_id_of(raw[0][0]).decode().split(":")[0]
     headers = {"n": -(2**40), "f": 0.25, "ok": True, "s": "x"}
