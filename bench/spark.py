@@ -58,6 +58,7 @@ def session() -> Any:
     cloudpickle.register_pickle_by_value(confirms)
     spark = (SparkSession.builder.master("local[2]").appName("pumpd-bench-spark")
              .config("spark.ui.enabled", "false").config("spark.driver.memory", "1g")
+             .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     from pumpd.spark import register

@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         from . import register
 
         spark = (SparkSession.builder.master("local[2]").appName("pumpd-spark-demo")
-                 .config("spark.ui.enabled", "false").getOrCreate())
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
         df = (spark.range(args.rows, numPartitions=2)
