@@ -18,8 +18,9 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from pumpd import publish_ref
+from pumpd import Publisher, publish_ref
 from pumpd.localnode import LocalNode
+from pumpd.publish_ref import PublishPlane as RefPlane
 from pumpd.publish_ref import encode_properties
 from pumpd.spark import publish_partition, register
 from pumpd.testing import TcpProxy
@@ -38,6 +39,7 @@ from pyspark.sql.types import (
 
 import spark_helpers
 from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive
+from impls import IMPLEMENTATIONS, native
 from spark_helpers import Trigger, pull, raw_get, take_first
 
 cloudpickle.register_pickle_by_value(spark_helpers)
@@ -93,6 +95,70 @@ def _number(body: bytes) -> int:
 
 def _ids(deliveries: list[Any]) -> Counter[str]:
     return Counter(d.properties.message_id for d in deliveries)
+
+
+# -- the Arrow encoder, on both data-plane implementations -----------------------------------
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def impl(request: pytest.FixtureRequest) -> str:
+    if request.param == "native":
+        native()
+    return str(request.param)
+
+
+def _plane(impl: str) -> Any:
+    cls = RefPlane if impl == "reference" else native().PublishPlane
+    return cls(channel=1, frame_max=4096, exchange=b"x", mandatory=False)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_publish_arrow_encodes_what_publish_encodes(impl: str, large: bool) -> None:
+    import pyarrow as pa
+
+    bodies = [b"", b"a", bytes(range(256)) * 20, b"\x00" * 4089, b"tail"]
+    col = pa.array([b"skip", *bodies], pa.large_binary() if large else pa.binary()).slice(1)
+    head = encode_properties({"content_type": "t", "delivery_mode": 2})
+    tail = encode_properties({"app_id": "a"})[2:]
+    plain, by_row = _plane(impl), _plane(impl)
+    _validity, offsets, data = col.buffers()
+    assert plain.publish_arrow(offsets, data, col.offset, len(col), b"rk", head, large=large) == 1
+    for b in bodies:
+        by_row.publish(b, b"rk", head)
+    assert plain.take_output() == by_row.take_output()
+    # deterministic ids: the id spliced between head and tail, counted from id_start
+    flags = int.from_bytes(head[:2], "big") | (1 << (15 - 8)) | (1 << (15 - 12))
+    spliced_head = flags.to_bytes(2, "big") + head[2:]
+    plain.publish_arrow(offsets, data, col.offset + 1, 3, b"rk", spliced_head, large=large,
+                        properties_tail=tail, id_prefix=b"w:0:3:", id_start=41)
+    for i, b in enumerate(bodies[1:4]):
+        props = encode_properties({"content_type": "t", "delivery_mode": 2, "app_id": "a",
+                                   "message_id": f"w:0:3:{41 + i}"})
+        by_row.publish(b, b"rk", props)
+    assert plain.take_output() == by_row.take_output()
+    assert plain.next_seq == by_row.next_seq == 9
+    with pytest.raises(ValueError):
+        plain.publish_arrow(offsets, data, col.offset, len(col) + 1, b"rk", head, large=large)
+
+
+def test_publisher_publish_arrow_arrives_with_ids(impl: str, node_b: LocalNode,
+                                                   vhost_b: str) -> None:
+    import pyarrow as pa
+
+    uri = node_b.uri(vhost_b)
+    col = pa.array([b"%05d" % i for i in range(3000)])
+    with Publisher(uri, routing_key="q", window=500, implementation=impl,
+                   declarations=[("queue.declare", {"queue": "q"})]) as p:
+        p.publish_arrow(col.slice(1000), properties={"delivery_mode": 2, "app_id": "s"},
+                        message_ids=(b"w:0:1:", 7))
+        p.publish_arrow(col.slice(0, 2))
+        p.flush()
+        assert p.confirmed == 2002
+    got = drain_queue(uri, "q", expected=2002, timeout=30)
+    assert [d.body for d in got] == [*col.slice(1000).to_pylist(), b"00000", b"00001"]
+    assert [d.properties.message_id for d in got[:2000]] == [f"w:0:1:{7 + i}" for i in range(2000)]
+    assert {(d.properties.delivery_mode, d.properties.app_id) for d in got[:2000]} == {(2, "s")}
+    assert got[2000].properties.message_id is None
 
 
 # -- exactness --------------------------------------------------------------------------------
