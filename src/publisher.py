@@ -325,6 +325,8 @@ class Publisher:
         else:
             raw, tail = _raw_properties(properties), None
         rk = self._routing_key if routing_key is None else routing_key.encode()
+        if len(column) == 0:  # an empty array may have no offsets buffer at all
+            return int(self._plane.next_seq)
         _validity, offsets, data = column.buffers()[:3]
         large = str(column.type) == "large_binary"
         first = int(self._plane.next_seq)
