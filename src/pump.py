@@ -56,6 +56,7 @@ class Pump:
         if isinstance(cfg.delete_after, int):
             self._limit_total = cfg.delete_after
         self.terminated_reason: str | None = None
+        self._expired_after: float | None = None  # set when delete_after_duration ended it
         self._careful = 0  # messages the next session forwards one at a time (Session)
 
     # -- status --------------------------------------------------------------------------------
@@ -88,11 +89,31 @@ class Pump:
     async def run(self, stop: asyncio.Event) -> None:
         quiet_pika_errors(asyncio.get_running_loop())
         reporter = asyncio.create_task(self._report_counters())
+        timer = None
+        if self.cfg.delete_after_duration is not None:  # issue 13: src-delete-after-duration
+            stop, timer = self._stop_after_duration(stop, self.cfg.delete_after_duration)
         try:
             await self._run(stop)
         finally:
             reporter.cancel()
+            if timer is not None:
+                timer.cancel()
             self.sink.counters_changed(self.counters())
+
+    def _stop_after_duration(self, stop: asyncio.Event,
+                             seconds: float) -> tuple[asyncio.Event, asyncio.Task[None]]:
+        """An event set by ``stop`` or once ``seconds`` have passed since the shovel started,
+        whichever comes first; the latter ends it as delete_after_duration does."""
+        either = asyncio.Event()
+
+        async def watch() -> None:
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=seconds)
+            except asyncio.TimeoutError:
+                self._expired_after = seconds
+            either.set()
+
+        return either, asyncio.create_task(watch())
 
     async def _run(self, stop: asyncio.Event) -> None:
         failures = 0
@@ -101,7 +122,7 @@ class Pump:
             started, moved_before = time.monotonic(), self._moved()
             outcome, error = await self._one_session(stop)
             if outcome == "stopped":
-                self._terminate("shutdown")
+                self._terminate(self._stopped_reason())
                 return
             if outcome == "limit":
                 self._terminate(f"delete-after reached: {self._moved()} messages moved")
@@ -129,7 +150,13 @@ class Pump:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
             except asyncio.TimeoutError:
                 continue
-        self._terminate("shutdown")
+        self._terminate(self._stopped_reason())
+
+    def _stopped_reason(self) -> str:
+        if self._expired_after is None:
+            return "shutdown"
+        return (f"delete-after-duration reached: stopped after {self._expired_after:g}s, "
+                f"{self._moved()} messages moved")
 
     def _terminate(self, reason: str) -> None:
         self.terminated_reason = reason

@@ -198,7 +198,9 @@ class Session:
     async def _consume(self) -> None:
         assert self.source is not None
         self._consumer_tag = await self.source.consume(
-            self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK
+            self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK,
+            # issue 13: src-consumer-args / src-consumer-name
+            arguments=self.cfg.consumer_arguments, consumer_tag=self.cfg.consumer_tag,
         )
 
     def _watch(self, link: Link, side: str) -> None:

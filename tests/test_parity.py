@@ -1,0 +1,254 @@
+"""Run-time cases the Shovel plugin's own suites cover (deps/rabbitmq_shovel/test/
+amqp091_dynamic_SUITE, amqp091_static_SUITE), against private nodes: quorum queues and streams,
+a stream consumed from an offset, predeclared queues that are missing, a missing destination
+exchange, the source queue deleted while running, bad credentials, delete-after edge cases,
+the consumer's arguments and tag (issue 13)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+import pika.exceptions
+import pytest
+from pumpd.localnode import LocalNode
+from pumpd.status import State
+
+from amqp_helpers import (
+    Message,
+    blocking_connection,
+    declare_queue,
+    drain_queue,
+    publish_messages,
+    queue_depth,
+)
+from harness import RunningPumps, running, shovel
+
+QUORUM = {"x-queue-type": "quorum"}
+STREAM = {"x-queue-type": "stream"}
+
+
+def bodies(n: int, start: int = 0) -> list[bytes]:
+    return [b"m%d" % i for i in range(start, start + n)]
+
+
+def queue_exists(uri: str, queue: str) -> bool:
+    try:
+        queue_depth(uri, queue)
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        assert exc.reply_code == 404
+        return False
+    return True
+
+
+def reason_has(pumps: RunningPumps, text: str) -> bool:
+    return any(text in (reason or "") for _, reason in pumps.history[next(iter(pumps.history))])
+
+
+def read_stream(uri: str, queue: str, expected: int) -> list[bytes]:
+    """A stream is read by a consumer with a prefetch, from an offset: here the first."""
+    out: list[bytes] = []
+    with blocking_connection(uri) as connection:
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=100)
+        for method, _props, body in channel.consume(
+                queue, arguments={"x-stream-offset": "first"}, inactivity_timeout=10):
+            if method is None:
+                break
+            channel.basic_ack(method.delivery_tag)
+            out.append(body)
+            if len(out) == expected:
+                break
+        channel.cancel()
+    return out
+
+
+# --- quorum queues and streams --------------------------------------------------------------
+
+
+def test_quorum_to_quorum_moves_everything_then_delete_after(node_a: LocalNode,
+                                                             vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "qq-in", arguments=QUORUM)
+    publish_messages(uri, "", "qq-in", [Message(b) for b in bodies(30)])
+    s = shovel(**{"src-uri": uri, "src-queue": "qq-in", "dest-uri": uri, "dest-queue": "qq-out",
+                  "dest-queue-args": QUORUM, "src-delete-after": 20})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
+    assert "delete-after reached: 20 messages moved" in (pumps.status().reason or "")
+    got = [d.body for d in drain_queue(uri, "qq-out", expected=20, timeout=10)]
+    assert got == bodies(20)
+    assert queue_depth(uri, "qq-in")[0] == 10
+    # the destination queue was created as the quorum queue its arguments ask for
+    info = node_a.management_request(
+        "GET", f"/api/queues/{urllib.parse.quote(vhost_a, safe='')}/qq-out")
+    assert info["type"] == "quorum"
+
+
+def test_into_a_stream_then_a_stream_consumed_from_an_offset(node_a: LocalNode,
+                                                             vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    publish_messages(uri, "", "in", [Message(b) for b in bodies(10)])
+    into_stream = shovel("into", **{"src-uri": uri, "src-queue": "in", "dest-uri": uri,
+                                    "dest-queue": "events", "dest-queue-args": STREAM,
+                                    "src-delete-after": "queue-length"})
+    with running(into_stream) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
+    assert read_stream(uri, "events", 10) == bodies(10)
+    # A stream is never emptied by reading it: a shovel from offset 4 sees messages 4..9.
+    from_offset = shovel("replay", **{
+        "src-uri": uri, "src-queue": "events", "src-predeclared": True,
+        "src-consumer-args": {"x-stream-offset": 4}, "src-prefetch-count": 50,
+        "dest-uri": uri, "dest-queue": "replayed"})
+    with running(from_offset) as pumps:
+        pumps.wait_for(lambda: queue_exists(uri, "replayed")
+                       and queue_depth(uri, "replayed")[0] >= 6, 60, "replayed")
+        assert pumps.status().state == State.RUNNING
+    assert [d.body for d in drain_queue(uri, "replayed", expected=6, timeout=10)] == bodies(6, 4)
+    assert queue_depth(uri, "replayed")[0] == 0
+
+
+# --- missing queues and exchanges -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("side", ["src", "dest"])
+def test_predeclared_queue_missing_then_created(node_a: LocalNode, vhost_a: str,
+                                                side: str) -> None:
+    uri = node_a.uri(vhost_a)
+    if side == "dest":
+        declare_queue(uri, "in")
+    else:
+        declare_queue(uri, "out")
+    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
+                  f"{side}-predeclared": True, "reconnect-delay": 1})
+    missing = "in" if side == "src" else "out"
+    where = "source" if side == "src" else "destination"
+    with running(s) as pumps:
+        pumps.wait_for(lambda: reason_has(pumps, f"no queue '{missing}'"), 30, "the reason")
+        reason = next(r for _, r in pumps.history["s"] if r and "no queue" in r)
+        assert reason.startswith(f"{where}: ") and "404 NOT_FOUND" in reason
+        assert not queue_exists(uri, missing)  # predeclared: nothing created behind the user
+        declare_queue(uri, missing)
+        publish_messages(uri, "", "in", [Message(b) for b in bodies(5)])
+        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 5, 60, "moved once it exists")
+        assert pumps.status().state == State.RUNNING
+
+
+def test_missing_destination_exchange_then_declared(node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    publish_messages(uri, "", "in", [Message(b) for b in bodies(5)])
+    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-exchange": "nx",
+                  "dest-exchange-key": "k", "reconnect-delay": 1})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: reason_has(pumps, "no exchange 'nx'"), 30, "the reason")
+        assert queue_depth(uri, "in")[0] == 5  # nothing acked while it cannot be delivered
+        with blocking_connection(uri) as connection:
+            ch = connection.channel()
+            ch.exchange_declare("nx", "direct", durable=True)
+            ch.queue_declare("out", durable=True)
+            ch.queue_bind("out", "nx", "k")
+        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 5, 60, "moved once it exists")
+    assert sorted(d.body for d in drain_queue(uri, "out")) == bodies(5)
+
+
+def test_source_queue_deleted_while_running(node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
+                  "reconnect-delay": 1})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
+        with blocking_connection(uri) as connection:
+            connection.channel().queue_delete("in")
+        pumps.wait_for(lambda: reason_has(pumps, "cancelled the consumer"), 30, "the reason")
+        # it restarts and declares the queue again (durable), then carries on
+        pumps.wait_for(lambda: queue_exists(uri, "in") and queue_depth(uri, "in")[1] == 1, 30,
+                       "re-declared and consumed")
+        publish_messages(uri, "", "in", [Message(b) for b in bodies(5)])
+        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 5, 60, "moved")
+
+
+# --- credentials ----------------------------------------------------------------------------
+
+
+def test_bad_password_names_user_and_vhost(node_a: LocalNode, vhost_a: str) -> None:
+    good = node_a.uri(vhost_a)
+    bad = node_a.uri(vhost_a, password="wrong")
+    s = shovel(**{"src-uri": bad, "src-queue": "in", "dest-uri": good, "dest-queue": "out",
+                  "reconnect-delay": 0})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
+    reason = pumps.status().reason or ""
+    assert reason.startswith("source: ") and "user 'guest'" in reason
+    assert f"vhost {vhost_a!r}" in reason and "wrong" not in reason.replace("wrong username", "")
+
+
+def test_no_access_to_vhost_names_user_and_vhost(node_a: LocalNode, vhost_a: str) -> None:
+    user = f"noaccess-{vhost_a[-8:]}"
+    node_a.ctl("add_user", user, "pw")
+    try:
+        bad = node_a.uri(vhost_a, user=user, password="pw")
+        s = shovel(**{"src-uri": node_a.uri(vhost_a), "src-queue": "in", "dest-uri": bad,
+                      "dest-queue": "out", "reconnect-delay": 1})
+        with running(s) as pumps:
+            pumps.wait_for(lambda: reason_has(pumps, f"for user {user!r}"), 30, "the reason")
+        reason = next(r for _, r in pumps.history["s"] if r and user in r)
+        assert reason.startswith("destination: ") and f"vhost {vhost_a!r}" in reason
+    finally:
+        node_a.ctl("delete_user", user)
+
+
+# --- delete-after edge cases ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delete_after", [0, "queue-length"])
+def test_delete_after_nothing_ends_at_once(node_a: LocalNode, vhost_a: str,
+                                           delete_after: Any) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
+                  "src-delete-after": delete_after})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
+    assert "delete-after reached: 0 messages moved" in (pumps.status().reason or "")
+
+
+def test_delete_after_duration_stops_the_shovel(node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    publish_messages(uri, "", "in", [Message(b) for b in bodies(5)])
+    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
+                  "src-delete-after-duration": 2})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
+        publish_messages(uri, "", "in", [Message(b"late")])
+    reason = pumps.status().reason or ""
+    assert "delete-after-duration reached: stopped after 2s, 5 messages moved" in reason
+    assert queue_depth(uri, "out")[0] == 5 and queue_depth(uri, "in") == (1, 0)
+
+
+# --- the consumer ---------------------------------------------------------------------------
+
+
+def test_consumer_tag_and_arguments_reach_the_broker(node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
+                  "src-consumer-name": "pumpd-tag", "src-consumer-args": {"x-priority": 7}})
+    vhost = urllib.parse.quote(vhost_a, safe="")
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
+
+        def consumers() -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = node_a.management_request("GET",
+                                                                    f"/api/consumers/{vhost}")
+            return found
+
+        pumps.wait_for(lambda: bool(consumers()), 30, "the consumer in the management API")
+        (consumer,) = consumers()
+        assert consumer["consumer_tag"] == "pumpd-tag"
+        assert consumer["arguments"] == {"x-priority": 7}
+        publish_messages(uri, "", "in", [Message(b"m")])
+        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 1, 30, "moved")
