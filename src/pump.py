@@ -26,6 +26,7 @@ MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multipl
 # A session that ran at least this long, or moved messages, was healthy: the next failure starts
 # the backoff again from reconnect_delay.
 HEALTHY_SESSION_SECONDS = 30.0
+BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)
 
 
 class Pump:
@@ -57,6 +58,7 @@ class Pump:
             self._limit_total = cfg.delete_after
         self.terminated_reason: str | None = None
         self._expired_after: float | None = None  # set when delete_after_duration ended it
+        self._source_backlog = -1  # messages ready in the source queue; -1: not read yet
         self._careful = 0  # messages the next session forwards one at a time (Session)
 
     # -- status --------------------------------------------------------------------------------
@@ -77,7 +79,29 @@ class Pump:
                     setattr(c, name, value)
                 else:
                     setattr(c, name, getattr(c, name) + value)
+        self._levels(c)
         return c
+
+    # -- issue 13: the plugin's remaining / remaining_unacked, and the source backlog ----------
+
+    def _levels(self, c: Counters) -> None:
+        c.source_backlog = self._source_backlog
+        if self._limit_total is None:
+            c.remaining = c.remaining_unacked = -1  # no delete_after: unlimited
+            return
+        moved = c.consumed if self.cfg.ack_mode == AckMode.NO_ACK else c.acked
+        c.remaining = max(self._limit_total - moved, 0)
+        c.remaining_unacked = max(c.remaining - c.in_flight, 0)
+
+    async def _read_backlog(self, session: Session) -> None:
+        """Messages ready in the source queue, by a passive declare every few seconds: how far
+        behind the shovel is. A failure here is the session's to report, not this reader's."""
+        while session.source is not None and session.queue:
+            try:
+                self._source_backlog = await session.source.queue_length(session.queue)
+            except Exception:  # noqa: BLE001 - the closed channel ends the session, said there
+                return
+            await asyncio.sleep(BACKLOG_EVERY)
 
     async def _report_counters(self) -> None:
         while True:
@@ -201,6 +225,7 @@ class Pump:
             careful=self._careful,
         )
         self._session = session
+        backlog_reader: asyncio.Task[None] | None = None
         try:
             try:
                 await session.open(src, dst)
@@ -211,6 +236,7 @@ class Pump:
                     if self._limit_total == 0:
                         return "limit", None
                 self._enter(State.RUNNING)
+                backlog_reader = asyncio.create_task(self._read_backlog(session))
                 outcome = await session.wait(stop)
             except SessionEnded as ended:
                 if ended.terminal:
@@ -240,6 +266,8 @@ class Pump:
                 return "careful-done", None
             return ("limit" if outcome == "limit" else "stopped"), None
         finally:
+            if backlog_reader is not None:
+                backlog_reader.cancel()
             await session.close()
             self._fold(session)
             self._session = None

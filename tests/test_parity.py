@@ -6,6 +6,7 @@ the consumer's arguments and tag (issue 13)."""
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from typing import Any
 
@@ -22,7 +23,10 @@ from amqp_helpers import (
     publish_messages,
     queue_depth,
 )
+from daemon_helpers import fill_queue, pumpd_daemon, shovel_def
 from harness import RunningPumps, running, shovel
+
+__all__ = ["pumpd_daemon"]
 
 QUORUM = {"x-queue-type": "quorum"}
 STREAM = {"x-queue-type": "stream"}
@@ -252,3 +256,66 @@ def test_consumer_tag_and_arguments_reach_the_broker(node_a: LocalNode, vhost_a:
         assert consumer["arguments"] == {"x-priority": 7}
         publish_messages(uri, "", "in", [Message(b"m")])
         pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 1, 30, "moved")
+
+
+# --- alarms and the status figures ----------------------------------------------------------
+
+
+def disk_alarm(node: LocalNode, raised: bool) -> None:
+    node.ctl("set_disk_free_limit", "100000GB" if raised else "50MB")
+
+
+def has_disk_alarm(node: LocalNode) -> bool:
+    return "disk" in node.ctl("eval", "rabbit_alarm:get_alarms().")
+
+
+@pytest.mark.parametrize("ack_mode", ["on_confirm", "no_ack"])
+def test_disk_alarm_before_start_then_the_plugin_status_figures(
+    pumpd_daemon: Any, node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
+    ack_mode: str,
+) -> None:
+    """The destination has a disk alarm before the shovel starts: it shows blocked, holds at
+    most its prefetch (no_ack: cancels its consumer, where the plugin keeps consuming), shows
+    the plugin's status figures and how many messages wait in the source queue, then moves
+    everything in order once the alarm clears."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    sent = [b"d%04d" % i for i in range(300)]
+    declare_queue(src, "in")
+    fill_queue(src, "in", sent)
+    disk_alarm(node_b, True)
+    try:
+        deadline = time.monotonic() + 60
+        while not has_disk_alarm(node_b):
+            assert time.monotonic() < deadline, "no disk alarm"
+            time.sleep(0.2)
+        d = pumpd_daemon({"s": shovel_def(src, "in", dst, "out", prefetch_count=50,
+                                          ack_mode=ack_mode)})
+        d.wait_for(lambda: d.shovel("s")["state"] == "blocked", 60, "blocked")
+        if ack_mode == "on_confirm":
+            d.wait_for(lambda: d.shovel("s")["source_backlog"] == 250, 60,
+                       "the backlog read: 300 less the 50 held")
+            doc = d.shovel("s")
+            assert doc["counters"]["in_flight"] + doc["counters"]["buffered"] == 50
+        doc = d.shovel("s")
+        assert doc["pending"] == doc["counters"]["buffered"]
+        assert doc["forwarded"] == doc["counters"]["published"]
+        assert (doc["remaining"], doc["remaining_unacked"]) == ("unlimited", "unlimited")
+    finally:
+        disk_alarm(node_b, False)
+    d.wait_for(lambda: d.shovel("s")["counters"]["published"] == 300, 120, "all 300 published")
+    d.wait_for(lambda: d.shovel("s")["source_backlog"] == 0, 60, "the backlog read empty")
+    got = drain_queue(dst, "out", expected=300, timeout=30)
+    assert [m.body for m in got] == sent
+    assert d.stop() == 0
+
+
+def test_remaining_counts_down_to_delete_after(node_a: LocalNode, vhost_a: str) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    publish_messages(uri, "", "in", [Message(b) for b in bodies(30)])
+    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
+                  "src-delete-after": 20})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
+    c = pumps.status().counters
+    assert (c.remaining, c.remaining_unacked, c.acked) == (0, 0, 20)
