@@ -99,7 +99,7 @@ class Pump:
         while session.source is not None and session.queue:
             try:
                 self._source_backlog = await session.source.queue_length(session.queue)
-            except Exception:  # noqa: BLE001 - the closed channel ends the session, said there
+            except Exception:  # the closed channel ends the session, which says why
                 return
             await asyncio.sleep(BACKLOG_EVERY)
 
