@@ -341,3 +341,53 @@ def test_pika_parameters_amqps_missing_file(tmp_path: Path) -> None:
 def test_model_uri_is_frozen_value() -> None:
     a, b = parse_uri("amqp://u:p@h/v"), parse_uri("amqp://u:p@h:5672/v")
     assert a == b and isinstance(a, BrokerURI)
+
+
+# amqp_client's own URI cases (deps/amqp_client/test/unit_SUITE.erl, amqp_uri_parsing): the same
+# verdict from pumpd (issue 13). Host-less URIs are the local broker here, a direct connection
+# there.
+AMQP_CLIENT_ACCEPTS = [
+    "amqp://user:pass@host:10000/vhost?heartbeat=5", "amqp://", "amqp://:@/",
+    "amqp://localhost:1234", "amqp://:@host/", "amqp://user@", "amqp://user:pass@localhost",
+    "amqp://host", "amqp://localhost:10000", "amqp:///vhost", "amqp://host/", "amqp://host/%2f",
+    "amqp://[::1]", "amqp://host:100", "amqp://[::1]:100", "amqp://host/blah",
+    "amqp://host:100/blah", "amqp://[::1]/blah", "amqp://[::1]:100/blah",
+    "amqp://user:pass@host", "amqp://user:pass@host:100", "amqp://user:pass@[::1]",
+    "amqp://user:pass@[::1]:100", "amqps://localhost:5671",
+    "amqps://host1/%2f?cacertfile=/path/to/cacertfile.pem",
+    "amqps://host3/%2f?verify=verify_peer&fail_if_no_peer_cert=true",
+    "amqps://user:pass@host4/%2f?cacertfile=/path/to/cacertfile.pem"
+    "&certfile=/path/to/certfile.pem&password=topsecret&depth=5",
+    "amqps://host7/%2f?server_name_indication=disable",
+    "amqps://127.0.0.1/%2f?server_name_indication=disable&verify=verify_none",
+    "amqps://host10/%2f?server_name_indication=host10&verify=verify_none",
+    "amqps://host11/%2f?cacertfile=/path/to/cacertfile.pem&verify=verify_peer"
+    "&customize_hostname_check=https",
+    "amqp://host/?auth_mechanism=plain", "amqp://host/?auth_mechanism=amqplain",
+]
+AMQP_CLIENT_REFUSES = [
+    "amqp://:1234", "amqps://:5671", "https://www.rabbitmq.com", "amqp://foo:bar:baz",
+    "amqp://foo[::1]",
+    "amqp://foo:[::1]", "amqp://[::1]foo", "amqp://foo:1000xyz", "amqp://foo:1000000",
+    "amqp://foo/bar/baz", "amqp://foo%1", "amqp://foo%1x", "amqp://foo%xy",
+    "amqps://host/%2f?customize_hostname_check=bogus",
+    "amqp://host/?auth_mechanism=zzz_fake_mod:plain",
+]
+
+
+@pytest.mark.parametrize("text", AMQP_CLIENT_ACCEPTS)
+def test_amqp_client_accepts(text: str) -> None:
+    parse_uri(text)
+
+
+@pytest.mark.parametrize("text", AMQP_CLIENT_REFUSES)
+def test_amqp_client_refuses(text: str) -> None:
+    with pytest.raises(URIError):
+        parse_uri(text)
+
+
+def test_amqp_client_tls_options() -> None:
+    tls = parse_uri("amqps://user:pass@host4/%2f?cacertfile=/path/to/cacertfile.pem"
+                    "&certfile=/path/to/certfile.pem&password=topsecret&depth=5").tls
+    assert tls == TLSOptions(cacertfile="/path/to/cacertfile.pem",
+                             certfile="/path/to/certfile.pem", password="topsecret", depth=5)
