@@ -104,6 +104,7 @@ _AMQP10_KEYS = ("src-address", "dest-address", "dest-application-properties",
                 "dest-message-annotations", "dest-properties")
 # The plugin's floor for delete_after_duration (rabbit_shovel.hrl, SOFT_..._FLOOR), in seconds.
 PLUGIN_DURATION_FLOOR = 60
+MAX_DURATION = 315_360_000  # ten years: rabbit_misc:check_expiry on the value in milliseconds
 
 DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 5.0  # seed; also ?DEFAULT_RECONNECT_DELAY in rabbit_shovel.hrl
@@ -214,8 +215,8 @@ def _duration(ctx: _Ctx, clause: str, value: object) -> float | None:
         return None
     if not _is_int(value) or not isinstance(value, int) or value <= 0:
         ctx.fail(clause, f"must be a positive integer (seconds), got {_show(value)}")
-    if value > 2**32 // 1000:  # rabbit_misc:check_expiry on value * 1000
-        ctx.fail(clause, f"must be at most {2**32 // 1000} seconds, got {value}")
+    if value > MAX_DURATION:
+        ctx.fail(clause, f"must be at most {MAX_DURATION} seconds, got {value}")
     if value < PLUGIN_DURATION_FLOOR:
         ctx.warn(clause, f"{value} s: pumpd stops after {value} s; the plugin raises any value "
                          f"under {PLUGIN_DURATION_FLOOR} s to {PLUGIN_DURATION_FLOOR} s "

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from .config import SEED_CLAUSES
+from .config import MAX_DURATION, SEED_CLAUSES
 from .erlang_terms import (
     Atom,
     ErlangSyntaxError,
@@ -412,7 +412,7 @@ class _ErlangImporter:
         if key == "delete_after_duration":
             if isinstance(value, Atom) and value == "undefined":
                 return None
-            return self._int(ctx, value, item, 1, 2**32 // 1000, what="a positive integer "
+            return self._int(ctx, value, item, 1, MAX_DURATION, what="a positive integer "
                              "(seconds)")
         assert key == "reconnect_delay"
         # The plugin takes any number here (a negative one, or a fraction, means "never

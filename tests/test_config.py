@@ -809,3 +809,52 @@ def test_predeclared_declares_nothing() -> None:
 
 def test_empty_shovels_accepted() -> None:
     assert parse_config({"shovels": {}}).shovels == {}
+
+
+# The plugin's own validation cases (amqp091_dynamic_SUITE:validation/1): the same verdicts.
+_URIS = {"src-uri": "amqp://", "dest-uri": "amqp://"}
+_QURIS = {**_URIS, "src-queue": "test"}
+PLUGIN_VALID = [
+    {**_URIS, "src-exchange": "test"},
+    _QURIS,
+    {**_QURIS, "src-delete-after-duration": 60},
+    {**_QURIS, "src-delete-after-duration": 1},
+    {**_QURIS, "src-delete-after-duration": 10 * 365 * 24 * 60 * 60},  # runs_long
+    {**_URIS, "src-exchange": "test",
+     "publish-properties": {"cluster_id": "rabbit@localhost", "delivery_mode": 2}},
+    {**_QURIS, "publish-properties": {}},
+    {**_QURIS, "publish-properties": []},
+    {**_QURIS, "src-consumer-args": {"x-stream-offset": "first"}},
+]
+PLUGIN_INVALID = [
+    {},
+    {"src-queue": "test", "src-uri": "derp", "dest-uri": "amqp://"},
+    {"src-queue": "test", "src-uri": ["derp"], "dest-uri": "amqp://"},
+    {"src-queue": "test", "dest-uri": "amqp://"},
+    _URIS,
+    {**_QURIS, "src-exchange": "test"},
+    {**_QURIS, "prefetch-count": "three"},
+    {**_QURIS, "reconnect-delay": "three"},
+    {**_QURIS, "ack-mode": "whenever"},
+    {**_QURIS, "src-delete-after": "whenever"},
+    {**_QURIS, "src-delete-after-duration": 0},
+    {**_QURIS, "src-delete-after-duration": "whenever"},
+    {**_QURIS, "src-delete-after-duration": 100 * 365 * 24 * 60 * 60},
+    {**_QURIS, "publish-properties": {"nonexistent": ""}},
+    {**_QURIS, "publish-properties": {"cluster_id": 2}},
+    {**_QURIS, "publish-properties": "something"},
+    {**_QURIS, "src-delete-after": 1, "ack-mode": "no-ack"},
+    {**_QURIS, "delete-after": 1, "ack-mode": "no-ack"},
+    {"src-uri": "an arbitrary string", "dest-uri": "\\o/ \\o/ \\o/", "src-queue": "a",
+     "dest-queue": "b"},
+]
+
+
+@pytest.mark.parametrize("definition", PLUGIN_VALID)
+def test_plugin_valid_params(definition: dict[str, Any]) -> None:
+    one(definition)
+
+
+@pytest.mark.parametrize("definition", PLUGIN_INVALID)
+def test_plugin_invalid_params(definition: dict[str, Any]) -> None:
+    error(definition)
