@@ -172,6 +172,36 @@ def test_into_a_stream_then_a_stream_consumed_from_an_offset(node_a: LocalNode,
 # --- missing queues and exchanges -----------------------------------------------------------
 
 
+def test_static_source_without_declarations_waits_for_its_queue(node_a: LocalNode,
+                                                                vhost_a: str) -> None:
+    """amqp091_static_SUITE:valid_configuration_with_predefined_resources: no declarations, the
+    queue missing; the shovel says so, creates nothing, and runs once the queue exists."""
+    uri = node_a.uri(vhost_a)
+    s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="later",
+               publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=1)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: reason_has(pumps, "no queue 'later'"), 30, "the reason")
+        assert not queue_exists(uri, "later")
+        declare_queue(uri, "later")
+        declare_queue(uri, "out")
+        pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
+        publish_messages(uri, "", "later", [Message(b) for b in bodies(3)])
+        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 3, 30, "moved")
+
+
+def test_check_prints_the_warnings(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from pumpd.cli import main
+
+    path = tmp_path / "shovels.json"
+    path.write_text('{"shovels": {"s": {"src-uri": "amqp://h", "src-queue": "q", '
+                    '"dest-uri": "amqp://h", "dest-queue": "d", "dest-exchange-key": "k", '
+                    '"reconnect-delay": 2.5}}}')
+    assert main(["check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  warning: clause 'dest-exchange-key': ignored, as the plugin does" in out
+    assert "  warning: clause 'reconnect-delay': 2.5 s" in out
+
+
 @pytest.mark.parametrize("side", ["src", "dest"])
 def test_predeclared_queue_missing_then_created(node_a: LocalNode, vhost_a: str,
                                                 side: str) -> None:
