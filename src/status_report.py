@@ -160,7 +160,7 @@ def worker_doc(w: WorkerView) -> dict[str, Any]:
         "implementation": r.implementation or None,
         "msg_per_s": w.rates.get("published", 0.0),
         "rates": w.rates,
-        "counters": w.counters.as_dict(),
+        "counters": _counters_doc(w.counters),
         **plugin_figures(w.counters, w.rates.get("source_backlog")),
     }
 
@@ -205,10 +205,15 @@ def shovel_doc(v: ShovelView) -> dict[str, Any]:
         "restarts": sum(w.restarts for w in v.workers),
         "msg_per_s": rates["published"],
         "rates": rates,
-        "counters": v.counters.as_dict(),
+        "counters": _counters_doc(v.counters),
         **plugin_figures(v.counters, v.backlog_trend),
         "workers": [worker_doc(w) for w in v.workers],
     }
+
+
+def _counters_doc(c: Counters) -> dict[str, int]:
+    """Totals and gauges; the levels (-1 when unknown) are shown as the plugin's figures."""
+    return {k: v for k, v in c.as_dict().items() if k not in LEVELS}
 
 
 def plugin_figures(c: Counters, trend: float | None) -> dict[str, Any]:
