@@ -405,3 +405,62 @@ def test_remaining_counts_down_to_delete_after(node_a: LocalNode, vhost_a: str) 
         pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
     c = pumps.status().counters
     assert (c.remaining, c.remaining_unacked, c.acked) == (0, 0, 20)
+
+
+# --- TLS parameter subsets and EXTERNAL login, against a node with a TLS listener ------------
+
+
+@pytest.fixture(scope="module")
+def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from test_tls import make_ca, make_cert
+
+    d = tmp_path_factory.mktemp("parity-certs")
+    make_ca(d, "ca")
+    make_cert(d, "ca", "server", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                 "extendedKeyUsage=serverAuth\n")
+    make_cert(d, "ca", "client", "extendedKeyUsage=clientAuth\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def tls_ext_node(tls_certs: Any) -> Any:
+    """TLS with client certificates optional, and EXTERNAL offered (the plugin that does it
+    ships with RabbitMQ; the mechanism list is read for each new connection)."""
+    from pumpd.localnode import TLSListener
+
+    tls = TLSListener(str(tls_certs / "ca.pem"), str(tls_certs / "server.pem"),
+                      str(tls_certs / "server.key"), require_client_cert=False)
+    with LocalNode(plugins=("rabbitmq_auth_mechanism_ssl",), tls=tls) as node:
+        node.ctl("eval", "application:set_env(rabbit, auth_mechanisms, "
+                         "['PLAIN', 'AMQPLAIN', 'EXTERNAL']).")
+        node.add_user("CN=client", "unused-password")
+        yield node
+
+
+def test_tls_server_only_private_ca_and_external_login(tls_ext_node: LocalNode,
+                                                       tls_certs: Any) -> None:
+    """Only cacertfile + verify_peer (no client certificate), as the plugin's documentation
+    shows for a server-only private CA; and auth_mechanism=external, logged in as the client
+    certificate's subject, with no password in the URI."""
+    node = tls_ext_node
+    plain = node.uri("/")
+    declare_queue(plain, "tls-sub-in")
+    publish_messages(plain, "", "tls-sub-in", [Message(b) for b in bodies(10)])
+    ca = urllib.parse.quote(str(tls_certs / "ca.pem"), safe="/")
+    server_only = f"amqps://guest:guest@127.0.0.1:{node.tls_port}/%2F?cacertfile={ca}" \
+                  "&verify=verify_peer"
+    external = (f"amqps://127.0.0.1:{node.tls_port}/%2F?cacertfile={ca}"
+                f"&certfile={urllib.parse.quote(str(tls_certs / 'client.pem'), safe='/')}"
+                f"&keyfile={urllib.parse.quote(str(tls_certs / 'client.key'), safe='/')}"
+                "&auth_mechanism=external")
+    s = shovel(**{"src-uri": server_only, "src-queue": "tls-sub-in", "dest-uri": external,
+                  "dest-queue": "tls-sub-out"})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().counters.acked == 10, 60, "10 over TLS")
+        listed = node.ctl("list_connections", "-q", "--no-table-headers", "user", "ssl",
+                          "auth_mechanism")
+    users = sorted(line.split()[0] for line in listed.splitlines() if "true" in line)
+    assert users == ["CN=client", "guest"], listed
+    assert "EXTERNAL" in listed
+    got = drain_queue(plain, "tls-sub-out", expected=10, timeout=10)
+    assert [d.body for d in got] == bodies(10)
