@@ -112,6 +112,8 @@ class Pump:
 
     async def run(self, stop: asyncio.Event) -> None:
         quiet_pika_errors(asyncio.get_running_loop())
+        for warning in self.cfg.warnings:  # issue 13: where pumpd reads it unlike the plugin
+            log.warning("shovel %s: %s", self.cfg.name, warning)
         reporter = asyncio.create_task(self._report_counters())
         timer = None
         if self.cfg.delete_after_duration is not None:  # issue 13: src-delete-after-duration
