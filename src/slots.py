@@ -116,7 +116,7 @@ class ReasonCode(enum.IntEnum):
 
     NONE = 0
     SHUTDOWN = 1  # stopped on request (SIGTERM, reload, removal, restart)
-    DELETE_AFTER = 2  # terminated by design: its delete_after limit was reached
+    DELETE_AFTER = 2  # terminated by design: its delete_after (or _duration) limit was reached
     GAVE_UP = 3  # terminated by design: a failure with reconnect_delay 0
     RECONNECTING = 4  # starting again after a failure, within the worker
     OTHER = 5  # a reason the worker gave that matches none of the above
@@ -137,7 +137,7 @@ def classify_reason(state: State, reason: str | None) -> ReasonCode:
     if state == State.TERMINATED:
         if reason == "shutdown":
             return ReasonCode.SHUTDOWN
-        if reason.startswith("delete-after reached"):
+        if reason.startswith(("delete-after reached", "delete-after-duration reached")):
             return ReasonCode.DELETE_AFTER
         if "not reconnecting" in reason:
             return ReasonCode.GAVE_UP

@@ -319,6 +319,18 @@ def test_delete_after_duration_stops_the_shovel(node_a: LocalNode, vhost_a: str)
     assert queue_depth(uri, "out")[0] == 5 and queue_depth(uri, "in") == (1, 0)
 
 
+def test_delete_after_duration_in_the_daemon_is_not_restarted(
+    pumpd_daemon: Any, node_a: LocalNode, vhost_a: str,
+) -> None:
+    uri = node_a.uri(vhost_a)
+    d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out", delete_after_duration=2)})
+    d.wait_for(lambda: d.shovel("s")["state"] == "terminated", 60, "terminated")
+    doc = d.shovel("s")
+    assert doc["reason"].startswith("delete-after-duration reached: stopped after 2s")
+    assert doc["workers"][0]["reason_code"] == "delete-after" and doc["restarts"] == 0
+    assert d.stop() == 0
+
+
 # --- the consumer ---------------------------------------------------------------------------
 
 
