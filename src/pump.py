@@ -237,7 +237,8 @@ class Pump:
                              self.cfg.name, self._limit_total)
                     if self._limit_total == 0:
                         return "limit", None
-                self._enter(State.RUNNING)
+                # blocked already while opening: a destination alarm raised before the start
+                self._enter(State.BLOCKED if session.blocked else State.RUNNING)
                 backlog_reader = asyncio.create_task(self._read_backlog(session))
                 outcome = await session.wait(stop)
             except SessionEnded as ended:
