@@ -7,12 +7,16 @@ forms, never a mix of both:
   ``prefetch_count``, ``ack_mode``, ``publish_properties``, ``publish_fields``,
   ``reconnect_delay``; plus pumpd's own ``workers`` and ``source_read_hold_ms``, and the
   dynamic-shovel extras under seed-style names (``delete_after``, ``add_forward_headers``,
-  ``add_timestamp_header``);
+  ``add_timestamp_header``, and the current static format's ``delete_after_duration``,
+  ``consumer_args``, ``consumer_name``);
 * the flat names of a RabbitMQ dynamic shovel (``src-uri``, ``src-queue``, ``dest-exchange``, ...,
   AMQP 0-9-1 only), normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does.
 
 Validation stops at the first error (shovels in file order, a shovel's clauses in a fixed order):
 one :class:`ConfigError` naming the file, the shovel and the clause.
+
+What the plugin accepts but ignores, or reads differently from pumpd, is accepted with a warning
+in :attr:`ShovelConfig.warnings` (``pumpd check`` and the importers print them).
 """
 
 from __future__ import annotations
