@@ -351,7 +351,7 @@ class Publisher:
             elif self.mode == "async":
                 room = self.window - int(plane.outstanding)
                 if room <= 0:
-                    await self._wait(self.window // 2, raise_settled=False)
+                    await self._wait(self.window // 2)
                     continue
                 k = min(room, _CHUNK)
             else:
@@ -365,6 +365,8 @@ class Publisher:
             i += k
             self._write()
             await self._after_write()
+        if self.mode in ("individual", "batch"):
+            self._raise_refused()  # as publish_many: what was refused, once the call is done
 
     def flush(self) -> None:
         """Return once everything published is confirmed (in mode ``none``: written).
