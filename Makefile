@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 INSTALL_STAMP := build/.installed
 
-.PHONY: install build debug test lint demo bench bench-report bench-micro clean rabbitmq
+.PHONY: install build debug test lint demo spark-demo bench bench-report bench-micro clean rabbitmq
 
 # rabbitmq-server from Debian's packages, only when it is missing (tests start private nodes).
 rabbitmq:
@@ -32,6 +32,12 @@ lint:
 
 demo: install
 	$(PYTHON) -m pumpd.demo
+
+# 1,000,000 generated rows through the PySpark data source `pumpd` into a queue on a private
+# node; prints rows/s and checks the count (a JRE 17+ is needed; `--local` uses 127.0.0.1:5672).
+spark-demo: install
+	@java -version >/dev/null 2>&1 || { echo "spark-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
+	$(PYTHON) -m pumpd.spark.demo
 
 # The shovel benchmark, the confirm-strategy benchmark, then the PySpark report (about 25 minutes
 # on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);

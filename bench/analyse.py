@@ -38,7 +38,7 @@ import orjson
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 REPORT_DIR = BENCH_DIR / "report"
-BENCHES = ("shovel", "workers", "confirms")
+BENCHES = ("shovel", "workers", "confirms", "spark")
 # The seeds' Java figures for 50,000 messages, in ms: (strategy, where, ms).
 SEEDS = [("individual", "local", 5549.0), ("batch", "local", 2331.0), ("async", "local", 4054.0),
          ("individual", "remote", 231541.0), ("batch", "remote", 7232.0),

@@ -34,6 +34,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdio cimport snprintf
 from libc.string cimport memcmp, memcpy, memmove
 from libc.time cimport time
 
@@ -1701,6 +1702,78 @@ cdef class PublishPlane:
         else:
             for body in bodies:
                 self._encode_obj(method, properties, body)
+        return seq
+
+    def publish_arrow(self, offsets, data, Py_ssize_t offset, Py_ssize_t count,
+                      bytes routing_key, bytes properties, *, bint large=False,
+                      bytes properties_tail=None, bytes id_prefix=None,
+                      long long id_start=0):
+        """Encode ``count`` bodies straight from an Arrow binary column's buffers (``offsets``:
+        int32, or int64 with ``large``; ``data``; element ``offset`` first), no per-row Python
+        object. With ``id_prefix`` each message's properties are ``properties`` +
+        shortstr(id_prefix + decimal(id_start + row)) + ``properties_tail`` (a message_id spliced
+        between property bytes encoded once). Returns the first sequence number."""
+        cdef uint64_t seq = self._next
+        cdef bytes method = self._method(routing_key)
+        cdef Py_buffer ov, dv
+        cdef bint have_data = data is not None
+        cdef const unsigned char *d = NULL
+        cdef Py_ssize_t dlen = 0, i, s, e, plen, hl, tl, pl, n
+        cdef const int *o32
+        cdef const long long *o64
+        cdef unsigned char *pbuf = NULL
+        cdef const unsigned char *props
+        cdef char digits[24]
+        if offset < 0 or count < 0:
+            raise ValueError("negative offset or count")
+        PyObject_GetBuffer(offsets, &ov, PyBUF_SIMPLE)
+        if have_data:
+            PyObject_GetBuffer(data, &dv, PyBUF_SIMPLE)
+            d = <const unsigned char *>dv.buf
+            dlen = dv.len
+        try:
+            if (offset + count + 1) * (8 if large else 4) > ov.len:
+                raise ValueError("offsets buffer shorter than offset + count + 1 entries")
+            o32 = <const int *>ov.buf
+            o64 = <const long long *>ov.buf
+            props = <const unsigned char *>PyBytes_AS_STRING(properties)
+            plen = PyBytes_GET_SIZE(properties)
+            if id_prefix is not None:
+                hl = plen
+                tl = PyBytes_GET_SIZE(properties_tail) if properties_tail is not None else 0
+                pl = PyBytes_GET_SIZE(id_prefix)
+                if pl > 230:
+                    raise ValueError("id_prefix longer than 230 bytes")
+                pbuf = <unsigned char *>malloc(hl + 1 + 255 + tl)
+                if pbuf == NULL:
+                    raise MemoryError()
+                memcpy(pbuf, props, <size_t>hl)
+                memcpy(pbuf + hl + 1, PyBytes_AS_STRING(id_prefix), <size_t>pl)
+                props = pbuf
+            for i in range(offset, offset + count):
+                if large:
+                    s = <Py_ssize_t>o64[i]
+                    e = <Py_ssize_t>o64[i + 1]
+                else:
+                    s = o32[i]
+                    e = o32[i + 1]
+                if s < 0 or e < s or e > dlen:
+                    raise ValueError(f"offsets out of range at element {i}")
+                if pbuf != NULL:
+                    n = snprintf(digits, 24, "%lld", id_start + (i - offset))
+                    memcpy(pbuf + hl + 1 + pl, digits, <size_t>n)
+                    pbuf[hl] = <unsigned char>(pl + n)
+                    if tl:
+                        memcpy(pbuf + hl + 1 + pl + n, PyBytes_AS_STRING(properties_tail),
+                               <size_t>tl)
+                    plen = hl + 1 + pl + n + tl
+                self._encode(<const unsigned char *>PyBytes_AS_STRING(method),
+                             PyBytes_GET_SIZE(method), props, plen, d + s, e - s)
+        finally:
+            free(pbuf)
+            PyBuffer_Release(&ov)
+            if have_data:
+                PyBuffer_Release(&dv)
         return seq
 
     def take_output(self):

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import socket
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pika
@@ -451,15 +451,22 @@ class Link:
             f"basic.qos on {self.uri.redacted()}",
         )
 
-    async def consume(self, queue: str, *, no_ack: bool) -> str:
-        """Start consuming; deliveries go to the interceptor, never to pika's callbacks."""
+    async def consume(self, queue: str, *, no_ack: bool,
+                      arguments: Mapping[str, Any] | None = None, consumer_tag: str = "") -> str:
+        """Start consuming; deliveries go to the interceptor, never to pika's callbacks.
+
+        :param arguments: basic.consume's arguments (x-stream-offset, x-priority, ...)
+        :param consumer_tag: "" lets the broker choose one
+        """
 
         def unexpected(*_: Any) -> None:
             log.error("a delivery reached pika on %s: the relay was not in place", self.uri.redacted())
 
         frame = await self._call(
             lambda cb: self.channel.basic_consume(
-                queue=queue, on_message_callback=unexpected, auto_ack=no_ack, callback=cb
+                queue=queue, on_message_callback=unexpected, auto_ack=no_ack, callback=cb,
+                arguments=dict(arguments) if arguments else None,
+                consumer_tag=consumer_tag or None,
             ),
             f"consuming from queue {queue!r} on {self.uri.redacted()}",
         )
@@ -584,7 +591,11 @@ def _describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
             return "the peer does not speak AMQP 0-9-1"
         return "connection lost during the AMQP handshake"
     if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
-        return "authentication refused (wrong username or password?)"
+        if uri is None:
+            return "authentication refused (wrong username or password?)"
+        # The user and vhost are named (never the password), as the plugin's reason does.
+        return (f"authentication refused for user {uri.username!r} (vhost {uri.vhost!r}): wrong "
+                "username or password?")
     if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
         if uri is None:
             return "access refused (does the user have access to the vhost?)"

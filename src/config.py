@@ -7,16 +7,21 @@ forms, never a mix of both:
   ``prefetch_count``, ``ack_mode``, ``publish_properties``, ``publish_fields``,
   ``reconnect_delay``; plus pumpd's own ``workers`` and ``source_read_hold_ms``, and the
   dynamic-shovel extras under seed-style names (``delete_after``, ``add_forward_headers``,
-  ``add_timestamp_header``);
+  ``add_timestamp_header``, and the current static format's ``delete_after_duration``,
+  ``consumer_args``, ``consumer_name``);
 * the flat names of a RabbitMQ dynamic shovel (``src-uri``, ``src-queue``, ``dest-exchange``, ...,
   AMQP 0-9-1 only), normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does.
 
 Validation stops at the first error (shovels in file order, a shovel's clauses in a fixed order):
 one :class:`ConfigError` naming the file, the shovel and the clause.
+
+What the plugin accepts but ignores, or reads differently from pumpd, is accepted with a warning
+in :attr:`ShovelConfig.warnings` (``pumpd check`` and the importers print them).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
@@ -37,7 +42,7 @@ from .model import (
     ShovelConfig,
     UndeliverablePolicy,
 )
-from .uri import URIError, format_uri, parse_uri, redact
+from .uri import URIError, format_uri, parse_uri, redact, uri_notes
 
 __all__ = ["ConfigError", "load_config", "parse_config", "shovel_to_json"]
 
@@ -78,7 +83,9 @@ BASIC_PROPERTIES = ("content_type", "content_encoding", "headers", "delivery_mod
 
 SEED_CLAUSES = ("sources", "destinations", "queue", "prefetch_count", "ack_mode",
                 "publish_properties", "publish_fields", "reconnect_delay")
-_SEED_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header")
+_SEED_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header",
+                # the plugin's current static format (source: [...]) reads these too
+                "delete_after_duration", "consumer_args", "consumer_name")
 # pumpd's own: allowed in both forms
 _COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable")
 _SEED_ALL = SEED_CLAUSES + _SEED_EXTRAS + _COMMON_CLAUSES
@@ -86,6 +93,7 @@ _SEED_ALL = SEED_CLAUSES + _SEED_EXTRAS + _COMMON_CLAUSES
 # names are accepted as the plugin does, but not together with their current name.
 DYNAMIC_KEYS = ("src-uri", "src-protocol", "src-queue", "src-queue-args", "src-exchange",
                 "src-exchange-key", "src-prefetch-count", "src-delete-after", "src-predeclared",
+                "src-delete-after-duration", "src-consumer-args", "src-consumer-name",
                 "dest-uri", "dest-protocol", "dest-queue", "dest-queue-args", "dest-exchange",
                 "dest-exchange-key", "dest-publish-properties", "dest-add-forward-headers",
                 "dest-add-timestamp-header", "dest-predeclared", "ack-mode", "reconnect-delay")
@@ -95,6 +103,12 @@ _LEGACY_KEYS = {"prefetch-count": "src-prefetch-count", "delete-after": "src-del
                 "add-timestamp-header": "dest-add-timestamp-header"}
 _LEGACY_NAME = {current: legacy for legacy, current in _LEGACY_KEYS.items()}
 _DYNAMIC_ALL = DYNAMIC_KEYS + tuple(_LEGACY_KEYS) + _COMMON_CLAUSES
+# Keys only an AMQP 1.0 shovel has (rabbit_amqp10_shovel): refused with the reason, not as typos.
+_AMQP10_KEYS = ("src-address", "dest-address", "dest-application-properties",
+                "dest-message-annotations", "dest-properties")
+# The plugin's floor for delete_after_duration (rabbit_shovel.hrl, SOFT_..._FLOOR), in seconds.
+PLUGIN_DURATION_FLOOR = 60
+MAX_DURATION = 315_360_000  # ten years: rabbit_misc:check_expiry on the value in milliseconds
 
 DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 5.0  # seed; also ?DEFAULT_RECONNECT_DELAY in rabbit_shovel.hrl
@@ -135,9 +149,14 @@ class _Ctx:
     def __init__(self, source: str, shovel: str | None = None) -> None:
         self.source = source
         self.shovel = shovel
+        self.warnings: list[str] = []
 
     def fail(self, clause: str | None, message: str) -> NoReturn:
         raise ConfigError(message, source=self.source, shovel=self.shovel, clause=clause)
+
+    def warn(self, clause: str | None, message: str) -> None:
+        """Accepted, but pumpd reads it differently from the plugin, or the plugin ignores it."""
+        self.warnings.append(redact(f"clause {clause!r}: {message}" if clause else message))
 
 
 def _show(value: object) -> str:
@@ -176,6 +195,54 @@ def _number(ctx: _Ctx, clause: str, value: object) -> float:
             and math.isfinite(value) and value >= 0):
         return float(value)
     ctx.fail(clause, f"must be a non-negative number (seconds), got {_show(value)}")
+
+
+def _reconnect_delay(ctx: _Ctx, clause: str, value: object) -> float:
+    """The plugin restarts a worker only for a positive integer delay (rabbit_shovel_worker_sup,
+    rabbit_shovel_dyn_worker_sup): anything else means "never reconnect" there."""
+    if (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value < 0):
+        ctx.warn(clause, f"{value:g} is read as 0, as the plugin does: the shovel stops for good "
+                         "after its first failure")
+        return 0.0
+    delay = _number(ctx, clause, value)
+    if delay > 0 and not float(delay).is_integer():
+        ctx.warn(clause, f"{delay:g} s: pumpd reconnects after {delay:g} s, where the plugin "
+                         "never reconnects (it restarts a shovel only for a whole number of "
+                         "seconds)")
+    return delay
+
+
+def _duration(ctx: _Ctx, clause: str, value: object) -> float | None:
+    """delete_after_duration: a positive whole number of seconds, as the plugin validates it."""
+    if value is None:
+        return None
+    if not _is_int(value) or not isinstance(value, int) or value <= 0:
+        ctx.fail(clause, f"must be a positive integer (seconds), got {_show(value)}")
+    if value > MAX_DURATION:
+        ctx.fail(clause, f"must be at most {MAX_DURATION} seconds, got {value}")
+    if value < PLUGIN_DURATION_FLOOR:
+        ctx.warn(clause, f"{value} s: pumpd stops after {value} s; the plugin raises any value "
+                         f"under {PLUGIN_DURATION_FLOOR} s to {PLUGIN_DURATION_FLOOR} s "
+                         "(delete_after_duration_floor)")
+    return float(value)
+
+
+def _consumer(ctx: _Ctx, args_clause: str, name_clause: str,
+              obj: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """basic.consume's arguments (an AMQP table; [] is the plugin's "none") and tag."""
+    raw = obj.get(args_clause, {})
+    args = {} if raw == [] else _table(ctx, args_clause, raw)
+    priority = args.get("x-priority")
+    if priority is not None and not _is_int(priority):
+        ctx.fail(f"{args_clause}.x-priority", f"must be an integer, got {_show(priority)}")
+    offset = args.get("x-stream-offset")
+    if offset is not None and not (_is_int(offset) or isinstance(offset, str)):
+        ctx.fail(f"{args_clause}.x-stream-offset",
+                 'must be "first", "last", "next", an offset (integer) or an interval such as '
+                 f'"1h", got {_show(offset)}')
+    tag = _shortstr(ctx, name_clause, obj.get(name_clause, ""))
+    return args, tag
 
 
 def _bool(ctx: _Ctx, clause: str, value: object) -> bool:
@@ -321,9 +388,12 @@ def _uri(ctx: _Ctx, clause: str, value: object) -> BrokerURI:
     if not isinstance(value, str):
         ctx.fail(clause, f"must be an AMQP URI string, got {_show(value)}")
     try:
-        return parse_uri(value)
+        uri = parse_uri(value)
     except URIError as exc:
         ctx.fail(clause, str(exc))
+    for note in uri_notes(uri):
+        ctx.warn(clause, note)
+    return uri
 
 
 def _publish_properties(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
@@ -331,7 +401,8 @@ def _publish_properties(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]
 
     :raises ConfigError: on an unknown property or a value the property cannot hold.
     """
-    obj = _object(ctx, clause, value)
+    # [] is how an export writes "none" (an empty Erlang property list)
+    obj = _object(ctx, clause, {} if value == [] else value)
     _check_keys(ctx, f"{clause}.", obj, BASIC_PROPERTIES, "not a basic property")
     props: dict[str, Any] = {}
     for name, v in obj.items():
@@ -426,6 +497,7 @@ def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         ctx, "publish_fields", obj.get("publish_fields", {})
     )
     modes = [m.value for m in AckMode]
+    consumer_args, consumer_tag = _consumer(ctx, "consumer_args", "consumer_name", obj)
     return ShovelConfig(
         name=ctx.shovel or "",
         source=source,
@@ -439,9 +511,13 @@ def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         publish_exchange=exchange,
         publish_routing_key=routing_key,
         publish_mandatory=mandatory,
-        reconnect_delay=_number(ctx, "reconnect_delay",
-                                obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
+        reconnect_delay=_reconnect_delay(ctx, "reconnect_delay",
+                                         obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
         delete_after=_delete_after(ctx, "delete_after", obj.get("delete_after", "never")),
+        delete_after_duration=_duration(ctx, "delete_after_duration",
+                                        obj.get("delete_after_duration")),
+        consumer_arguments=consumer_args,
+        consumer_tag=consumer_tag,
         add_forward_headers=_bool(ctx, "add_forward_headers",
                                   obj.get("add_forward_headers", False)),
         add_timestamp_header=_bool(ctx, "add_timestamp_header",
@@ -469,6 +545,10 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
 
     :raises ConfigError: on the first bad key.
     """
+    amqp10 = [k for k in obj if k in _AMQP10_KEYS]
+    if amqp10:
+        ctx.fail(amqp10[0], "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only (an "
+                            "AMQP 1.0 source or destination cannot be moved to pumpd)")
     _check_keys(ctx, "", obj, _DYNAMIC_ALL, "unknown key")
     for key in ("src-protocol", "dest-protocol"):
         if key in obj and obj[key] != "amqp091":
@@ -495,23 +575,25 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         ctx.fail("src-queue", "give exactly one of 'src-queue' and 'src-exchange'")
     if "dest-queue" in obj and "dest-exchange" in obj:
         ctx.fail("dest-queue", "give at most one of 'dest-queue' and 'dest-exchange'")
-    # Keys the plugin silently ignores in these combinations: an error here, not a surprise later.
+    # Keys the plugin silently ignores in these combinations. The broker accepted them, so a
+    # definitions export has them: said at check time, not refused.
     # (dest-exchange-key alone is meaningful: it replaces the routing key, keeping the exchange.)
     for key, needs in (("src-exchange-key", "src-exchange"), ("src-queue-args", "src-queue"),
                        ("dest-queue-args", "dest-queue")):
         if key in obj and needs not in obj:
-            ctx.fail(key, f"only applies together with {needs!r}")
+            ctx.warn(key, f"ignored, as the plugin does: it only applies together with {needs!r}")
     if "dest-exchange-key" in obj and "dest-queue" in obj:
-        ctx.fail("dest-exchange-key", "has no effect with 'dest-queue' (messages go to that queue "
-                                      "through the default exchange)")
+        ctx.warn("dest-exchange-key", "ignored, as the plugin does: with 'dest-queue' messages go "
+                                      "to that queue through the default exchange")
     for side in ("src", "dest"):
         key = f"{side}-predeclared"
         if _bool(ctx, key, obj.get(key, False)):
             if f"{side}-queue" not in obj:
-                ctx.fail(key, f"only applies together with '{side}-queue'")
-            if f"{side}-queue-args" in obj:  # the plugin's check_queue ignores them
-                ctx.fail(f"{side}-queue-args", f"has no effect with {key}: the queue is only "
-                                               "checked, never declared")
+                ctx.warn(key, f"ignored, as the plugin does: it only applies together with "
+                              f"'{side}-queue'")
+            elif f"{side}-queue-args" in obj:  # the plugin's check_queue ignores them
+                ctx.warn(f"{side}-queue-args", f"ignored with {key}, as the plugin does: the "
+                                               "queue is only checked, never declared")
 
     src_decls: list[Declaration] = []
     if "src-queue" in obj:
@@ -546,6 +628,7 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
 
     ack_mode = _enum_value(ctx, "ack-mode", obj.get("ack-mode", "on-confirm"),
                            ("on-confirm", "on-publish", "no-ack"))
+    consumer_args, consumer_tag = _consumer(ctx, "src-consumer-args", "src-consumer-name", obj)
     return ShovelConfig(
         name=ctx.shovel or "",
         source=Endpoint(_uri_list(ctx, "src-uri", obj["src-uri"]), tuple(src_decls)),
@@ -558,10 +641,14 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
                                                get("dest-publish-properties", {})),
         publish_exchange=publish_exchange,
         publish_routing_key=publish_routing_key,
-        reconnect_delay=_number(ctx, "reconnect-delay",
-                                obj.get("reconnect-delay", DEFAULT_RECONNECT_DELAY)),
+        reconnect_delay=_reconnect_delay(ctx, "reconnect-delay",
+                                         obj.get("reconnect-delay", DEFAULT_RECONNECT_DELAY)),
         delete_after=_delete_after(ctx, where("src-delete-after"),
                                    get("src-delete-after", "never")),
+        delete_after_duration=_duration(ctx, "src-delete-after-duration",
+                                        obj.get("src-delete-after-duration")),
+        consumer_arguments=consumer_args,
+        consumer_tag=consumer_tag,
         add_forward_headers=_bool(ctx, where("dest-add-forward-headers"),
                                   get("dest-add-forward-headers", False)),
         add_timestamp_header=_bool(ctx, where("dest-add-timestamp-header"),
@@ -579,7 +666,7 @@ def _ensure_queue(ctx: _Ctx, side: str, obj: Mapping[str, Any], queue: str) -> D
     if obj.get(f"{side}-predeclared", False):
         return Declaration("queue.declare", {"queue": queue, "passive": True})
     fields: dict[str, Any] = {"queue": queue, "durable": True}
-    if f"{side}-queue-args" in obj:
+    if obj.get(f"{side}-queue-args") not in (None, [], {}):
         fields["arguments"] = _table(ctx, f"{side}-queue-args", obj[f"{side}-queue-args"])
     return Declaration("queue.declare", fields, if_missing=True)
 
@@ -666,6 +753,8 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
         dynamic = bool(flat_keys) or (not seed_keys and any("-" in k for k in definition))
         shovel = (_dynamic_shovel if dynamic else _seed_shovel)(sctx, definition)
         _check_shovel(sctx, shovel, _delete_after_name(definition) if dynamic else "delete_after")
+        if sctx.warnings:
+            shovel = dataclasses.replace(shovel, warnings=tuple(sctx.warnings))
         shovels[name] = shovel
     return PumpConfig(shovels=shovels)
 
@@ -794,6 +883,11 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
         else delete_after,
         "add_forward_headers": shovel.add_forward_headers,
         "add_timestamp_header": shovel.add_timestamp_header,
+        **({"delete_after_duration": int(shovel.delete_after_duration)}
+           if shovel.delete_after_duration is not None else {}),
+        **({"consumer_args": dict(shovel.consumer_arguments)}
+           if shovel.consumer_arguments else {}),
+        **({"consumer_name": shovel.consumer_tag} if shovel.consumer_tag else {}),
         "undeliverable": {"policy": shovel.undeliverable.policy.value,
                           "park_queue": shovel.undeliverable.park_queue,
                           "unroutable": shovel.undeliverable.unroutable.value},

@@ -1,9 +1,11 @@
 """``pumpd import-erlang``: the static shovels of a ``rabbitmq.config`` / ``advanced.config``.
 
-The ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause in the seed's format (``sources``,
-``destinations``, ``queue``, ``prefetch_count``, ``ack_mode``, ``publish_properties``,
-``publish_fields``, ``reconnect_delay``) is converted clause by clause into pumpd's JSON, printing
-only what the input states. Anything that cannot be translated faithfully is refused with a
+The ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause, each shovel in the seed's format
+(``sources``, ``destinations``, ``queue``, ``prefetch_count``, ``ack_mode``,
+``publish_properties``, ``publish_fields``, ``reconnect_delay``) or in RabbitMQ 3.7+'s current one
+(``{source, [{protocol, amqp091}, {uris, [...]}, {queue, ...}, ...]}``, ``{destination, [...]}``),
+is converted clause by clause into pumpd's JSON, printing only what the input states plus the
+current format's own ``ack_mode`` default (no_ack, with a warning). Anything that cannot be translated faithfully is refused with a
 :class:`~pumpd.importers.ConfigImportError` naming the shovel and the clause.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from .config import SEED_CLAUSES
+from .config import MAX_DURATION, SEED_CLAUSES
 from .erlang_terms import (
     Atom,
     ErlangSyntaxError,
@@ -29,7 +31,8 @@ __all__ = ["import_erlang_config"]
 
 # Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in this format;
 # pumpd's JSON takes them under the same names.
-_EXTRA_CLAUSES = ("delete_after", "add_forward_headers", "add_timestamp_header")
+_EXTRA_CLAUSES = ("delete_after", "add_forward_headers", "add_timestamp_header",
+                  "delete_after_duration")
 _MANDATORY_CLAUSES = ("sources", "destinations", "queue")
 # The clauses the older plugin's ``defaults`` application setting may supply.
 _DEFAULTABLE_CLAUSES = SEED_CLAUSES[3:]
@@ -107,8 +110,16 @@ _TABLE_TYPES = (
     *_TABLE_INT_RANGES,
 )  # fmt: skip
 
-# The shovel clauses of RabbitMQ 3.7+'s static format, which the seed does not have.
+# RabbitMQ 3.7+'s static format (rabbit_shovel_config:parse_current and
+# rabbit_amqp091_shovel:parse/2): its top-level clauses, and those of source and destination.
 _NEWER_FORMAT_CLAUSES = ("source", "destination")
+_CURRENT_TOP = ("source", "destination", "ack_mode", "reconnect_delay")
+_CURRENT_SOURCE = ("protocol", "uris", "declarations", "queue", "prefetch_count", "delete_after",
+                   "delete_after_duration", "consumer_args", "consumer_name")
+_CURRENT_DEST = ("protocol", "uris", "declarations", "publish_properties", "publish_fields",
+                 "add_forward_headers", "add_timestamp_header")
+# The current format's ack_mode default (parse_current), unlike the legacy format's on_confirm.
+CURRENT_FORMAT_ACK_MODE = "no_ack"
 
 Pair = tuple[str, Term, Term]  # (key, value, the item it came from -- for error positions)
 
@@ -119,6 +130,16 @@ class _ErlangImporter:
     def __init__(self, positions: Positions, source: str) -> None:
         self._positions = positions
         self._source = source
+        self.warnings: list[str] = []
+        self._predeclared = False  # the application's {topology, [{predeclared, true}]}
+
+    def warn(self, message: str, *at: object) -> None:
+        for term in at:
+            position = self._positions.of(term)
+            if position is not None:
+                self.warnings.append(f"{self._source}:{position[0]}:{position[1]}: {message}")
+                return
+        self.warnings.append(f"{self._source}: {message}")
 
     def fail(self, reason: str, *at: object) -> NoReturn:
         """Raise, positioned at the first of ``at`` whose position is known."""
@@ -167,8 +188,14 @@ class _ErlangImporter:
                 shovels_term,
                 shovels_item,
             )
+        if "topology" in env:
+            value, item = env["topology"]
+            for key, sub, where in self._proplist(value, "topology", item):
+                if key == "predeclared":
+                    self._predeclared = self._bool("topology: predeclared", sub, where)
         if not shovels_term:
-            self.fail("no shovels found: the shovels clause is an empty list", shovels_item)
+            # The plugin starts with no static shovel; so does pumpd with {"shovels": {}}.
+            self.warn("the shovels clause is an empty list: no shovels to import", shovels_item)
         shovels: dict[str, JSON] = {}
         for entry in shovels_term:
             if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], Atom)):
@@ -234,14 +261,9 @@ class _ErlangImporter:
         where = f"shovel '{name}'"
         clauses = self._proplist(body, where, entry)
         present = {key for key, _, _ in clauses}
+        if present & set(_NEWER_FORMAT_CLAUSES):
+            return self._current_shovel(where, clauses, body, entry)
         for key, _, item in clauses:
-            if key in _NEWER_FORMAT_CLAUSES:
-                self.fail(
-                    f"{where}: clause '{key}' belongs to the newer static-shovel format "
-                    "(RabbitMQ 3.7+: source/destination with uris); import-erlang reads the "
-                    "seed's format: sources, destinations, queue, ...",
-                    item,
-                )
             if key not in SEED_CLAUSES and key not in _EXTRA_CLAUSES:
                 self.fail(
                     f"{where}: unknown clause '{key}' (expected one of "
@@ -257,6 +279,100 @@ class _ErlangImporter:
         for key, value, item in defaults:
             if key not in present:
                 out[key] = self._clause(f"{where} (from defaults)", key, value, item)
+        self._apply_predeclared(where, out, "sources", entry)
+        return out
+
+    def _apply_predeclared(self, where: str, out: dict[str, JSON], side: str, at: Term) -> None:
+        """{topology, [{predeclared, true}]}: a source without declarations only checks its
+        queue (rabbit_shovel_util:decl_fun/2), a passive declare in pumpd's terms."""
+        endpoint = out.get(side)
+        if not self._predeclared or not isinstance(endpoint, dict):
+            return
+        if endpoint.get("declarations"):
+            return
+        queue = out.get("queue")
+        if not queue:
+            self.fail(f"{where}: topology predeclared needs a named source queue "
+                      "(the plugin refuses an empty one)", at)
+        endpoint["declarations"] = [{"queue.declare": {"queue": queue, "passive": True}}]
+
+    def _current_shovel(self, where: str, clauses: list[Pair], body: Term, entry: Term) -> JSON:
+        """RabbitMQ 3.7+'s ``{source, [...]}`` / ``{destination, [...]}`` format, into pumpd's
+        clauses, with this format's own defaults (ack_mode no_ack)."""
+        by_key = {key: (value, item) for key, value, item in clauses}
+        for key, _, item in clauses:
+            if key not in _CURRENT_TOP:
+                self.fail(f"{where}: clause '{key}' does not belong to the current static-shovel "
+                          f"format (expected one of {', '.join(_CURRENT_TOP)}); write a shovel "
+                          "either in this format or in the older sources/destinations one",
+                          item)
+        for key in _NEWER_FORMAT_CLAUSES:
+            if key not in by_key:
+                self.fail(f"{where}: the mandatory clause '{key}' is missing", body, entry)
+        out: dict[str, JSON] = {}
+        src_value, src_item = by_key["source"]
+        src = self._current_endpoint(f"{where}: clause 'source'", src_value, src_item,
+                                     _CURRENT_SOURCE, ("uris", "queue"))
+        dst_value, dst_item = by_key["destination"]
+        dst = self._current_endpoint(f"{where}: clause 'destination'", dst_value, dst_item,
+                                     _CURRENT_DEST, ("uris",))
+        out["sources"] = src.pop("endpoint")
+        out["destinations"] = dst.pop("endpoint")
+        out["queue"] = src.pop("queue")
+        out.update(src)
+        out.update(dst)
+        if "ack_mode" in by_key:
+            value, item = by_key["ack_mode"]
+            out["ack_mode"] = self._clause(where, "ack_mode", value, item)
+        else:
+            out["ack_mode"] = CURRENT_FORMAT_ACK_MODE
+            self.warn(f"{where}: no ack_mode: the plugin's default for the source/destination "
+                      "format is no_ack (the legacy format's is on_confirm), and imported as "
+                      "such; no_ack LOSES the messages in flight whenever a connection or the "
+                      "shovel fails. Write {ack_mode, on_confirm} to lose none", body, entry)
+        if "reconnect_delay" in by_key:
+            value, item = by_key["reconnect_delay"]
+            out["reconnect_delay"] = self._clause(where, "reconnect_delay", value, item)
+        self._apply_predeclared(where, out, "sources", entry)
+        return out
+
+    def _current_endpoint(self, ctx: str, value: Term, item: Term, known: tuple[str, ...],
+                          mandatory: tuple[str, ...]) -> dict[str, JSON]:
+        pairs = self._proplist(value, ctx, item)
+        keys = {key for key, _, _ in pairs}
+        for key, _, sub_item in pairs:
+            if key not in known:
+                self.fail(f"{ctx}: unknown clause '{key}' (expected one of {', '.join(known)})",
+                          sub_item)
+        for key in mandatory:
+            if key not in keys:
+                self.fail(f"{ctx}: the mandatory clause '{key}' is missing", value, item)
+        endpoint: dict[str, JSON] = {}
+        out: dict[str, JSON] = {"endpoint": endpoint}
+        for key, sub, sub_item in pairs:
+            sub_ctx = f"{ctx}: {key}"
+            if key == "protocol":
+                if sub == Atom("amqp091") and isinstance(sub, Atom):
+                    continue
+                if isinstance(sub, Atom) and str(sub) in ("amqp10", "local"):
+                    self.fail(f"{sub_ctx}: {sub} shovels are not supported: pumpd speaks "
+                              "AMQP 0-9-1 only", sub_item)
+                self.fail(f"{sub_ctx}: expected amqp091, found {format_term(sub, 40)}", sub_item)
+            elif key == "uris":
+                if not isinstance(sub, list) or not sub or isinstance(sub, ErlString):
+                    self.fail(f"{sub_ctx}: expected a non-empty list of URIs, found "
+                              f"{format_term(sub, 60)}", sub, sub_item)
+                endpoint["brokers"] = [self._uri(sub_ctx, uri, sub) for uri in sub]
+            elif key == "declarations":
+                endpoint["declarations"] = self._declarations(sub_ctx, sub, sub_item)
+            elif key == "consumer_args":
+                out[key] = self._table(sub_ctx, sub, sub_item)
+            elif key == "consumer_name":
+                name = self._text(sub_ctx, sub, sub_item)
+                if name:
+                    out[key] = name
+            else:
+                out[key] = self._clause(ctx.rsplit(": clause", 1)[0], key, sub, sub_item)
         return out
 
     def _clause(self, where: str, key: str, value: Term, item: Term) -> JSON:
@@ -293,11 +409,18 @@ class _ErlangImporter:
             )
         if key in ("add_forward_headers", "add_timestamp_header"):
             return self._bool(ctx, value, item)
+        if key == "delete_after_duration":
+            if isinstance(value, Atom) and value == "undefined":
+                return None
+            return self._int(ctx, value, item, 1, MAX_DURATION, what="a positive integer "
+                             "(seconds)")
         assert key == "reconnect_delay"
-        if isinstance(value, (int, float)) and value >= 0:
+        # The plugin takes any number here (a negative one, or a fraction, means "never
+        # reconnect" to it); pumpd's check says how it reads it.
+        if isinstance(value, (int, float)):
             return value
         self.fail(
-            f"{ctx}: expected a non-negative number of seconds, found {format_term(value, 40)}",
+            f"{ctx}: expected a number of seconds, found {format_term(value, 40)}",
             value,
             item,
         )
@@ -353,11 +476,18 @@ class _ErlangImporter:
         for decl in value:
             if isinstance(decl, Atom):
                 self._method(ctx, decl, decl, value)
-                out.append(str(decl))
+                if decl == "queue.declare":
+                    out.append({"queue.declare": self._durable_unless_exclusive(
+                        f"{ctx}: {decl}", {}, decl)})
+                else:
+                    out.append(str(decl))
             elif isinstance(decl, tuple) and len(decl) == 2 and isinstance(decl[0], Atom):
                 fields = self._method(ctx, decl[0], decl, value)
                 method_ctx = f"{ctx}: {decl[0]}"
-                out.append({str(decl[0]): self._fields(method_ctx, decl[1], decl, fields, "")})
+                converted = self._fields(method_ctx, decl[1], decl, fields, "")
+                if decl[0] == "queue.declare":
+                    converted = self._durable_unless_exclusive(method_ctx, converted, decl)
+                out.append({str(decl[0]): converted})
             else:
                 self.fail(
                     f"{ctx}: expected a method ('queue.declare') or {{method, [Field, ...]}}, "
@@ -366,6 +496,25 @@ class _ErlangImporter:
                     value,
                 )
         return out
+
+    def _durable_unless_exclusive(self, ctx: str, fields: dict[str, JSON],
+                                  at: Term) -> dict[str, JSON]:
+        """rabbit_shovel_util:parse_declaration/1 turns a queue.declare that is neither durable
+        nor exclusive into a durable one (transient non-exclusive queues are deprecated)."""
+        if fields.get("durable") or fields.get("exclusive") or fields.get("passive"):
+            return fields
+        queue = fields.get("queue")
+        if queue:
+            self.warn(f"{ctx}: queue {queue!r} is neither durable nor exclusive: imported as "
+                      "durable, which is what the plugin declares", at)
+            return {**fields, "durable": True}
+        # A server-named queue made durable, as the plugin does, is left behind at every
+        # reconnect, collecting copies of what its bindings route for ever; exclusive, the
+        # broker deletes it with the connection.
+        self.warn(f"{ctx}: a server-named queue that is neither durable nor exclusive: imported "
+                  "as exclusive (deleted with pumpd's connection); the plugin declares it "
+                  "durable, and leaves one such queue behind at every reconnect", at)
+        return {**fields, "exclusive": True}
 
     def _method(self, ctx: str, method: Atom, *at: Term) -> dict[str, str]:
         if method not in _METHODS:
@@ -551,7 +700,9 @@ class _ErlangImporter:
         self.fail(f"{ctx}: expected {what}, found {format_term(value, 40)}", value, item)
 
 
-def import_erlang_config(text: str, *, source: str) -> dict[str, JSON]:
+def import_erlang_config(
+    text: str, *, source: str, warnings: list[str] | None = None
+) -> dict[str, JSON]:
     """Convert the static shovels of a RabbitMQ Erlang-terms config file to pumpd's JSON.
 
     The file is a list of application clauses (``[{rabbit, [...]}, {rabbitmq_shovel, [...]}].``)
@@ -568,7 +719,8 @@ def import_erlang_config(text: str, *, source: str) -> dict[str, JSON]:
     ``add_timestamp_header`` (which RabbitMQ 3.7+ also reads in this format) are carried over.
     The deprecated ``ticket`` field is dropped; ``immediate`` in
     ``publish_fields`` is refused (RabbitMQ rejects
-    immediate), and so is the newer ``{source, ...}`` / ``{destination, ...}`` format. Unlike
+    immediate). The current ``{source, ...}`` / ``{destination, ...}`` format is read too, with
+    its own defaults (see the module's docstring). Unlike
     the plugin, unknown keys in ``sources`` / ``destinations`` are errors, not silently
     ignored: a misspelt ``declaration`` would otherwise vanish.
 
@@ -585,4 +737,8 @@ def import_erlang_config(text: str, *, source: str) -> dict[str, JSON]:
         raise ConfigImportError(
             exc.reason, source=source, line=exc.line, column=exc.column
         ) from exc
-    return _ErlangImporter(positions, source).run(root)
+    importer = _ErlangImporter(positions, source)
+    document = importer.run(root)
+    if warnings is not None:
+        warnings.extend(importer.warnings)
+    return document

@@ -4,13 +4,14 @@ Two sources are understood:
 
 - :func:`pumpd.import_erlang.import_erlang_config` -- the static shovels of a ``rabbitmq.config`` /
   ``advanced.config`` file: its ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause in the seed's
-  format (``sources``, ``destinations``, ``queue``, ``prefetch_count``, ``ack_mode``,
-  ``publish_properties``, ``publish_fields``, ``reconnect_delay``), converted clause by clause.
+  format (``sources``, ``destinations``, ``queue``, ...) or the current one (``source``,
+  ``destination``, ``ack_mode``, ``reconnect_delay``), converted clause by clause.
 - :func:`pumpd.import_definitions.import_definitions` -- the dynamic shovels of a ``rabbitmqctl export_definitions``
   document, kept in RabbitMQ's flat names (``src-uri``, ``dest-exchange``, ...).
 
-Both print only what the input states: no defaults are filled in (pumpd's own defaults apply
-when the JSON is loaded). Anything the importers cannot translate faithfully is refused with a
+Both print only what the input states, except where the plugin's default differs from pumpd's
+(the current static format's ``ack_mode`` no_ack), which is written out. Warnings (what pumpd
+reads differently from the plugin, what the plugin's defaults lose) go to stderr. Anything the importers cannot translate faithfully is refused with a
 :class:`ConfigImportError` naming the shovel and the clause, rather than guessed at.
 """
 
@@ -60,17 +61,34 @@ def _emit(document: dict[str, JSON]) -> None:
     sys.stdout.flush()
 
 
-def _run(command: str, path: str, convert: Callable[[bytes], dict[str, JSON]]) -> int:
+def check_warnings(document: dict[str, JSON]) -> list[str]:
+    """What ``pumpd check`` will say about an imported document: each shovel's warnings (where
+    pumpd reads a definition differently from the plugin), or why it will refuse it."""
+    from .config import ConfigError, parse_config
+
+    try:
+        config = parse_config(document, source="the imported configuration")
+    except ConfigError as exc:
+        return [f"pumpd will refuse this: {exc}"]
+    return [f"shovel {name!r}: {w}" for name, s in config.shovels.items() for w in s.warnings]
+
+
+def _run(command: str, path: str,
+         convert: Callable[[bytes, list[str]], dict[str, JSON]]) -> int:
+    warnings: list[str] = []
     try:
         with open(path, "rb") as f:
             data = f.read()
-        document = convert(data)
+        document = convert(data, warnings)
     except OSError as exc:
         print(f"pumpd: {command}: {path}: {exc.strerror or exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
     except ConfigImportError as exc:
         print(f"pumpd: {command}: {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
+    # On stderr, so that stdout stays the JSON document to redirect into a file.
+    for warning in warnings + check_warnings(document):
+        print(f"pumpd: {command}: warning: {warning}", file=sys.stderr)
     _emit(document)
     return exitcodes.OK
 
@@ -96,8 +114,8 @@ def main_import_erlang(path: str) -> int:
     # imported here: import_erlang takes ConfigImportError from this module
     from .import_erlang import import_erlang_config
 
-    def convert(data: bytes) -> dict[str, JSON]:
-        return import_erlang_config(_decode_utf8(data, path), source=path)
+    def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
+        return import_erlang_config(_decode_utf8(data, path), source=path, warnings=warnings)
 
     return _run("import-erlang", path, convert)
 
@@ -111,7 +129,7 @@ def main_import_definitions(path: str) -> int:
     # imported here: import_definitions takes ConfigImportError from this module
     from .import_definitions import import_definitions
 
-    def convert(data: bytes) -> dict[str, JSON]:
+    def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError as exc:

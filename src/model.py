@@ -22,13 +22,24 @@ class AckMode(str, enum.Enum):
 
 @dataclass(frozen=True)
 class TLSOptions:
-    """The five ``amqps`` query parameters of the seed."""
+    """The TLS query parameters of an ``amqps`` URI, any subset of them (amqp_uri.erl).
 
-    cacertfile: str
-    certfile: str
-    keyfile: str
-    verify: bool  # verify_peer -> True, verify_none -> False
-    fail_if_no_peer_cert: bool
+    ``None`` for a file means: not given (the system's CAs; no client certificate).
+    """
+
+    cacertfile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    verify: bool = True  # verify_peer -> True, verify_none -> False
+    fail_if_no_peer_cert: bool = False  # a server-side option in Erlang: kept, not used
+    password: str | None = None  # the private key's passphrase, never an AMQP password
+    depth: int | None = None  # the most intermediate certificates accepted in the chain
+    # The name sent as SNI and checked against the certificate; "disable" sends no SNI.
+    server_name_indication: str | None = None
+    customize_hostname_check: str | None = None  # only "https" (wildcards as for HTTPS)
+
+    def __repr__(self) -> str:  # the key passphrase stays out of tracebacks
+        return f"TLSOptions(cacertfile={self.cacertfile!r}, certfile={self.certfile!r}, ...)"
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,8 @@ class BrokerURI:
     frame_max: int | None = None
     connection_timeout: float | None = None
     tls: TLSOptions | None = None
+    # SASL mechanisms in the URI's order (auth_mechanism=...): "plain", "amqplain", "external".
+    auth_mechanisms: tuple[str, ...] = ()
 
     @property
     def effective_host(self) -> str:
@@ -159,6 +172,16 @@ class ShovelConfig:
     # per message for at most this much added latency (docs/bench.md). 0 = read at once.
     source_read_hold_ms: int = 1
     undeliverable: UndeliverablePolicy = field(default_factory=UndeliverablePolicy)
+    # Stop after this many seconds of running (src-delete-after-duration, the plugin's
+    # delete_after_duration); None = no time limit.
+    delete_after_duration: float | None = None
+    # basic.consume's arguments (src-consumer-args: x-stream-offset, x-priority, ...) and tag
+    # (src-consumer-name; "" lets the broker choose).
+    consumer_arguments: Mapping[str, Any] = field(default_factory=dict)
+    consumer_tag: str = ""
+    # What pumpd does differently from the plugin with this definition, said at check / import
+    # time (never part of a shovel's identity: two shovels that differ only here are equal).
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)

@@ -275,6 +275,35 @@ class PublishPlane:
             self._encode(method, bytes(body), properties)
         return seq
 
+    def publish_arrow(self, offsets: Any, data: Any, offset: int, count: int,
+                      routing_key: bytes, properties: bytes, *, large: bool = False,
+                      properties_tail: bytes | None = None, id_prefix: bytes | None = None,
+                      id_start: int = 0) -> int:
+        """Encode ``count`` bodies from an Arrow binary column's buffers (``offsets``: int32,
+        or int64 with ``large``; ``data``), from element ``offset``. With ``id_prefix``, each
+        message's properties are ``properties`` + shortstr(id_prefix + decimal(id_start + row))
+        + ``properties_tail``. Returns the first sequence number."""
+        if offset < 0 or count < 0:
+            raise ValueError("negative offset or count")
+        ov = memoryview(offsets).cast("B").cast("q" if large else "i")
+        if offset + count + 1 > len(ov):
+            raise ValueError("offsets buffer shorter than offset + count + 1 entries")
+        dv = memoryview(data).cast("B") if data is not None else memoryview(b"")
+        if id_prefix is not None and len(id_prefix) > 230:
+            raise ValueError("id_prefix longer than 230 bytes")
+        seq = self._next
+        method = self._method(routing_key)
+        tail = properties_tail or b""
+        for i in range(offset, offset + count):
+            start, end = ov[i], ov[i + 1]
+            if start < 0 or end < start or end > len(dv):
+                raise ValueError(f"offsets out of range at element {i}")
+            props = properties
+            if id_prefix is not None:
+                props = properties + shortstr(id_prefix + str(id_start + i - offset).encode()) + tail
+            self._encode(method, bytes(dv[start:end]), props)
+        return seq
+
     def take_output(self) -> bytes:
         data = b"".join(self._out)
         self._out.clear()

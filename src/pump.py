@@ -26,6 +26,7 @@ MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multipl
 # A session that ran at least this long, or moved messages, was healthy: the next failure starts
 # the backoff again from reconnect_delay.
 HEALTHY_SESSION_SECONDS = 30.0
+BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)
 
 
 class Pump:
@@ -56,6 +57,8 @@ class Pump:
         if isinstance(cfg.delete_after, int):
             self._limit_total = cfg.delete_after
         self.terminated_reason: str | None = None
+        self._expired_after: float | None = None  # set when delete_after_duration ended it
+        self._source_backlog = -1  # messages ready in the source queue; -1: not read yet
         self._careful = 0  # messages the next session forwards one at a time (Session)
 
     # -- status --------------------------------------------------------------------------------
@@ -76,7 +79,29 @@ class Pump:
                     setattr(c, name, value)
                 else:
                     setattr(c, name, getattr(c, name) + value)
+        self._levels(c)
         return c
+
+    # -- issue 13: the plugin's remaining / remaining_unacked, and the source backlog ----------
+
+    def _levels(self, c: Counters) -> None:
+        c.source_backlog = self._source_backlog
+        if self._limit_total is None:
+            c.remaining = c.remaining_unacked = -1  # no delete_after: unlimited
+            return
+        moved = c.consumed if self.cfg.ack_mode == AckMode.NO_ACK else c.acked
+        c.remaining = max(self._limit_total - moved, 0)
+        c.remaining_unacked = max(c.remaining - c.in_flight, 0)
+
+    async def _read_backlog(self, session: Session) -> None:
+        """Messages ready in the source queue, by a passive declare every few seconds: how far
+        behind the shovel is. A failure here is the session's to report, not this reader's."""
+        while session.source is not None and session.queue:
+            try:
+                self._source_backlog = await session.source.queue_length(session.queue)
+            except Exception:  # the closed channel ends the session, which says why
+                return
+            await asyncio.sleep(BACKLOG_EVERY)
 
     async def _report_counters(self) -> None:
         while True:
@@ -87,12 +112,34 @@ class Pump:
 
     async def run(self, stop: asyncio.Event) -> None:
         quiet_pika_errors(asyncio.get_running_loop())
+        for warning in self.cfg.warnings:  # issue 13: where pumpd reads it unlike the plugin
+            log.warning("shovel %s: %s", self.cfg.name, warning)
         reporter = asyncio.create_task(self._report_counters())
+        timer = None
+        if self.cfg.delete_after_duration is not None:  # issue 13: src-delete-after-duration
+            stop, timer = self._stop_after_duration(stop, self.cfg.delete_after_duration)
         try:
             await self._run(stop)
         finally:
             reporter.cancel()
+            if timer is not None:
+                timer.cancel()
             self.sink.counters_changed(self.counters())
+
+    def _stop_after_duration(self, stop: asyncio.Event,
+                             seconds: float) -> tuple[asyncio.Event, asyncio.Task[None]]:
+        """An event set by ``stop`` or once ``seconds`` have passed since the shovel started,
+        whichever comes first; the latter ends it as delete_after_duration does."""
+        either = asyncio.Event()
+
+        async def watch() -> None:
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=seconds)
+            except asyncio.TimeoutError:
+                self._expired_after = seconds
+            either.set()
+
+        return either, asyncio.create_task(watch())
 
     async def _run(self, stop: asyncio.Event) -> None:
         failures = 0
@@ -101,7 +148,7 @@ class Pump:
             started, moved_before = time.monotonic(), self._moved()
             outcome, error = await self._one_session(stop)
             if outcome == "stopped":
-                self._terminate("shutdown")
+                self._terminate(self._stopped_reason())
                 return
             if outcome == "limit":
                 self._terminate(f"delete-after reached: {self._moved()} messages moved")
@@ -129,7 +176,13 @@ class Pump:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
             except asyncio.TimeoutError:
                 continue
-        self._terminate("shutdown")
+        self._terminate(self._stopped_reason())
+
+    def _stopped_reason(self) -> str:
+        if self._expired_after is None:
+            return "shutdown"
+        return (f"delete-after-duration reached: stopped after {self._expired_after:g}s, "
+                f"{self._moved()} messages moved")
 
     def _terminate(self, reason: str) -> None:
         self.terminated_reason = reason
@@ -174,6 +227,7 @@ class Pump:
             careful=self._careful,
         )
         self._session = session
+        backlog_reader: asyncio.Task[None] | None = None
         try:
             try:
                 await session.open(src, dst)
@@ -183,7 +237,9 @@ class Pump:
                              self.cfg.name, self._limit_total)
                     if self._limit_total == 0:
                         return "limit", None
-                self._enter(State.RUNNING)
+                # blocked already while opening: a destination alarm raised before the start
+                self._enter(State.BLOCKED if session.blocked else State.RUNNING)
+                backlog_reader = asyncio.create_task(self._read_backlog(session))
                 outcome = await session.wait(stop)
             except SessionEnded as ended:
                 if ended.terminal:
@@ -213,6 +269,8 @@ class Pump:
                 return "careful-done", None
             return ("limit" if outcome == "limit" else "stopped"), None
         finally:
+            if backlog_reader is not None:
+                backlog_reader.cancel()
             await session.close()
             self._fold(session)
             self._session = None

@@ -202,8 +202,14 @@ class Session:
     async def _consume(self) -> None:
         assert self.source is not None
         self._consumer_tag = await self.source.consume(
-            self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK
+            self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK,
+            # issue 13: src-consumer-args / src-consumer-name
+            arguments=self.cfg.consumer_arguments, consumer_tag=self.cfg.consumer_tag,
         )
+        if self._blocked and self.unbounded and self._loop is not None:
+            # issue 13: the destination was blocked (an alarm raised before the shovel started)
+            # before the consumer existed to be cancelled: cancel it now.
+            self._flow_task = self._loop.create_task(self._source_flow(False))
 
     def _watch(self, link: Link, side: str) -> None:
         def closed(fut: asyncio.Future[BaseException]) -> None:
@@ -456,6 +462,11 @@ class Session:
     def _acks_due(self) -> None:
         self._ack_timer = None
         self.flush(acks_due=True)
+
+    @property
+    def blocked(self) -> bool:
+        """The destination has blocked publishing (issue 13: read when the session opens)."""
+        return self._blocked
 
     def _set_blocked(self, blocked: bool) -> None:
         self._blocked = blocked

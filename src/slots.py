@@ -34,10 +34,11 @@ Slot layout (little-endian, fields at natural alignment)::
                                   clock for every process of the host, so the coordinator can
                                   compare it with its own)
     40      8     started    f64  wall clock when the worker process started
-    48      136   counters   u64 x 17, in the order of COUNTER_FIELDS
-    184     16    implementation  ASCII, NUL-padded: the data plane ("native" / "reference")
-    200     240   reason text     UTF-8, NUL-padded, truncated on a character boundary, redacted
-    440     72    reserved (zero): room for more fields within the same slot size
+    48      160   counters   u64 x 20, in the order of COUNTER_FIELDS (the LEVELS store -1,
+                                  "unknown / unlimited", as 2**64 - 1)
+    208     16    implementation  ASCII, NUL-padded: the data plane ("native" / "reference")
+    224     240   reason text     UTF-8, NUL-padded, truncated on a character boundary, redacted
+    464     48    reserved (zero): room for more fields within the same slot size
 
 A block's slots are initialised with an empty record when it is created, so every slot always
 holds a checksummed record.
@@ -80,7 +81,7 @@ __all__ = [
 ]
 
 MAGIC = b"PUMPDSL1"
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3  # 3: remaining, remaining_unacked, source_backlog (issue 13)
 BLOCK_HEADER = struct.Struct("<8sIII44x")  # magic, version, slot size, number of slots
 SLOTS_OFFSET = 64
 SLOT_SIZE = 512
@@ -94,11 +95,16 @@ REASON_BYTES = 240
 COUNTER_FIELDS = ("consumed", "published", "confirmed", "acked", "nacked", "returned",
                   "redelivered", "reconnects", "in_flight", "buffered", "bytes",
                   "undeliverable_malformed", "undeliverable_too_large", "undeliverable_refused",
-                  "undeliverable_unroutable", "parked", "dead_lettered")
+                  "undeliverable_unroutable", "parked", "dead_lettered",
+                  "remaining", "remaining_unacked", "source_backlog")
 BODY = struct.Struct(f"<IBxHddd{len(COUNTER_FIELDS)}Q{IMPLEMENTATION_BYTES}s{REASON_BYTES}s")
 assert BODY_OFFSET + BODY.size <= SLOT_SIZE
 # Gauges describe the present moment; everything else accumulates.
-GAUGES = frozenset({"in_flight", "buffered"})
+# Levels are gauges whose -1 means unknown; workers of one shovel report the same level, so
+# they are combined with max(), never added.
+LEVELS = frozenset({"remaining", "remaining_unacked", "source_backlog"})
+GAUGES = frozenset({"in_flight", "buffered"}) | LEVELS
+_U64 = 0xFFFFFFFFFFFFFFFF
 
 # Readers retry this many times while a write is in progress, then give up: a writer killed in
 # the middle of a write leaves ``seq`` odd for good, and the coordinator must not spin on it.
@@ -110,7 +116,7 @@ class ReasonCode(enum.IntEnum):
 
     NONE = 0
     SHUTDOWN = 1  # stopped on request (SIGTERM, reload, removal, restart)
-    DELETE_AFTER = 2  # terminated by design: its delete_after limit was reached
+    DELETE_AFTER = 2  # terminated by design: its delete_after (or _duration) limit was reached
     GAVE_UP = 3  # terminated by design: a failure with reconnect_delay 0
     RECONNECTING = 4  # starting again after a failure, within the worker
     OTHER = 5  # a reason the worker gave that matches none of the above
@@ -131,7 +137,7 @@ def classify_reason(state: State, reason: str | None) -> ReasonCode:
     if state == State.TERMINATED:
         if reason == "shutdown":
             return ReasonCode.SHUTDOWN
-        if reason.startswith("delete-after reached"):
+        if reason.startswith(("delete-after reached", "delete-after-duration reached")):
             return ReasonCode.DELETE_AFTER
         if "not reconnecting" in reason:
             return ReasonCode.GAVE_UP
@@ -173,7 +179,9 @@ class SlotRecord:
             self.since,
             self.heartbeat,
             self.started,
-            *(max(0, getattr(c, name)) & 0xFFFFFFFFFFFFFFFF for name in COUNTER_FIELDS),
+            *((_U64 if getattr(c, name) < 0 else getattr(c, name) & _U64)
+              if name in LEVELS else max(0, getattr(c, name)) & _U64
+              for name in COUNTER_FIELDS),
             self.implementation.encode("ascii", errors="replace")[:IMPLEMENTATION_BYTES],
             _fixed_text(redact(self.reason), REASON_BYTES),
         )
@@ -182,7 +190,8 @@ class SlotRecord:
     def unpack(cls, body: bytes) -> SlotRecord:
         pid, state, code, since, heartbeat, started, *rest = BODY.unpack(body)
         n = len(COUNTER_FIELDS)
-        counters = Counters(**dict(zip(COUNTER_FIELDS, rest[:n], strict=True)))
+        counters = Counters(**{name: -1 if name in LEVELS and value == _U64 else value
+                                 for name, value in zip(COUNTER_FIELDS, rest[:n], strict=True)})
         impl, reason = rest[n], rest[n + 1]
         try:
             reason_code = ReasonCode(code)

@@ -42,6 +42,11 @@ class Counters:
     careful session; undeliverable_unroutable: returned as unroutable and parked or stopped on
     (a dropped one is only ``returned``); parked / dead_lettered: how many of them went to the
     park queue / were rejected to the source queue's dead-letter exchange.
+
+    Levels (issue 13: the plugin's shovel_status figures), ``-1`` when unknown or unlimited:
+    remaining: messages still to move before delete_after ends the shovel (-1: no limit);
+    remaining_unacked: of those, how many are not yet published; source_backlog: messages
+    ready in the source queue at the last passive declare (every few seconds while running).
     """
 
     consumed: int = 0
@@ -61,6 +66,9 @@ class Counters:
     undeliverable_unroutable: int = 0
     parked: int = 0
     dead_lettered: int = 0
+    remaining: int = -1
+    remaining_unacked: int = -1
+    source_backlog: int = -1
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from . import exitcodes
 from .http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
 
 COLUMNS = ("name", "state", "source", "destination", "last change", "msg/s", "in flight",
-           "workers", "reason")
+           "backlog", "workers", "reason")
 
 
 class Unreachable(Exception):
@@ -77,6 +77,14 @@ def _when(since: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
 
 
+def _backlog(doc: dict[str, Any]) -> str:
+    """Messages waiting in the source queue, and how fast that grows (+) or shrinks (-)."""
+    backlog, trend = doc.get("source_backlog"), doc.get("source_backlog_trend")
+    if backlog is None:
+        return "-"
+    return f"{backlog:,}" + (f" {trend:+,.0f}/s" if trend else "")
+
+
 def row(doc: dict[str, Any]) -> tuple[str, ...]:
     workers = f"{doc['workers_running']}/{doc['workers_configured']}"
     if doc.get("restarts"):
@@ -84,7 +92,7 @@ def row(doc: dict[str, Any]) -> tuple[str, ...]:
     state = doc["state"] + (" (removing)" if doc.get("removing") else "")
     return (doc["name"], state, _source(doc), _destination(doc), _when(doc.get("since")),
             f"{doc.get('msg_per_s', 0.0):,.0f}", str(doc["counters"].get("in_flight", 0)),
-            workers, doc.get("reason") or "")
+            _backlog(doc), workers, doc.get("reason") or "")
 
 
 def render_table(shovels: Sequence[dict[str, Any]]) -> str:
@@ -94,7 +102,7 @@ def render_table(shovels: Sequence[dict[str, Any]]) -> str:
     if not any(r[-1] for r in rows[1:]):  # no shovel has a reason: leave the column out
         rows = [r[:-1] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    numeric = {COLUMNS.index("msg/s"), COLUMNS.index("in flight")}
+    numeric = {COLUMNS.index("msg/s"), COLUMNS.index("in flight"), COLUMNS.index("backlog")}
     lines = []
     for r in rows:
         cells = [c.rjust(w) if i in numeric else c.ljust(w)

@@ -16,13 +16,15 @@ from typing import Any
 
 from . import __version__
 from .model import ShovelConfig
-from .slots import COUNTER_FIELDS, GAUGES, SlotRecord
+from .slots import COUNTER_FIELDS, GAUGES, LEVELS, SlotRecord
 from .status import Counters, State
 
 # Counters that have a rate (per second) in the status; "msg_per_s" is the published rate.
 RATE_FIELDS = ("consumed", "published", "confirmed", "acked", "bytes")
 RATE_WINDOW = 5.0  # seconds of samples a rate is computed over
 SAMPLE_EVERY = 0.5  # seconds between samples
+# The source backlog is read every few seconds: its trend is taken over a longer window.
+TREND_WINDOW = 60.0
 
 
 class RateMeter:
@@ -30,6 +32,7 @@ class RateMeter:
 
     def __init__(self) -> None:
         self._samples: collections.deque[tuple[float, tuple[int, ...]]] = collections.deque()
+        self._backlog: collections.deque[tuple[float, int]] = collections.deque()
 
     def sample(self, counters: Counters, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -38,6 +41,21 @@ class RateMeter:
         self._samples.append((now, tuple(getattr(counters, f) for f in RATE_FIELDS)))
         while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW:
             self._samples.popleft()
+        backlog = counters.source_backlog
+        if backlog < 0:
+            self._backlog.clear()  # not known now: a trend across the gap would mean nothing
+            return
+        self._backlog.append((now, backlog))
+        while len(self._backlog) > 2 and now - self._backlog[1][0] >= TREND_WINDOW:
+            self._backlog.popleft()
+
+    def backlog_trend(self) -> float | None:
+        """How fast the source backlog grows (messages/s; negative: it shrinks), over up to
+        :data:`TREND_WINDOW` seconds; None until two readings are known."""
+        if len(self._backlog) < 2:
+            return None
+        (t0, v0), (t1, v1) = self._backlog[0], self._backlog[-1]
+        return round((v1 - v0) / (t1 - t0), 1) if t1 > t0 else None
 
     def rates(self) -> dict[str, float]:
         if len(self._samples) < 2:
@@ -45,17 +63,24 @@ class RateMeter:
         (t0, v0), (t1, v1) = self._samples[0], self._samples[-1]
         dt = t1 - t0
         # max(0, ...): a worker's counters restart from zero when it is replaced mid-window
-        return {f: round(max(0, b - a) / dt, 1) for f, a, b in zip(RATE_FIELDS, v0, v1, strict=True)}
+        rates = {f: round(max(0, b - a) / dt, 1)
+                 for f, a, b in zip(RATE_FIELDS, v0, v1, strict=True)}
+        trend = self.backlog_trend()
+        if trend is not None:
+            rates["source_backlog"] = trend
+        return rates
 
 
 def add_counters(a: Counters, b: Counters) -> Counters:
-    return Counters(**{f: getattr(a, f) + getattr(b, f) for f in COUNTER_FIELDS})
+    return Counters(**{f: (max(getattr(a, f), getattr(b, f)) if f in LEVELS
+                           else getattr(a, f) + getattr(b, f)) for f in COUNTER_FIELDS})
 
 
 def carry(totals: Counters, last: Counters) -> Counters:
     """Fold a finished process's counters into the totals of its worker position (gauges are
     about the present, so they are not carried)."""
-    return Counters(**{f: getattr(totals, f) + (0 if f in GAUGES else getattr(last, f))
+    return Counters(**{f: getattr(totals, f) if f in LEVELS
+                       else getattr(totals, f) + (0 if f in GAUGES else getattr(last, f))
                        for f in COUNTER_FIELDS})
 
 
@@ -97,6 +122,12 @@ class ShovelView:
     def rates(self) -> dict[str, float]:
         return {f: round(sum(w.rates.get(f, 0.0) for w in self.workers), 1) for f in RATE_FIELDS}
 
+    @property
+    def backlog_trend(self) -> float | None:
+        """Every worker reads the same source queue: the mean of their trends."""
+        trends = [w.rates["source_backlog"] for w in self.workers if "source_backlog" in w.rates]
+        return round(sum(trends) / len(trends), 1) if trends else None
+
 
 def iso_time(t: float) -> str | None:
     if t <= 0:
@@ -129,7 +160,8 @@ def worker_doc(w: WorkerView) -> dict[str, Any]:
         "implementation": r.implementation or None,
         "msg_per_s": w.rates.get("published", 0.0),
         "rates": w.rates,
-        "counters": w.counters.as_dict(),
+        "counters": _counters_doc(w.counters),
+        **plugin_figures(w.counters, w.rates.get("source_backlog")),
     }
 
 
@@ -173,8 +205,35 @@ def shovel_doc(v: ShovelView) -> dict[str, Any]:
         "restarts": sum(w.restarts for w in v.workers),
         "msg_per_s": rates["published"],
         "rates": rates,
-        "counters": v.counters.as_dict(),
+        "counters": _counters_doc(v.counters),
+        **plugin_figures(v.counters, v.backlog_trend),
         "workers": [worker_doc(w) for w in v.workers],
+    }
+
+
+def _counters_doc(c: Counters) -> dict[str, int]:
+    """Totals and gauges; the levels (-1 when unknown) are shown as the plugin's figures."""
+    return {k: v for k, v in c.as_dict().items() if k not in LEVELS}
+
+
+def plugin_figures(c: Counters, trend: float | None) -> dict[str, Any]:
+    """The Shovel plugin's shovel_status figures under its own names (issue 13), and how far
+    behind the shovel is.
+
+    ``remaining`` / ``remaining_unacked``: what delete_after still lets it move / publish
+    (``"unlimited"`` without delete_after, as the plugin shows it); ``pending``: held while the
+    destination is blocked (pumpd's ``buffered``); ``forwarded``: re-published (``published``);
+    ``source_backlog``: messages ready in the source queue at the last reading (null until
+    read), ``source_backlog_trend``: its change in messages/s over the last minute (positive:
+    the shovel falls behind).
+    """
+    return {
+        "remaining": "unlimited" if c.remaining < 0 else c.remaining,
+        "remaining_unacked": "unlimited" if c.remaining_unacked < 0 else c.remaining_unacked,
+        "pending": c.buffered,
+        "forwarded": c.published,
+        "source_backlog": None if c.source_backlog < 0 else c.source_backlog,
+        "source_backlog_trend": trend,
     }
 
 
@@ -272,4 +331,8 @@ def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
             for v, w in workers for r in UNDELIVERABLE_REASONS])
     for name, help_text, key in GAUGE_METRICS:
         family(name, "gauge", help_text, per_worker(lambda w, k=key: getattr(w.counters, k)))
+    family("pumpd_source_queue_messages", "gauge",
+           "Messages ready in the source queue at the worker's last reading (absent until read).",
+           [(_labels(shovel=v.name, worker=w.index), w.counters.source_backlog)
+            for v, w in workers if w.counters.source_backlog >= 0])
     return "\n".join(out) + "\n"

@@ -6,7 +6,8 @@ The syntax is RabbitMQ's AMQP URI specification (https://www.rabbitmq.com/uri-sp
 
 with the Shovel seed's extensions: a host-less ``amqp://`` means the local broker
 (:attr:`BrokerURI.host` is ``None``), and a query part with ``heartbeat``, ``channel_max``,
-``frame_max``, ``connection_timeout`` and, for ``amqps``, the five TLS parameters.
+``frame_max``, ``connection_timeout``, ``auth_mechanism`` and, for ``amqps``, any subset of the TLS
+parameters (amqp_uri.erl).
 
 The spec's corner cases, all honoured here: ``amqp://host`` has the vhost ``/``,
 ``amqp://host/`` has the *empty* vhost, ``amqp://host/%2f`` has ``/``; an omitted user or password
@@ -30,6 +31,7 @@ from urllib.parse import quote, unquote
 
 import pika
 import pika.channel
+import pika.credentials
 import pika.spec
 
 from .model import BrokerURI, TLSOptions
@@ -59,11 +61,11 @@ DEFAULT_SOCKET_TIMEOUT = 10.0
 DEFAULT_STACK_TIMEOUT = 15.0
 
 _INT_PARAMS = ("heartbeat", "channel_max", "frame_max", "connection_timeout")
-_TLS_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert")
-# Query parameters RabbitMQ's Erlang client knows and pumpd does not: named as such in the error.
-_ERLANG_ONLY_PARAMS = frozenset(
-    {"auth_mechanism", "server_name_indication", "depth", "password", "customize_hostname_check"}
-)
+# amqp_uri:build_ssl_broker/2 reads any subset of these.
+_TLS_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert", "password",
+               "depth", "server_name_indication", "customize_hostname_check")
+# amqp_uri:mechanisms/1 (amqp_auth_mechanisms): may be given more than once, first usable wins.
+AUTH_MECHANISMS = ("plain", "amqplain", "external")
 _MIN_CONNECTION_TIMEOUT_MS = 1000
 
 # RFC 3986 reg-name characters (unreserved, sub-delims, and "%" for pct-encoding).
@@ -211,13 +213,14 @@ def _parse_int(name: str, value: str, low: int, high: int | None, uri: str) -> i
     return n
 
 
-def _parse_query(query: str, scheme: str, uri: str) -> dict[str, str]:
-    """``a=1&b=2`` → {"a": "1", "b": "2"}, names checked, values percent-decoded.
+def _parse_query(query: str, scheme: str, uri: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """``a=1&b=2`` → ({"a": "1", "b": "2"}, auth mechanisms), names checked, values decoded.
 
-    :raises URIError: on a parameter without a value, a duplicate, an unknown parameter, or a TLS
-        parameter on a plain ``amqp`` URI.
+    :raises URIError: on a parameter without a value, a duplicate, an unknown parameter, a TLS
+        parameter on a plain ``amqp`` URI, or an unknown auth_mechanism.
     """
     params: dict[str, str] = {}
+    mechanisms: list[str] = []
     for piece in query.split("&"):
         if not piece:
             continue  # "?a=1&" or "?&a=1": harmless
@@ -225,50 +228,73 @@ def _parse_query(query: str, scheme: str, uri: str) -> dict[str, str]:
         name = _decode(raw_name, "query", uri)
         if not sep:
             raise URIError(uri, f"query parameter {name!r} needs a value ({name}=...)")
+        if name == "auth_mechanism":
+            mechanism = _decode(raw_value, "value of 'auth_mechanism'", uri)
+            if mechanism not in AUTH_MECHANISMS:
+                raise URIError(uri, f"query parameter 'auth_mechanism' must be one of "
+                                    f"{', '.join(AUTH_MECHANISMS)}, got {mechanism!r} (a custom "
+                                    "Erlang module:function mechanism cannot run outside the "
+                                    "broker)")
+            if mechanism not in mechanisms:
+                mechanisms.append(mechanism)
+            continue
         if name in params:
             raise URIError(uri, f"query parameter {name!r} is given twice")
         if name in _TLS_PARAMS and scheme != "amqps":
             raise URIError(uri, f"query parameter {name!r} is a TLS option: it needs the amqps "
                                 "scheme")
-        if name in _ERLANG_ONLY_PARAMS:
-            raise URIError(uri, f"query parameter {name!r} is not supported by pumpd")
         if name not in _INT_PARAMS and name not in _TLS_PARAMS:
-            known = ", ".join(_INT_PARAMS + (_TLS_PARAMS if scheme == "amqps" else ()))
+            known = ", ".join(_INT_PARAMS + ("auth_mechanism",)
+                              + (_TLS_PARAMS if scheme == "amqps" else ()))
             raise URIError(uri, f"unknown query parameter {name!r} (known: {known})")
         params[name] = _decode(raw_value, f"value of {name!r}", uri)
-    return params
+    return params, tuple(mechanisms)
 
 
 def _parse_tls(params: dict[str, str], uri: str) -> TLSOptions | None:
-    """The seed's five TLS parameters: all of them, or none (system CAs, peer verified).
+    """Any subset of the TLS parameters, as amqp_uri.erl takes them; none: the system's CAs,
+    the peer verified.
 
-    :raises URIError: on a partial set or a bad ``verify`` / ``fail_if_no_peer_cert`` value.
+    :raises URIError: on an empty file path, a key without its certificate, or a value the
+        plugin would refuse too (verify, fail_if_no_peer_cert, depth, customize_hostname_check).
     """
-    given = [p for p in _TLS_PARAMS if p in params]
-    if not given:
+    if not any(p in params for p in _TLS_PARAMS):
         return None
-    missing = [p for p in _TLS_PARAMS if p not in params]
-    if missing:
-        raise URIError(uri, "TLS options must be given all five together (cacertfile, "
-                            "certfile, keyfile, verify, fail_if_no_peer_cert); missing: "
-                            + ", ".join(missing))
     for p in ("cacertfile", "certfile", "keyfile"):
-        if not params[p]:
+        if p in params and not params[p]:
             raise URIError(uri, f"query parameter {p!r} must be a file path, got ''")
-    verify = params["verify"]
+    if "keyfile" in params and "certfile" not in params:
+        raise URIError(uri, "query parameter 'keyfile' needs 'certfile' (the client certificate "
+                            "the key belongs to)")
+    verify = params.get("verify", "verify_peer")
     if verify not in ("verify_peer", "verify_none"):
         raise URIError(uri, f"query parameter 'verify' must be verify_peer or verify_none, "
                             f"got {verify!r}")
-    fail = params["fail_if_no_peer_cert"]
+    fail = params.get("fail_if_no_peer_cert", "false")
     if fail not in ("true", "false"):
         raise URIError(uri, f"query parameter 'fail_if_no_peer_cert' must be true or false, "
                             f"got {fail!r}")
+    depth = None
+    if "depth" in params:
+        depth = _parse_int("depth", params["depth"], 0, 255, uri)
+    check = params.get("customize_hostname_check")
+    if check is not None and check != "https":
+        raise URIError(uri, f"query parameter 'customize_hostname_check' must be https (the "
+                            f"only value RabbitMQ's client knows), got {check!r}")
+    sni = params.get("server_name_indication")
+    if sni == "":
+        raise URIError(uri, "query parameter 'server_name_indication' must be a host name or "
+                            "disable, got ''")
     return TLSOptions(
-        cacertfile=params["cacertfile"],
-        certfile=params["certfile"],
-        keyfile=params["keyfile"],
+        cacertfile=params.get("cacertfile"),
+        certfile=params.get("certfile"),
+        keyfile=params.get("keyfile"),
         verify=verify == "verify_peer",
         fail_if_no_peer_cert=fail == "true",
+        password=params.get("password"),
+        depth=depth,
+        server_name_indication=sni,
+        customize_hostname_check=check,
     )
 
 
@@ -315,7 +341,12 @@ def parse_uri(text: str) -> BrokerURI:
                                  "vhost name as %2F)")
         vhost = _decode(path, "vhost", text)
 
-    params = _parse_query(query, scheme, text) if has_query else {}
+    if host is None and has_port_in(hostport):
+        # amqp_uri.erl: port_requires_host. Without a host the URI is the plugin's direct
+        # (in-broker) connection, which has no port; "amqp://:1234" is a mistake either way.
+        raise URIError(text, "a port needs a host (port_requires_host): write "
+                             "amqp://localhost:PORT, or leave the port out for the local broker")
+    params, mechanisms = _parse_query(query, scheme, text) if has_query else ({}, ())
     heartbeat: int | None = None
     channel_max: int | None = None
     frame_max: int | None = None
@@ -339,6 +370,10 @@ def parse_uri(text: str) -> BrokerURI:
                                  f"write {ms * 1000}")
         connection_timeout = ms / 1000.0
     tls = _parse_tls(params, text) if scheme == "amqps" else None
+    if mechanisms and mechanisms[0] == "external" and (tls is None or tls.certfile is None):
+        # EXTERNAL logs in as the client certificate's subject: without one it cannot succeed.
+        raise URIError(text, "auth_mechanism=external logs in with a client certificate: it needs "
+                             "amqps and a certfile (and keyfile) in the query")
 
     return BrokerURI(
         scheme=scheme,
@@ -352,7 +387,16 @@ def parse_uri(text: str) -> BrokerURI:
         frame_max=frame_max,
         connection_timeout=connection_timeout,
         tls=tls,
+        auth_mechanisms=mechanisms,
     )
+
+
+def has_port_in(hostport: str) -> bool:
+    """Whether ``host[:port]`` states a port (``host:`` with nothing after the colon does not)."""
+    if hostport.startswith("["):
+        after = hostport[hostport.find("]") + 1:]
+        return after.startswith(":") and len(after) > 1
+    return bool(hostport.partition(":")[2])
 
 
 def format_uri(uri: BrokerURI) -> str:
@@ -379,13 +423,21 @@ def format_uri(uri: BrokerURI) -> str:
     if uri.connection_timeout is not None:
         query.append(("connection_timeout", str(round(uri.connection_timeout * 1000))))
     if uri.tls is not None:
-        query += [
-            ("cacertfile", uri.tls.cacertfile),
-            ("certfile", uri.tls.certfile),
-            ("keyfile", uri.tls.keyfile),
-            ("verify", "verify_peer" if uri.tls.verify else "verify_none"),
-            ("fail_if_no_peer_cert", "true" if uri.tls.fail_if_no_peer_cert else "false"),
-        ]
+        t = uri.tls
+        for name in ("cacertfile", "certfile", "keyfile", "password"):
+            value = getattr(t, name)
+            if value is not None:
+                query.append((name, value))
+        query.append(("verify", "verify_peer" if t.verify else "verify_none"))
+        if t.fail_if_no_peer_cert:
+            query.append(("fail_if_no_peer_cert", "true"))
+        if t.depth is not None:
+            query.append(("depth", str(t.depth)))
+        if t.server_name_indication is not None:
+            query.append(("server_name_indication", t.server_name_indication))
+        if t.customize_hostname_check is not None:
+            query.append(("customize_hostname_check", t.customize_hostname_check))
+    query += [("auth_mechanism", m) for m in uri.auth_mechanisms]
     q = "&".join(f"{k}={enc(v)}" for k, v in query)
     return (f"{uri.scheme}://{enc(uri.username)}:{enc(uri.password)}@{host}{port}"
             f"/{enc(uri.vhost)}" + (f"?{q}" if q else ""))
@@ -394,7 +446,9 @@ def format_uri(uri: BrokerURI) -> str:
 def _ssl_context(uri: BrokerURI) -> ssl.SSLContext:
     """The TLS context for an amqps URI.
 
-    Without TLS options: the system's CAs, the peer's certificate and host name verified.
+    Without TLS options: the system's CAs, the peer's certificate and host name verified. With
+    some: ``cacertfile`` replaces the system's CAs, ``certfile`` / ``keyfile`` (``password``)
+    are the client certificate, ``verify_none`` turns verification off.
 
     :raises URIError: when a certificate or key file cannot be loaded.
     """
@@ -403,15 +457,40 @@ def _ssl_context(uri: BrokerURI) -> ssl.SSLContext:
         return ssl.create_default_context()
     try:
         ctx = ssl.create_default_context(cafile=tls.cacertfile)
-        ctx.load_cert_chain(tls.certfile, tls.keyfile)
+        if tls.certfile is not None:
+            ctx.load_cert_chain(tls.certfile, tls.keyfile, password=tls.password)
     except (OSError, ssl.SSLError) as exc:
         # The file names are the user's own configuration, safe to show; the URI is redacted.
-        raise URIError(format_uri(uri), f"cannot load the TLS files: {exc}") from None
-    if not tls.verify:
+        raise URIError(uri.redacted(), f"cannot load the TLS files: {exc}") from None
+    if not tls.verify or tls.server_name_indication == "disable":
+        # Erlang checks the host name against the SNI name: with SNI disabled, it checks none.
         ctx.check_hostname = False  # must come before verify_mode, or ssl refuses CERT_NONE
+    if not tls.verify:
         ctx.verify_mode = ssl.CERT_NONE
     # fail_if_no_peer_cert is a server-side option in Erlang's ssl: a client has no use for it.
+    # customize_hostname_check=https is how Python's ssl matches host names already.
     return ctx
+
+
+def tls_server_name(uri: BrokerURI) -> str | None:
+    """The name sent as SNI and verified: server_name_indication, else the host."""
+    sni = uri.tls.server_name_indication if uri.tls is not None else None
+    if sni == "disable":
+        return None
+    return sni or uri.effective_host
+
+
+def uri_notes(uri: BrokerURI) -> list[str]:
+    """Where pumpd reads this URI differently from RabbitMQ's Erlang client (for check time)."""
+    notes: list[str] = []
+    if uri.tls is not None and uri.tls.depth is not None:
+        notes.append(f"{uri.redacted()}: TLS 'depth' is not enforced by pumpd (Python's ssl "
+                     "has no setting for it): OpenSSL's own limit applies")
+    if uri.auth_mechanisms and uri.auth_mechanisms[0] == "amqplain":
+        notes.append(f"{uri.redacted()}: auth_mechanism amqplain: pumpd logs in with PLAIN "
+                     "(the same user and password; RabbitMQ offers both unless configured "
+                     "otherwise)")
+    return notes
 
 
 LOCAL_BROKER_ENV = "PUMPD_LOCAL_BROKER"
@@ -444,7 +523,9 @@ def to_pika_parameters(uri: BrokerURI, *, client_name: str) -> pika.ConnectionPa
         "host": host,
         "port": port,
         "virtual_host": uri.vhost,
-        "credentials": pika.PlainCredentials(uri.username, uri.password),
+        "credentials": (pika.credentials.ExternalCredentials()
+                        if uri.auth_mechanisms[:1] == ("external",)
+                        else pika.PlainCredentials(uri.username, uri.password)),
         "client_properties": {"connection_name": client_name},
         # pumpd reconnects itself (reconnect_delay, another broker of the list): one attempt.
         "connection_attempts": 1,
@@ -465,5 +546,5 @@ def to_pika_parameters(uri: BrokerURI, *, client_name: str) -> pika.ConnectionPa
         kwargs["frame_max"] = uri.frame_max
     if uri.scheme == "amqps":
         kwargs["ssl_options"] = pika.SSLOptions(_ssl_context(uri),
-                                                server_hostname=uri.effective_host)
+                                                server_hostname=tls_server_name(uri))
     return pika.ConnectionParameters(**kwargs)

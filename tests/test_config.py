@@ -201,7 +201,6 @@ BAD_CLAUSES = [
     ({"ack_mode": "on-confirm"}, "ack_mode", "(did you mean 'on_confirm'?)"),
     ({"ack_mode": "always"}, "ack_mode", "must be one of no_ack, on_publish, on_confirm"),
     ({"ack_mode": 1}, "ack_mode", "got 1"),
-    ({"reconnect_delay": -1}, "reconnect_delay", "must be a non-negative number (seconds), got -1"),
     ({"reconnect_delay": "5"}, "reconnect_delay", "must be a non-negative number"),
     ({"reconnect_delay": False}, "reconnect_delay", "got false"),
     ({"workers": 0}, "workers", "must be a positive integer, got 0"),
@@ -210,7 +209,7 @@ BAD_CLAUSES = [
     ({"source_read_hold_ms": 1001}, "source_read_hold_ms", "must be at most 1000, got 1001"),
     ({"queue": 5}, "queue", "must be a string, got 5"),
     ({"queue": "q" * 256}, "queue", "at most 255 bytes"),
-    ({"publish_properties": []}, "publish_properties", "must be an object, got a list"),
+    ({"publish_properties": [1]}, "publish_properties", "must be an object, got a list"),
     ({"publish_fields": "x"}, "publish_fields", 'must be an object, got "x"'),
     ({"publish_fields": {"exchange": 1}}, "publish_fields.exchange", "must be a string, got 1"),
     ({"publish_fields": {"routing_key": None}}, "publish_fields.routing_key", "got null"),
@@ -505,19 +504,7 @@ BAD_DYNAMIC = [
     ({**DYN_MINIMAL, "src-exchange": "x"}, "src-queue", "exactly one of"),
     ({**DYN_MINIMAL, "dest-queue": "q", "dest-exchange": "x"}, "dest-queue",
      "give at most one of 'dest-queue' and 'dest-exchange'"),
-    ({**DYN_MINIMAL, "src-exchange-key": "k"}, "src-exchange-key",
-     "only applies together with 'src-exchange'"),
-    ({**without(DYN_MINIMAL, "src-queue"), "src-exchange": "x", "src-queue-args": {}},
-     "src-queue-args", "only applies together with 'src-queue'"),
-    ({**DYN_MINIMAL, "dest-queue-args": {}}, "dest-queue-args", "together with 'dest-queue'"),
-    ({**DYN_MINIMAL, "dest-queue": "q", "dest-exchange-key": "k"}, "dest-exchange-key",
-     "has no effect with 'dest-queue'"),
-    ({**without(DYN_MINIMAL, "src-queue"), "src-exchange": "x", "src-predeclared": True},
-     "src-predeclared", "only applies together with 'src-queue'"),
-    ({**DYN_MINIMAL, "dest-predeclared": True}, "dest-predeclared", "with 'dest-queue'"),
     ({**DYN_MINIMAL, "src-predeclared": "yes"}, "src-predeclared", "must be true or false"),
-    ({**DYN_MINIMAL, "src-predeclared": True, "src-queue-args": {}}, "src-queue-args",
-     "has no effect with src-predeclared"),
     ({**DYN_MINIMAL, "delete-after": 10, "ack-mode": "no-ack"}, "delete-after",
      "cannot be combined with ack mode no_ack"),
     ({**DYN_MINIMAL, "src-queue-args": {"x-max-length": 2**63}}, "src-queue-args",
@@ -527,7 +514,6 @@ BAD_DYNAMIC = [
     ({**without(DYN_MINIMAL, "src-queue"), "src-exchange": ""}, "src-exchange",
      "must not be empty (the default exchange cannot be bound)"),
     ({**DYN_MINIMAL, "src-queue": 5}, "src-queue", "must be a string, got 5"),
-    ({**DYN_MINIMAL, "src-queue-args": []}, "src-queue-args", "must be an object, got a list"),
     ({**DYN_MINIMAL, "src-uri": []}, "src-uri", "a URI or a non-empty list of URIs"),
     ({**DYN_MINIMAL, "src-uri": 5}, "src-uri", "a URI or a non-empty list of URIs, got 5"),
     ({**DYN_MINIMAL, "dest-uri": ["amqp://b", "amqp://u:hunter2@c:x"]}, "dest-uri[1]",
@@ -538,7 +524,7 @@ BAD_DYNAMIC = [
     ({**DYN_MINIMAL, "prefetch-count": 1.5}, "prefetch-count", "got 1.5"),
     ({**DYN_MINIMAL, "prefetch-count": 1, "src-prefetch-count": 2}, "prefetch-count",
      "give 'src-prefetch-count' or its legacy name 'prefetch-count', not both"),
-    ({**DYN_MINIMAL, "reconnect-delay": -1}, "reconnect-delay", "non-negative number"),
+    ({**DYN_MINIMAL, "reconnect-delay": "5"}, "reconnect-delay", "non-negative number"),
     ({**DYN_MINIMAL, "src-delete-after": "later"}, "src-delete-after", 'got "later"'),
     ({**DYN_MINIMAL, "src-delete-after": 10, "ack-mode": "no-ack"}, "src-delete-after",
      "cannot be combined with ack mode no_ack"),
@@ -548,7 +534,16 @@ BAD_DYNAMIC = [
      "not a basic property"),
     ({**DYN_MINIMAL, "dest-add-forward-headers": "true"}, "dest-add-forward-headers",
      "must be true or false"),
-    ({**DYN_MINIMAL, "src-consumer-args": {}}, "src-consumer-args", "unknown key"),
+    ({**DYN_MINIMAL, "src-consumer-arg": {}}, "src-consumer-arg", "unknown key"),
+    ({**DYN_MINIMAL, "src-address": "q"}, "src-address",
+     "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only"),
+    ({**DYN_MINIMAL, "dest-address": "q"}, "dest-address", "AMQP 1.0"),
+    ({**DYN_MINIMAL, "src-delete-after-duration": 0}, "src-delete-after-duration",
+     "must be a positive integer (seconds), got 0"),
+    ({**DYN_MINIMAL, "src-delete-after-duration": 1.5}, "src-delete-after-duration", "got 1.5"),
+    ({**DYN_MINIMAL, "src-consumer-args": {"x-priority": "high"}}, "src-consumer-args.x-priority",
+     "must be an integer"),
+    ({**DYN_MINIMAL, "src-consumer-name": 7}, "src-consumer-name", "must be a string"),
     ({**DYN_MINIMAL, "dest-exchang": "x"}, "dest-exchang",
      "unknown key (did you mean 'dest-exchange'?)"),
     ({**without(DYN_MINIMAL, "src-queue"), "src-exchange": "x", "workers": 2}, "workers",
@@ -750,3 +745,116 @@ def test_publish_fields_mandatory_defaults_to_true_and_can_be_turned_off() -> No
     off = one({**MINIMAL, "publish_fields": {"mandatory": False}})
     assert off.publish_mandatory is False
     assert shovel_to_json(off)["publish_fields"] == {"mandatory": False}
+
+
+# --- parity with the plugin's current keys (issue 13) ----------------------------------------
+
+def test_dynamic_current_keys() -> None:
+    s = one({**DYN_MINIMAL, "src-delete-after-duration": 120,
+             "src-consumer-args": {"x-stream-offset": "first", "x-priority": 5},
+             "src-consumer-name": "pumpd-orders", "dest-publish-properties": []})
+    assert s.delete_after_duration == 120.0
+    assert s.consumer_arguments == {"x-stream-offset": "first", "x-priority": 5}
+    assert s.consumer_tag == "pumpd-orders"
+    assert s.publish_properties == {} and s.warnings == ()
+    # the state file keeps them
+    assert one(shovel_to_json(s)) == s
+
+
+def test_seed_form_current_clauses() -> None:
+    s = one({**MINIMAL, "delete_after_duration": 90, "consumer_args": {"x-priority": 1},
+             "consumer_name": "t", "publish_properties": []})
+    assert (s.delete_after_duration, s.consumer_arguments, s.consumer_tag) == (
+        90.0, {"x-priority": 1}, "t")
+
+
+@pytest.mark.parametrize("definition,fragment", [
+    # What the plugin ignores in these combinations: accepted, with a warning saying so.
+    ({**DYN_MINIMAL, "src-exchange-key": "k"}, "'src-exchange-key': ignored, as the plugin does"),
+    ({**DYN_MINIMAL, "dest-queue-args": {}}, "'dest-queue-args': ignored"),
+    ({**DYN_MINIMAL, "dest-queue": "q", "dest-exchange-key": "k"},
+     "'dest-exchange-key': ignored, as the plugin does: with 'dest-queue'"),
+    ({**DYN_MINIMAL, "dest-predeclared": True}, "'dest-predeclared': ignored"),
+    ({**DYN_MINIMAL, "src-predeclared": True, "src-queue-args": {"x-max-length": 1}},
+     "'src-queue-args': ignored with src-predeclared"),
+    # The plugin restarts a shovel only for a positive whole number of seconds.
+    ({**DYN_MINIMAL, "reconnect-delay": -1}, "-1 is read as 0, as the plugin does"),
+    ({**DYN_MINIMAL, "reconnect-delay": 0.5}, "where the plugin never reconnects"),
+    ({**MINIMAL, "reconnect_delay": 2.5}, "where the plugin never reconnects"),
+    ({**DYN_MINIMAL, "src-delete-after-duration": 5}, "raises any value under 60 s to 60 s"),
+])
+def test_plugin_ignores_warned(definition: dict[str, Any], fragment: str) -> None:
+    s = one(definition)
+    assert any(fragment in w for w in s.warnings), s.warnings
+
+
+def test_negative_reconnect_delay_never_reconnects() -> None:
+    assert one({**DYN_MINIMAL, "reconnect-delay": -3}).reconnect_delay == 0.0
+    assert one({**MINIMAL, "reconnect_delay": -1}).reconnect_delay == 0.0
+
+
+def test_dest_exchange_key_beside_dest_queue_publishes_to_the_queue() -> None:
+    s = one({**DYN_MINIMAL, "dest-queue": "q", "dest-exchange-key": "k"})
+    assert (s.publish_exchange, s.publish_routing_key) == ("", "q")
+
+
+def test_predeclared_declares_nothing() -> None:
+    s = one({**DYN_MINIMAL, "src-predeclared": True, "dest-queue": "d",
+             "dest-predeclared": True})
+    for ep in (s.source, s.destination):
+        (decl,) = ep.declarations
+        assert decl.method == "queue.declare" and decl.arguments.get("passive") is True
+        assert not decl.if_missing
+
+
+def test_empty_shovels_accepted() -> None:
+    assert parse_config({"shovels": {}}).shovels == {}
+
+
+# The plugin's own validation cases (amqp091_dynamic_SUITE:validation/1): the same verdicts.
+_URIS = {"src-uri": "amqp://", "dest-uri": "amqp://"}
+_QURIS = {**_URIS, "src-queue": "test"}
+PLUGIN_VALID = [
+    {**_URIS, "src-exchange": "test"},
+    _QURIS,
+    {**_QURIS, "src-delete-after-duration": 60},
+    {**_QURIS, "src-delete-after-duration": 1},
+    {**_QURIS, "src-delete-after-duration": 10 * 365 * 24 * 60 * 60},  # runs_long
+    {**_URIS, "src-exchange": "test",
+     "publish-properties": {"cluster_id": "rabbit@localhost", "delivery_mode": 2}},
+    {**_QURIS, "publish-properties": {}},
+    {**_QURIS, "publish-properties": []},
+    {**_QURIS, "src-consumer-args": {"x-stream-offset": "first"}},
+]
+PLUGIN_INVALID = [
+    {},
+    {"src-queue": "test", "src-uri": "derp", "dest-uri": "amqp://"},
+    {"src-queue": "test", "src-uri": ["derp"], "dest-uri": "amqp://"},
+    {"src-queue": "test", "dest-uri": "amqp://"},
+    _URIS,
+    {**_QURIS, "src-exchange": "test"},
+    {**_QURIS, "prefetch-count": "three"},
+    {**_QURIS, "reconnect-delay": "three"},
+    {**_QURIS, "ack-mode": "whenever"},
+    {**_QURIS, "src-delete-after": "whenever"},
+    {**_QURIS, "src-delete-after-duration": 0},
+    {**_QURIS, "src-delete-after-duration": "whenever"},
+    {**_QURIS, "src-delete-after-duration": 100 * 365 * 24 * 60 * 60},
+    {**_QURIS, "publish-properties": {"nonexistent": ""}},
+    {**_QURIS, "publish-properties": {"cluster_id": 2}},
+    {**_QURIS, "publish-properties": "something"},
+    {**_QURIS, "src-delete-after": 1, "ack-mode": "no-ack"},
+    {**_QURIS, "delete-after": 1, "ack-mode": "no-ack"},
+    {"src-uri": "an arbitrary string", "dest-uri": "\\o/ \\o/ \\o/", "src-queue": "a",
+     "dest-queue": "b"},
+]
+
+
+@pytest.mark.parametrize("definition", PLUGIN_VALID)
+def test_plugin_valid_params(definition: dict[str, Any]) -> None:
+    one(definition)
+
+
+@pytest.mark.parametrize("definition", PLUGIN_INVALID)
+def test_plugin_invalid_params(definition: dict[str, Any]) -> None:
+    error(definition)

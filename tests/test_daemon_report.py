@@ -13,15 +13,17 @@ from pumpd import statefile
 from pumpd.config import ConfigError
 from pumpd.daemon_config import load_file, merge, parse_runtime
 from pumpd.http_api import parse_address
-from pumpd.slots import SlotRecord
+from pumpd.slots import SlotRecord, SlotTable
 from pumpd.status import Counters, State
 from pumpd.status_client import render_table
 from pumpd.status_report import (
     RateMeter,
     ShovelView,
     WorkerView,
+    add_counters,
     carry,
     metrics_text,
+    plugin_figures,
     shovel_doc,
 )
 
@@ -77,7 +79,7 @@ def test_status_table_has_the_shovel_status_columns() -> None:
     doc = shovel_doc(view("orders"))
     lines = render_table([doc]).splitlines()
     assert lines[0].split() == ["NAME", "STATE", "SOURCE", "DESTINATION", "LAST", "CHANGE",
-                                "MSG/S", "IN", "FLIGHT", "WORKERS"]
+                                "MSG/S", "IN", "FLIGHT", "BACKLOG", "WORKERS"]
     assert lines[1].startswith("orders  running  amqp://user@broker:5672/%2F [q]")
     assert "2/2 (1 restart)" in lines[1]
     assert render_table([]) == "no shovels\n"
@@ -111,3 +113,39 @@ def test_http_addresses() -> None:
     assert parse_address("[::1]:15680") == ("::1", 15680)
     with pytest.raises(ValueError):
         parse_address("localhost")
+
+
+def test_plugin_status_figures_and_the_source_backlog() -> None:
+    """The plugin's shovel_status names (issue 13): remaining, remaining_unacked, pending,
+    forwarded; and the backlog: levels combine by max over workers, never add up."""
+    doc = shovel_doc(view("orders"))
+    assert (doc["remaining"], doc["remaining_unacked"]) == ("unlimited", "unlimited")
+    assert doc["forwarded"] == doc["counters"]["published"] and doc["pending"] == 0
+    assert doc["source_backlog"] is None and doc["source_backlog_trend"] is None
+    c = Counters(published=7, buffered=2, remaining=13, remaining_unacked=11, source_backlog=40)
+    assert plugin_figures(c, -2.5) == {"remaining": 13, "remaining_unacked": 11, "pending": 2,
+                                       "forwarded": 7, "source_backlog": 40,
+                                       "source_backlog_trend": -2.5}
+    both = add_counters(Counters(source_backlog=40), Counters(source_backlog=-1))
+    assert both.source_backlog == 40 and both.remaining == -1
+    assert carry(Counters(), Counters(source_backlog=40)).source_backlog == -1
+
+
+def test_backlog_trend_over_the_readings() -> None:
+    meter = RateMeter()
+    for i, backlog in enumerate((100, 100, 110, 120)):
+        meter.sample(Counters(source_backlog=backlog), now=float(i * 5))
+    assert meter.backlog_trend() == 1.3  # 20 more messages in 15 s
+    assert meter.rates()["source_backlog"] == 1.3
+    meter.sample(Counters(), now=30.0)  # not known any more: no trend across the gap
+    assert meter.backlog_trend() is None
+
+
+def test_slot_keeps_unknown_levels() -> None:
+    table = SlotTable.create(1)
+    try:
+        table.writer(0).write(SlotRecord(counters=Counters(acked=5, source_backlog=9)))
+        got = table.read(0).counters
+        assert (got.acked, got.source_backlog, got.remaining) == (5, 9, -1)
+    finally:
+        table.close()

@@ -31,7 +31,10 @@ SEED_EXPECTED = {
                             "durable": True,
                         }
                     },
-                    {"queue.declare": {"arguments": {"x-message-ttl": 60000}}},
+                    # not durable, not exclusive: the plugin makes it durable, pumpd
+                    # exclusive (a warning says so)
+                    {"queue.declare": {"arguments": {"x-message-ttl": 60000},
+                                       "exclusive": True}},
                     {"queue.bind": {"exchange": "my_direct", "queue": ""}},
                 ],
             },
@@ -132,7 +135,7 @@ ADVANCED_EXPECTED = {
             "sources": {
                 "broker": "amqp://",
                 "declarations": [
-                    "queue.declare",
+                    {"queue.declare": {"exclusive": True}},
                     {
                         "queue.bind": {
                             "exchange": "amq.rabbitmq.trace",
@@ -332,8 +335,8 @@ def test_declarations_methods_and_fields() -> None:
         f'{{destinations, [{{broker, "amqp://b"}}, {{declarations, {decls}}}]}}',
     )
     assert one(text)["destinations"]["declarations"] == [
-        "queue.declare",
-        {"queue.declare": {}},
+        {"queue.declare": {"exclusive": True}},
+        {"queue.declare": {"exclusive": True}},
         {"exchange.bind": {"destination": "d", "source": "s", "routing_key": "#"}},
         {"queue.unbind": {"queue": "q", "exchange": "x"}},
         {"queue.purge": {"queue": "q"}},
@@ -358,7 +361,7 @@ def test_deprecated_ticket_field_is_dropped() -> None:
     )
     result = one(text)
     assert result["publish_fields"] == {"exchange": "x"}
-    assert result["sources"]["declarations"] == [{"queue.declare": {}}]
+    assert result["sources"]["declarations"] == [{"queue.declare": {"exclusive": True}}]
 
 
 def test_all_publish_properties() -> None:
@@ -525,7 +528,6 @@ def test_quoted_atom_shovel_names() -> None:
             "expected one of no_ack, on_publish, on_confirm, found on_confrm",
         ),
         ('{ack_mode, "on_confirm"}', 'found "on_confirm"'),
-        ("{reconnect_delay, -1}", "expected a non-negative number of seconds, found -1"),
         ("{reconnect_delay, five}", "found five"),
         ("{delete_after, forever}", "expected never, 'queue-length' or a non-negative integer"),
         ("{add_forward_headers, 1}", "expected true or false, found 1"),
@@ -546,10 +548,6 @@ def test_quoted_atom_shovel_names() -> None:
         ),
         ("{prefetch, 10}", "unknown clause 'prefetch' (expected one of sources, destinations"),
         ('{queue, <<"again">>}', "shovel 's': 'queue' is given twice"),
-        (
-            "{source, [{protocol, amqp091}]}",
-            "clause 'source' belongs to the newer static-shovel format",
-        ),
         ('{"queue", <<"q">>}', 'expected {key, Value} or an atom, found {"queue", <<"q">>}'),
         ("{queue, q, extra}", "expected {key, Value} or an atom"),
     ],
@@ -661,7 +659,6 @@ def test_duplicate_shovel_names() -> None:
             (1, 38),
         ),
         ("[{rabbitmq_shovel, []}].", "has no {shovels, [...]} clause", (1, 20)),
-        ("[{rabbitmq_shovel, [{shovels, []}]}].", "no shovels found", (1, 21)),
         ("[{rabbitmq_shovel, [{shovels, x}]}].", "shovels: expected a list", (1, 31)),
         (
             '[{rabbitmq_shovel, [{shovels, [{<<"name">>, []}]}]}].',
@@ -693,7 +690,8 @@ def test_bad_files(text: str, reason: str, position: tuple[int, int]) -> None:
 def test_main_import_erlang_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main_import_erlang(str(DATA / "seed_example.config")) == 0
     out, err = capsys.readouterr()
-    assert err == ""
+    assert err.startswith("pumpd: import-erlang: warning: ") and err.count("\n") == 1
+    assert "a server-named queue that is neither durable nor exclusive" in err
     assert out.endswith("}\n") and not out.endswith("\n\n")
     assert orjson.loads(out) == SEED_EXPECTED
     assert out.startswith('{\n  "shovels": {\n    "my_first_shovel": {\n')  # OPT_INDENT_2
@@ -923,3 +921,134 @@ def test_main_import_definitions_errors(
 def test_publish_fields_mandatory_is_imported() -> None:
     doc = imported(shovel("{publish_fields, [{mandatory, false}, {routing_key, <<\"k\">>}]}"))
     assert doc["shovels"]["s"]["publish_fields"] == {"mandatory": False, "routing_key": "k"}
+
+
+# --- the current static format (RabbitMQ 3.7+), as its documentation and the plugin's
+# amqp091_static_SUITE write it ---------------------------------------------------------------
+
+CURRENT_FORMAT = """[{rabbitmq_shovel, [{shovels, [
+  {my_first_shovel, [
+    {source, [
+      {protocol, amqp091},
+      {uris, ["amqp://fred:secret@host1.domain/my_vhost",
+              "amqp://john:secret@host2.domain/my_vhost"]},
+      {declarations, [{'exchange.declare', [{exchange, <<"my_fanout">>}, {type, <<"fanout">>},
+                                            durable]},
+                      {'queue.declare', [{queue, <<"q">>}, durable,
+                                         {arguments, [{<<"x-queue-type">>, longstr,
+                                                       <<"quorum">>}]}]},
+                      {'queue.bind', [{exchange, <<"my_fanout">>}, {queue, <<"q">>}]}]},
+      {queue, <<"q">>},
+      {prefetch_count, 10},
+      {delete_after, 'queue-length'},
+      {consumer_args, [{<<"x-priority">>, long, 3}]}
+    ]},
+    {destination, [
+      {protocol, amqp091},
+      {uris, ["amqp://"]},
+      {declarations, [{'exchange.declare', [{exchange, <<"my_direct">>}, {type, <<"direct">>},
+                                            durable]}]},
+      {publish_properties, [{delivery_mode, 2}]},
+      {publish_fields, [{exchange, <<"my_direct">>}, {routing_key, <<"from_shovel">>}]},
+      {add_forward_headers, true},
+      {add_timestamp_header, true}
+    ]},
+    {ack_mode, on_confirm},
+    {reconnect_delay, 5}
+  ]}
+]}]}]."""
+
+
+def test_current_format_imports() -> None:
+    warnings: list[str] = []
+    doc = import_erlang_config(CURRENT_FORMAT, source="c.config", warnings=warnings)
+    s = doc["shovels"]["my_first_shovel"]
+    assert s["sources"]["brokers"] == ["amqp://fred:secret@host1.domain/my_vhost",
+                                       "amqp://john:secret@host2.domain/my_vhost"]
+    assert s["sources"]["declarations"][1] == {"queue.declare": {
+        "queue": "q", "durable": True, "arguments": {"x-queue-type": "quorum"}}}
+    assert s["destinations"] == {"brokers": ["amqp://"], "declarations": [
+        {"exchange.declare": {"exchange": "my_direct", "type": "direct", "durable": True}}]}
+    assert (s["queue"], s["prefetch_count"], s["delete_after"]) == ("q", 10, "queue-length")
+    assert s["consumer_args"] == {"x-priority": 3}
+    assert s["publish_properties"] == {"delivery_mode": 2}
+    assert s["publish_fields"] == {"exchange": "my_direct", "routing_key": "from_shovel"}
+    assert s["add_forward_headers"] is True and s["add_timestamp_header"] is True
+    assert (s["ack_mode"], s["reconnect_delay"]) == ("on_confirm", 5)
+    assert warnings == []
+    config = pytest.importorskip("pumpd.config")
+    parsed = config.parse_config(doc).shovels["my_first_shovel"]
+    assert parsed.consumer_arguments == {"x-priority": 3} and parsed.queue == "q"
+
+
+def test_current_format_defaults_are_its_own() -> None:
+    """No ack_mode in the current format is no_ack (rabbit_shovel_config:parse_current), which
+    loses messages: imported as such, and the import says so."""
+    text = ("[{rabbitmq_shovel, [{shovels, [{s, [\n"
+            '  {source, [{uris, ["amqp://a"]}, {queue, <<"q">>}]},\n'
+            '  {destination, [{uris, ["amqp://b"]}]}]}]}]}].')
+    warnings: list[str] = []
+    s = import_erlang_config(text, source="c.config", warnings=warnings)["shovels"]["s"]
+    assert s == {"sources": {"brokers": ["amqp://a"]}, "destinations": {"brokers": ["amqp://b"]},
+                 "queue": "q", "ack_mode": "no_ack"}
+    (warning,) = warnings
+    assert warning.startswith("c.config:1:") and "no_ack LOSES the messages in flight" in warning
+
+
+def test_current_format_main_prints_warnings(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "advanced.config"
+    path.write_text("[{rabbitmq_shovel, [{shovels, [{s, [\n"
+                    '  {source, [{uris, ["amqp://a"]}, {queue, <<"q">>}, '
+                    "{delete_after_duration, 10}]},\n"
+                    '  {destination, [{uris, ["amqp://b"]}]}, {reconnect_delay, 0.5}]}]}]}].')
+    assert main_import_erlang(str(path)) == 0
+    out, err = capsys.readouterr()
+    assert orjson.loads(out)["shovels"]["s"]["delete_after_duration"] == 10
+    lines = err.splitlines()
+    assert len(lines) == 3 and all(ln.startswith("pumpd: import-erlang: warning: ") for ln in lines)
+    assert "no_ack LOSES" in lines[0]
+    assert "where the plugin never reconnects" in err and "raises any value under 60 s" in err
+
+
+def test_topology_predeclared_checks_the_source_queue() -> None:
+    text = ("[{rabbitmq_shovel, [{topology, [{predeclared, true}]}, {shovels, [{s, [\n"
+            '  {source, [{uris, ["amqp://a"]}, {queue, <<"q">>}]},\n'
+            '  {destination, [{uris, ["amqp://b"]}]}, {ack_mode, on_confirm}]}]}]}].')
+    s = import_erlang_config(text, source="c")["shovels"]["s"]
+    assert s["sources"]["declarations"] == [{"queue.declare": {"queue": "q", "passive": True}}]
+
+
+def test_empty_shovels_list_is_no_shovels(capsys: pytest.CaptureFixture[str],
+                                          tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "rabbitmq.config"
+    path.write_text("[{rabbitmq_shovel, [{shovels, []}]}].")
+    assert main_import_erlang(str(path)) == 0
+    out, err = capsys.readouterr()
+    assert orjson.loads(out) == {"shovels": {}}
+    assert "no shovels to import" in err
+
+
+@pytest.mark.parametrize("body, reason", [
+    ('{source, [{protocol, amqp10}, {uris, ["amqp://a"]}, {queue, <<"q">>}]}, '
+     '{destination, [{uris, ["amqp://b"]}]}',
+     "amqp10 shovels are not supported: pumpd speaks AMQP 0-9-1 only"),
+    ('{source, [{uris, ["amqp://a"]}]}, {destination, [{uris, ["amqp://b"]}]}',
+     "clause 'source': the mandatory clause 'queue' is missing"),
+    ('{source, [{uris, ["amqp://a"]}, {queue, <<"q">>}]}',
+     "the mandatory clause 'destination' is missing"),
+    ('{sources, [{broker, "amqp://a"}]}, {source, [{uris, ["amqp://a"]}, {queue, <<"q">>}]}',
+     "clause 'sources' does not belong to the current static-shovel format"),
+    ('{source, [{uris, "amqp://a"}, {queue, <<"q">>}]}, {destination, [{uris, ["amqp://b"]}]}',
+     "expected a non-empty list of URIs"),
+    ('{source, [{uri, ["amqp://a"]}, {queue, <<"q">>}]}, {destination, [{uris, ["amqp://b"]}]}',
+     "unknown clause 'uri' (expected one of protocol, uris"),
+    ('{source, [{uris, ["amqp://a"]}, {queue, <<"q">>}, {delete_after_duration, 0}]}, '
+     '{destination, [{uris, ["amqp://b"]}]}', "0 is out of range 1.."),
+])
+def test_current_format_refusals(body: str, reason: str) -> None:
+    text = f"[{{rabbitmq_shovel, [{{shovels, [{{s, [{body}]}}]}}]}}]."
+    with pytest.raises(ConfigImportError) as info:
+        import_erlang_config(text, source="c")
+    assert reason in info.value.reason

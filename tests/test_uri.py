@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pika
+import pika.credentials
 import pytest
 from pumpd.model import BrokerURI, TLSOptions
 from pumpd.uri import URIError, format_uri, parse_uri, redact, to_pika_parameters
@@ -23,7 +24,6 @@ SPEC_CASES = [
     ("amqp://user@", "amqp", None, 5672, "user", "guest", "/"),
     ("amqp://user:pass@", "amqp", None, 5672, "user", "pass", "/"),
     ("amqp://host", "amqp", "host", 5672, "guest", "guest", "/"),
-    ("amqp://:10000", "amqp", None, 10000, "guest", "guest", "/"),
     ("amqp:///vhost", "amqp", None, 5672, "guest", "guest", "vhost"),
     ("amqp://host/", "amqp", "host", 5672, "guest", "guest", ""),
     ("amqp://host/%2f", "amqp", "host", 5672, "guest", "guest", "/"),
@@ -96,10 +96,27 @@ def test_tls_none_given_is_system_defaults() -> None:
     assert parse_uri("amqps://h").tls is None
 
 
+# Any subset of the TLS parameters, as amqp_uri:build_ssl_broker/2 takes them (its tests and
+# the plugin's documentation: a server-only private CA is cacertfile + verify_peer).
+def test_tls_subsets() -> None:
+    uri = parse_uri("amqps://h?cacertfile=/ca.pem&verify=verify_peer")
+    assert uri.tls == TLSOptions(cacertfile="/ca.pem", verify=True)
+    uri = parse_uri("amqps://h?cacertfile=/a&certfile=/b&keyfile=/c&verify=verify_peer")
+    assert uri.tls == TLSOptions("/a", "/b", "/c", verify=True)
+    uri = parse_uri("amqps://h?certfile=/b&keyfile=/c&password=s%3Acret&depth=3"
+                    "&server_name_indication=rabbit.internal&customize_hostname_check=https")
+    assert uri.tls is not None
+    assert (uri.tls.certfile, uri.tls.password, uri.tls.depth) == ("/b", "s:cret", 3)
+    assert uri.tls.server_name_indication == "rabbit.internal" and uri.tls.verify
+    assert "s:cret" not in repr(uri) + repr(uri.tls)
+    assert parse_uri(format_uri(uri)) == uri  # the state file keeps every TLS option
+
+
 @pytest.mark.parametrize("text,fragment", [
-    ("amqps://h?cacertfile=/a", "missing: certfile, keyfile, verify, fail_if_no_peer_cert"),
-    ("amqps://h?cacertfile=/a&certfile=/b&keyfile=/c&verify=verify_peer",
-     "missing: fail_if_no_peer_cert"),
+    ("amqps://h?keyfile=/k.pem", "'keyfile' needs 'certfile'"),
+    ("amqps://h?depth=x", "'depth' must be a non-negative integer"),
+    ("amqps://h?customize_hostname_check=none", "must be https"),
+    ("amqps://h?server_name_indication=", "host name or disable"),
     (f"amqp://h?{TLS_QUERY}", "'cacertfile' is a TLS option: it needs the amqps scheme"),
     ("amqp://h?verify=verify_peer", "'verify' is a TLS option"),
     (f"amqps://h?{TLS_QUERY.replace('verify_peer', 'yes')}", "verify_peer or verify_none"),
@@ -145,9 +162,23 @@ BAD_URIS = [
     ("amqp://h?connection_timeout=10", "for 10 seconds write 10000"),
     ("amqp://h?heartbeat=1&heartbeat=2", "'heartbeat' is given twice"),
     ("amqp://h?hearbeat=5", "unknown query parameter 'hearbeat'"),
-    ("amqp://u:secret@h?auth_mechanism=external", "'auth_mechanism' is not supported by pumpd"),
-    ("amqp://u:secret@h?server_name_indication=x", "not supported by pumpd"),
+    ("amqp://u:secret@h?auth_mechanism=external", "needs amqps and a certfile"),
+    ("amqp://u:secret@h?auth_mechanism=cr_demo", "must be one of plain, amqplain, external"),
+    ("amqp://u:secret@h?server_name_indication=x", "is a TLS option: it needs the amqps"),
+    # amqp_uri.erl refuses these too (port_requires_host); a host-less URI is the local broker
+    ("amqp://:1234", "a port needs a host (port_requires_host)"),
+    ("amqp://u:secret@:5672/v", "port_requires_host"),
 ]
+
+
+def test_auth_mechanisms() -> None:
+    uri = parse_uri("amqp://u:p@h?auth_mechanism=amqplain&auth_mechanism=plain")
+    assert uri.auth_mechanisms == ("amqplain", "plain")
+    assert parse_uri(format_uri(uri)) == uri
+    p = to_pika_parameters(uri, client_name="x")
+    assert isinstance(p.credentials, pika.PlainCredentials)
+    uri = parse_uri("amqps://h?certfile=/c.pem&keyfile=/k.pem&auth_mechanism=external")
+    assert uri.auth_mechanisms == ("external",)
 
 
 @pytest.mark.parametrize("text,fragment", BAD_URIS)
@@ -286,6 +317,19 @@ def test_pika_parameters_amqps_with_files(tls_files: Path, verify: str) -> None:
     assert any("pumpd test CA" in str(c.get("subject")) for c in ctx.get_ca_certs())
 
 
+def test_pika_parameters_external_and_sni(tls_files: Path) -> None:
+    q = (f"cacertfile={tls_files / 'ca.pem'}&certfile={tls_files / 'client.pem'}"
+         f"&keyfile={tls_files / 'client.key'}&auth_mechanism=external"
+         "&server_name_indication=rabbit.internal")
+    p = to_pika_parameters(parse_uri(f"amqps://rabbit.example?{q}"), client_name="x")
+    assert isinstance(p.credentials, pika.credentials.ExternalCredentials)
+    assert p.ssl_options.server_hostname == "rabbit.internal"
+    assert p.ssl_options.context.verify_mode == ssl.CERT_REQUIRED
+    p = to_pika_parameters(parse_uri(f"amqps://h?cacertfile={tls_files / 'ca.pem'}"
+                                     "&server_name_indication=disable"), client_name="x")
+    assert p.ssl_options.server_hostname is None and not p.ssl_options.context.check_hostname
+
+
 def test_pika_parameters_amqps_missing_file(tmp_path: Path) -> None:
     q = (f"cacertfile={tmp_path / 'nope.pem'}&certfile=/c.pem&keyfile=/k.pem"
          "&verify=verify_peer&fail_if_no_peer_cert=false")
@@ -297,3 +341,53 @@ def test_pika_parameters_amqps_missing_file(tmp_path: Path) -> None:
 def test_model_uri_is_frozen_value() -> None:
     a, b = parse_uri("amqp://u:p@h/v"), parse_uri("amqp://u:p@h:5672/v")
     assert a == b and isinstance(a, BrokerURI)
+
+
+# amqp_client's own URI cases (deps/amqp_client/test/unit_SUITE.erl, amqp_uri_parsing): the same
+# verdict from pumpd (issue 13). Host-less URIs are the local broker here, a direct connection
+# there.
+AMQP_CLIENT_ACCEPTS = [
+    "amqp://user:pass@host:10000/vhost?heartbeat=5", "amqp://", "amqp://:@/",
+    "amqp://localhost:1234", "amqp://:@host/", "amqp://user@", "amqp://user:pass@localhost",
+    "amqp://host", "amqp://localhost:10000", "amqp:///vhost", "amqp://host/", "amqp://host/%2f",
+    "amqp://[::1]", "amqp://host:100", "amqp://[::1]:100", "amqp://host/blah",
+    "amqp://host:100/blah", "amqp://[::1]/blah", "amqp://[::1]:100/blah",
+    "amqp://user:pass@host", "amqp://user:pass@host:100", "amqp://user:pass@[::1]",
+    "amqp://user:pass@[::1]:100", "amqps://localhost:5671",
+    "amqps://host1/%2f?cacertfile=/path/to/cacertfile.pem",
+    "amqps://host3/%2f?verify=verify_peer&fail_if_no_peer_cert=true",
+    "amqps://user:pass@host4/%2f?cacertfile=/path/to/cacertfile.pem"
+    "&certfile=/path/to/certfile.pem&password=topsecret&depth=5",
+    "amqps://host7/%2f?server_name_indication=disable",
+    "amqps://127.0.0.1/%2f?server_name_indication=disable&verify=verify_none",
+    "amqps://host10/%2f?server_name_indication=host10&verify=verify_none",
+    "amqps://host11/%2f?cacertfile=/path/to/cacertfile.pem&verify=verify_peer"
+    "&customize_hostname_check=https",
+    "amqp://host/?auth_mechanism=plain", "amqp://host/?auth_mechanism=amqplain",
+]
+AMQP_CLIENT_REFUSES = [
+    "amqp://:1234", "amqps://:5671", "https://www.rabbitmq.com", "amqp://foo:bar:baz",
+    "amqp://foo[::1]",
+    "amqp://foo:[::1]", "amqp://[::1]foo", "amqp://foo:1000xyz", "amqp://foo:1000000",
+    "amqp://foo/bar/baz", "amqp://foo%1", "amqp://foo%1x", "amqp://foo%xy",
+    "amqps://host/%2f?customize_hostname_check=bogus",
+    "amqp://host/?auth_mechanism=zzz_fake_mod:plain",
+]
+
+
+@pytest.mark.parametrize("text", AMQP_CLIENT_ACCEPTS)
+def test_amqp_client_accepts(text: str) -> None:
+    parse_uri(text)
+
+
+@pytest.mark.parametrize("text", AMQP_CLIENT_REFUSES)
+def test_amqp_client_refuses(text: str) -> None:
+    with pytest.raises(URIError):
+        parse_uri(text)
+
+
+def test_amqp_client_tls_options() -> None:
+    tls = parse_uri("amqps://user:pass@host4/%2f?cacertfile=/path/to/cacertfile.pem"
+                    "&certfile=/path/to/certfile.pem&password=topsecret&depth=5").tls
+    assert tls == TLSOptions(cacertfile="/path/to/cacertfile.pem",
+                             certfile="/path/to/certfile.pem", password="topsecret", depth=5)

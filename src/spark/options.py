@@ -1,0 +1,154 @@
+"""The data source's options: parsed and checked on the driver, carried to the executors.
+
+Spark hands options over as strings with case-insensitive names; :func:`parse_options` turns
+them into a :class:`WriteOptions` (a frozen, picklable dataclass: it is part of the writer that
+Spark pickles and ships) or raises :class:`ValueError` naming the option. Nothing here imports
+pyspark or pyarrow, so :func:`pumpd.spark.publish_partition` shares it on Spark 3.x.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..config import ConfigError, _Ctx, _declaration
+from ..frames import PROPERTY_NAMES
+from ..model import Declaration
+from ..uri import parse_uri
+
+MessageIdMode = Literal["column", "deterministic", "none"]
+MESSAGE_ID_MODES: tuple[MessageIdMode, ...] = ("column", "deterministic", "none")
+
+# name (lower case) -> (the documented spelling, default shown in errors and the README)
+OPTIONS: dict[str, tuple[str, str]] = {
+    "uri": ("uri", "(required)"),
+    "exchange": ("exchange", '""'),
+    "routingkey": ("routingKey", '""'),
+    "mandatory": ("mandatory", "false"),
+    "persistent": ("persistent", "false"),
+    "maxinflight": ("maxInFlight", "5000"),
+    "confirmtimeoutms": ("confirmTimeoutMs", "30000"),
+    "messageid": ("messageId", "column"),
+    "declarations": ("declarations", "[]"),
+    "ignoreunknowncolumns": ("ignoreUnknownColumns", "false"),
+    "checktarget": ("checkTarget", "true"),
+}
+
+# Spark's own options, which it hands to the data source too
+SPARK_OPTIONS = ("checkpointlocation", "queryname", "__checkpointlocation")
+
+BODY_COLUMNS = ("body", "value")
+# Columns beside the body; the basic properties keep their AMQP names.
+KNOWN_COLUMNS: tuple[str, ...] = ("routing_key", "exchange", *PROPERTY_NAMES)
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """What every task of one write needs (see the README's option table)."""
+
+    uris: tuple[str, ...]
+    exchange: str = ""
+    routing_key: str = ""
+    mandatory: bool = False
+    persistent: bool = False
+    max_in_flight: int = 5000
+    confirm_timeout: float = 30.0
+    message_id: MessageIdMode = "column"
+    declarations: tuple[Declaration, ...] = field(default_factory=tuple)
+    ignore_unknown_columns: bool = False
+    check_target: bool = True
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1", "yes", "on"):
+        return True
+    if v in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"pumpd option {name}: expected true or false, got {value!r}")
+
+
+def _int(name: str, value: str, low: int) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise ValueError(f"pumpd option {name}: expected an integer, got {value!r}") from None
+    if n < low:
+        raise ValueError(f"pumpd option {name}: must be at least {low}, got {n}")
+    return n
+
+
+def _declarations(text: str) -> tuple[Declaration, ...]:
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"pumpd option declarations: not JSON ({exc})") from None
+    if not isinstance(items, list):
+        raise ValueError("pumpd option declarations: expected a JSON list, as a shovel's "
+                         "destination declarations")
+    ctx = _Ctx("option declarations")
+    out: list[Declaration] = []
+    try:
+        for i, item in enumerate(items):
+            declared = any(d.method == "queue.declare" for d in out)
+            out.append(_declaration(ctx, f"declarations[{i}]", item, declared))
+    except ConfigError as exc:
+        raise ValueError(f"pumpd option {exc}") from None
+    return tuple(out)
+
+
+def parse_options(options: Mapping[str, Any]) -> WriteOptions:
+    """Check every option (names case-insensitive, values strings or plain Python values).
+
+    :raises ValueError: naming the option that is unknown, missing or malformed
+    """
+    opts: dict[str, str] = {}
+    for key, value in options.items():
+        k = str(key).lower()
+        if k in SPARK_OPTIONS:
+            continue
+        if k == "path":  # .save("...") puts its argument here; the option spelling wins
+            k = "uri"
+        if k not in OPTIONS:
+            close = [spelled for low, (spelled, _) in OPTIONS.items() if low[:4] == k[:4]]
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ValueError(f"pumpd: unknown option {key!r}{hint}; the options: "
+                             + ", ".join(s for s, _ in OPTIONS.values()))
+        opts.setdefault(k, value if isinstance(value, str) else json.dumps(value)
+                        if isinstance(value, (list, dict)) else str(value))
+    raw_uri = opts.get("uri", "").strip()
+    if not raw_uri:
+        raise ValueError('pumpd: option "uri" is required (amqp://user:pass@host:port/vhost, '
+                         "several separated by spaces or commas)")
+    uris = tuple(u for u in re.split(r"[\s,]+", raw_uri) if u)
+    for u in uris:
+        try:
+            parse_uri(u)
+        except Exception as exc:
+            raise ValueError(f"pumpd option uri: {exc}") from None
+    mode = opts.get("messageid", "column").strip().lower()
+    if mode not in MESSAGE_ID_MODES:
+        raise ValueError(f"pumpd option messageId: one of {', '.join(MESSAGE_ID_MODES)}, "
+                         f"got {opts['messageid']!r}")
+    exchange = opts.get("exchange", "")
+    routing_key = opts.get("routingkey", "")
+    for name, value in (("exchange", exchange), ("routingKey", routing_key)):
+        if len(value.encode()) > 255:
+            raise ValueError(f"pumpd option {name}: longer than 255 bytes")
+    return WriteOptions(
+        uris=uris,
+        exchange=exchange,
+        routing_key=routing_key,
+        mandatory=_bool("mandatory", opts.get("mandatory", "false")),
+        persistent=_bool("persistent", opts.get("persistent", "false")),
+        max_in_flight=_int("maxInFlight", opts.get("maxinflight", "5000"), 1),
+        confirm_timeout=_int("confirmTimeoutMs", opts.get("confirmtimeoutms", "30000"), 1) / 1000,
+        message_id=mode,  # type: ignore[arg-type]  # checked against MESSAGE_ID_MODES above
+        declarations=_declarations(opts.get("declarations", "[]")),
+        ignore_unknown_columns=_bool("ignoreUnknownColumns",
+                                     opts.get("ignoreunknowncolumns", "false")),
+        check_target=_bool("checkTarget", opts.get("checktarget", "true")),
+    )
