@@ -48,8 +48,8 @@ import orjson
 import pika
 import pika.exceptions
 from pumpd import Publisher
-from pumpd import fastpath as pumpd_fastpath
-from pumpd.localnode import LocalNode
+from pumpd.dataplane import fastpath as pumpd_fastpath
+from pumpd.testing.localnode import LocalNode
 
 from common import QueueProbe, common_fields, find_descendant, process_cpu_seconds
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 import pika
-from pumpd.localnode import LocalNode, LocalNodeError, find_free_port
+from pumpd.testing.localnode import LocalNode, LocalNodeError, find_free_port
 
 from common import (
     QueueProbe,
@@ -517,7 +517,7 @@ def summary_table(records: list[dict[str, Any]], cases: list[Case], systems: lis
 
 def host_info(node: LocalNode) -> dict[str, Any]:
     overview = node.management_request("GET", "/api/overview")
-    from pumpd.fastpath import IMPLEMENTATION
+    from pumpd.dataplane.fastpath import IMPLEMENTATION
 
     cpu_model = ""
     try:

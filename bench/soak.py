@@ -47,8 +47,8 @@ from typing import Any
 import pika
 from pika import frame as amqp_frame
 from pika import spec
-from pumpd.localnode import LocalNode, find_free_port
 from pumpd.testing import TcpProxy
+from pumpd.testing.localnode import LocalNode, find_free_port
 
 from common import QueueProbe, _FrameReader, process_tree
 

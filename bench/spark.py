@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 import pika
 from pumpd import Publisher
-from pumpd.localnode import LocalNode
+from pumpd.testing.localnode import LocalNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import confirms

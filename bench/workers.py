@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pika
-from pumpd.localnode import LocalNode, find_free_port
+from pumpd.testing.localnode import LocalNode, find_free_port
 
 from common import (
     common_fields,

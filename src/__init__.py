@@ -1,7 +1,6 @@
 """pumpd: a message pump for RabbitMQ, the Shovel run outside the broker."""
 
-__version__ = "0.1.0"
-
-from .publisher import Publisher, PublishError
+from .publishing.publisher import Publisher, PublishError
+from .version import __version__
 
 __all__ = ["PublishError", "Publisher", "__version__"]

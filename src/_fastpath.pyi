@@ -1,6 +1,6 @@
 """Type stubs for the native data plane (``src/_fastpath.pyx``), written by hand.
 
-The API is that of the pure-Python reference, :mod:`pumpd.confirms` and :mod:`pumpd.relay_ref`;
+The API is that of the pure-Python reference, :mod:`pumpd.dataplane.confirms` and :mod:`pumpd.dataplane.relay_ref`;
 the counters are read-only here. (``Relay.bytes`` is a counter, so the type is spelled
 ``builtins.bytes`` in that class.)
 """

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """The native data plane: ``ConfirmWindow`` and ``Relay`` in C, same API and behaviour as the
-pure-Python reference (:mod:`pumpd.confirms`, :mod:`pumpd.relay_ref`), which is the specification.
+pure-Python reference (:mod:`pumpd.dataplane.confirms`, :mod:`pumpd.dataplane.relay_ref`), which is the specification.
 
 What makes it fast, compared with the reference:
 
@@ -38,8 +38,8 @@ from libc.stdio cimport snprintf
 from libc.string cimport memcmp, memcpy, memmove
 from libc.time cimport time
 
-from pumpd import frames as _frames
-from pumpd.frames import FrameError, UnparseableProperties
+from pumpd.dataplane import frames as _frames
+from pumpd.dataplane.frames import FrameError, UnparseableProperties
 
 cdef extern from *:
     """
@@ -92,7 +92,7 @@ cdef extern from *:
 
 DEBUG_BUILD = bool(PUMPD_DEBUG)
 
-# Wire constants, as in pumpd.frames (checked against it below, at import).
+# Wire constants, as in pumpd.dataplane.frames (checked against it below, at import).
 cdef enum:
     FRAME_METHOD = 1
     FRAME_HEADER = 2
@@ -148,7 +148,7 @@ del _index, _size
 cdef const unsigned char *FORWARD_KEY = b"x-shovelled"
 cdef const unsigned char *TIMESTAMP_KEY = b"x-shovelled-timestamp"
 
-# The C constants above are the wire's and pumpd.frames' too: refuse to load if they drift.
+# The C constants above are the wire's and pumpd.dataplane.frames' too: refuse to load if they drift.
 if (
     len(_frames.PROPERTY_KINDS) != N_PROPERTIES
     or _frames.HEADERS_INDEX != HEADERS_INDEX
@@ -160,7 +160,7 @@ if (
         BASIC_PUBLISH, BASIC_RETURN, BASIC_DELIVER, BASIC_ACK, BASIC_NACK, ACK_MODE_NO_ACK,
         ACK_MODE_ON_PUBLISH, ACK_MODE_ON_CONFIRM)
 ):
-    raise ImportError("pumpd._fastpath disagrees with pumpd.frames on the wire constants")
+    raise ImportError("pumpd._fastpath disagrees with pumpd.dataplane.frames on the wire constants")
 
 # -- growable byte buffers -----------------------------------------------------------------------
 

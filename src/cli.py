@@ -1,8 +1,8 @@
 """The ``pumpd`` command line: the daemon (default), ``status``, ``check`` and the importers.
 
 ``pumpd --config FILE`` validates the configuration and the state file, then hands over to the
-coordinator (:mod:`pumpd.coordinator`); ``--single-process`` runs the shovels in this process
-instead (:mod:`pumpd.runner`).
+coordinator (:mod:`pumpd.daemon.coordinator`); ``--single-process`` runs the shovels in this process
+instead (:mod:`pumpd.engine.runner`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _seconds(text: str) -> float:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    from .http_api import DEFAULT_HOST, DEFAULT_PORT
+    from .daemon.http_api import DEFAULT_HOST, DEFAULT_PORT
 
     p = argparse.ArgumentParser(
         prog="pumpd",
@@ -147,7 +147,7 @@ def _file_command(prog: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def _load(path: str) -> object:
-    from .config import ConfigError, load_config
+    from .config.parse import ConfigError, load_config
 
     try:
         return load_config(path)
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "import-erlang",
             "Print the shovels of a rabbitmq.config / advanced.config as pumpd JSON.",
         ).parse_args(args[1:])
-        from .importers import main_import_erlang
+        from .importers.commands import main_import_erlang
 
         return main_import_erlang(ns.file)
     if args and args[0] == "import-definitions":
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "import-definitions",
             "Print the dynamic shovels of a `rabbitmqctl export_definitions` file as pumpd JSON.",
         ).parse_args(args[1:])
-        from .importers import main_import_definitions
+        from .importers.commands import main_import_definitions
 
         return main_import_definitions(ns.file)
     if args and args[0] == "check":
@@ -181,9 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = _load(ns.config)
         if cfg is None:
             return exitcodes.CONFIG_ERROR
-        from .model import PumpConfig
-        from .runner import describe_endpoint
-        from .uri import EMPTY_VHOST_NOTE
+        from .config.model import PumpConfig
+        from .config.uri import EMPTY_VHOST_NOTE
+        from .engine.runner import describe_endpoint
 
         assert isinstance(cfg, PumpConfig)
         for s in cfg.shovels.values():
@@ -205,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exitcodes.OK
 
     if args and args[0] == "status":
-        from .status_client import main as status_main
+        from .daemon.client import main as status_main
 
         return status_main(args[1:])
 
@@ -228,25 +228,26 @@ def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace)
     cfg = _load(ns.config)
     if cfg is None:
         return exitcodes.CONFIG_ERROR
-    from .model import PumpConfig
-    from .runner import run_foreground
+    from .config.model import PumpConfig
+    from .engine.runner import run_foreground
 
     assert isinstance(cfg, PumpConfig)
     return run_foreground(cfg, drain_timeout=ns.drain_timeout, status_interval=ns.status_interval)
 
 
 def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
-    from . import daemon_log, statefile
-    from .config import ConfigError
-    from .http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
+    from .config.parse import ConfigError
+    from .daemon import log as daemon_log
+    from .daemon import statefile
+    from .daemon.http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
 
     try:
         http = parse_address(ns.http if ns.http is not None else f"{DEFAULT_HOST}:{DEFAULT_PORT}")
     except ValueError as exc:
         parser.error(f"--http: {exc}")
     daemon_log.configure(ns.log_format, ns.log_level)
-    from . import daemon_config
-    from .coordinator import Coordinator, DaemonOptions
+    from .daemon import definitions as daemon_config
+    from .daemon.coordinator import Coordinator, DaemonOptions
 
     state_path = str(ns.state_file or statefile.default_path(ns.config))
     # Everything is validated before anything starts: a bad file exits 2 with its error.

@@ -23,7 +23,7 @@ import orjson
 import pika
 
 from . import exitcodes
-from .localnode import LocalNode, broker_answers
+from .testing.localnode import LocalNode, broker_answers
 
 SRC_VHOST, DST_VHOST = "pumpd-demo-src", "pumpd-demo-dst"
 SRC_QUEUE, DST_QUEUE = "demo.orders", "demo.orders.copy"

@@ -8,7 +8,7 @@ import time
 
 import orjson
 
-from .uri import redact
+from .config.uri import redact
 
 
 class JsonFormatter(logging.Formatter):

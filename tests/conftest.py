@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from pumpd.localnode import LocalNode, LocalNodeError
+from pumpd.testing.localnode import LocalNode, LocalNodeError
 
 NODE_A_PLUGINS = ("rabbitmq_management", "rabbitmq_shovel")
 

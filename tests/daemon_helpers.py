@@ -25,7 +25,7 @@ from typing import Any
 
 import pika
 import pytest
-from pumpd.localnode import find_free_port
+from pumpd.testing.localnode import find_free_port
 
 
 def shovel_def(src: str, queue: str, dst: str, dest_queue: str, **clauses: Any) -> dict[str, Any]:

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvloop
-from pumpd.config import parse_config
-from pumpd.model import ShovelConfig
-from pumpd.pump import Pump
-from pumpd.status import ShovelStatus, State
+from pumpd.config.model import ShovelConfig
+from pumpd.config.parse import parse_config
+from pumpd.engine.pump import Pump
+from pumpd.engine.status import ShovelStatus, State
 
 
 class RunningPumps:

@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from pumpd import confirms, relay_ref
+from pumpd.dataplane import confirms, relay_ref
 
 IMPLEMENTATIONS = ["reference", "native"]
 

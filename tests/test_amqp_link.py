@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import uvloop
-from pumpd.amqp_link import open_link
-from pumpd.localnode import LocalNode
-from pumpd.uri import parse_uri, to_pika_parameters
+from pumpd.config.uri import parse_uri, to_pika_parameters
+from pumpd.engine.link import open_link
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import Message, declare_queue, publish_messages
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pika
 import pytest
-from pumpd.config import parse_config
-from pumpd.import_erlang import import_erlang_config
-from pumpd.localnode import LocalNode
-from pumpd.status import State
+from pumpd.config.parse import parse_config
+from pumpd.engine.status import State
+from pumpd.importers.erlang import import_erlang_config
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import (
     Message,

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pumpd.config import ConfigError, load_config, parse_config, shovel_to_json
-from pumpd.model import AckMode, Declaration, DeleteAfter, ShovelConfig, TLSOptions
-from pumpd.uri import parse_uri
+from pumpd.config.model import AckMode, Declaration, DeleteAfter, ShovelConfig, TLSOptions
+from pumpd.config.parse import ConfigError, load_config, parse_config, shovel_to_json
+from pumpd.config.uri import parse_uri
 
 # The seed's verbose example, clause for clause, in JSON.
 SEED_EXAMPLE: dict[str, Any] = {

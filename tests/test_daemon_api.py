@@ -9,7 +9,7 @@ import re
 import stat
 from pathlib import Path
 
-from pumpd.localnode import LocalNode
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import drain_queue, queue_depth
 from daemon_helpers import fill_queue, pumpd_daemon, running_state, settled, shovel_def

@@ -3,7 +3,7 @@ alarm clears, and loses nothing."""
 
 from __future__ import annotations
 
-from pumpd.localnode import LocalNode
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import drain_queue
 from daemon_helpers import fill_queue, pumpd_daemon, running_state, shovel_def

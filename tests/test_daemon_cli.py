@@ -13,8 +13,8 @@ from pathlib import Path
 import pika
 import pytest
 from pumpd import exitcodes
-from pumpd.localnode import LocalNode, find_free_port
-from pumpd.statefile import default_path
+from pumpd.daemon.statefile import default_path
+from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import declare_queue, queue_depth
 from daemon_helpers import fill_queue, shovel_def

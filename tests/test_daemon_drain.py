@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 
 from pumpd import exitcodes
-from pumpd.localnode import LocalNode
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import drain_queue, queue_depth
 from daemon_helpers import (

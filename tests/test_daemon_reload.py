@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from pumpd.localnode import LocalNode
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import queue_depth
 from daemon_helpers import fill_queue, pumpd_daemon, running_state, settled, shovel_def

@@ -9,14 +9,12 @@ import stat
 from pathlib import Path
 
 import pytest
-from pumpd import statefile
-from pumpd.config import ConfigError
-from pumpd.daemon_config import load_file, merge, parse_runtime
-from pumpd.http_api import parse_address
-from pumpd.slots import SlotRecord, SlotTable
-from pumpd.status import Counters, State
-from pumpd.status_client import render_table
-from pumpd.status_report import (
+from pumpd.config.parse import ConfigError
+from pumpd.daemon import statefile
+from pumpd.daemon.client import render_table
+from pumpd.daemon.definitions import load_file, merge, parse_runtime
+from pumpd.daemon.http_api import parse_address
+from pumpd.daemon.report import (
     RateMeter,
     ShovelView,
     WorkerView,
@@ -26,6 +24,8 @@ from pumpd.status_report import (
     plugin_figures,
     shovel_doc,
 )
+from pumpd.daemon.slots import SlotRecord, SlotTable
+from pumpd.engine.status import Counters, State
 
 URI = "amqp://user:hunter2@broker:5672/%2F"
 DEFINITION = {"src-uri": URI, "src-queue": "q", "dest-uri": URI, "dest-queue": "out"}

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from pumpd.localnode import LocalNode, find_free_port
+from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import drain_queue, queue_depth
 from daemon_helpers import (

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import orjson
-from pumpd.localnode import LocalNode
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import drain_queue, queue_depth
 from daemon_helpers import fill_queue, pumpd_daemon, running_state, shovel_def

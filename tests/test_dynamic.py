@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from pumpd.localnode import LocalNode
-from pumpd.status import State
+from pumpd.engine.status import State
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import (
     Message,

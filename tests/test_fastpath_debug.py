@@ -17,8 +17,8 @@ import pika
 import pika.frame
 import pika.spec
 import pytest
-from pumpd import confirms, relay_ref
-from pumpd.frames import (
+from pumpd.dataplane import confirms, relay_ref
+from pumpd.dataplane.frames import (
     ACK_MODE_NO_ACK,
     ACK_MODE_ON_CONFIRM,
     ACK_MODE_ON_PUBLISH,

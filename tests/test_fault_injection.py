@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from pumpd.localnode import LocalNode, find_free_port
-from pumpd.status import State
+from pumpd.engine.status import State
 from pumpd.testing import TcpProxy
+from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import declare_queue, drain_queue, queue_depth
 from daemon_helpers import Daemon, fill_queue, pumpd_daemon, running_state
@@ -202,7 +202,7 @@ def test_the_reason_says_which_side_failed(
         # The worker's own line: the coordinator may not see a short-lived state.
         prefix = "shovel s: starting ("
         return next((e["message"][len(prefix):-1] for e in d.log_events()
-                     if e.get("logger") == "pumpd.pump" and e["message"].startswith(prefix)),
+                     if e.get("logger") == "pumpd.engine.pump" and e["message"].startswith(prefix)),
                     None)
     reason = d.wait_for(first_reason, 30, "a failure")
     words = re.sub(r"amqps?://\S+", "URI", reason)  # the vhost's name holds the test's name

@@ -8,8 +8,8 @@ import time
 
 import pika
 import pytest
-from pumpd.localnode import LocalNode, find_free_port
-from pumpd.status import State
+from pumpd.engine.status import State
+from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import (
     Message,

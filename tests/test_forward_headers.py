@@ -24,8 +24,8 @@ import pika
 import pika.frame
 import pika.spec
 import pytest
-from pumpd.forwarding import hop_fields, uri_without_credentials
-from pumpd.frames import (
+from pumpd.config.uri import parse_uri
+from pumpd.dataplane.frames import (
     ACK_MODE_ON_CONFIRM,
     FRAME_BODY,
     FRAME_HEADER,
@@ -37,9 +37,9 @@ from pumpd.frames import (
     split_properties,
     table_entries,
 )
-from pumpd.localnode import LocalNode
-from pumpd.status import State
-from pumpd.uri import parse_uri
+from pumpd.engine.forwarding import hop_fields, uri_without_credentials
+from pumpd.engine.status import State
+from pumpd.testing.localnode import LocalNode
 
 from harness import running, shovel
 from impls import IMPLEMENTATIONS, relay_class

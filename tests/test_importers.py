@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 import pytest
-from pumpd.import_definitions import _explicit_local_uri, import_definitions
-from pumpd.import_erlang import import_erlang_config
-from pumpd.importers import ConfigImportError, main_import_definitions, main_import_erlang
+from pumpd.importers.commands import ConfigImportError, main_import_definitions, main_import_erlang
+from pumpd.importers.definitions import _explicit_local_uri, import_definitions
+from pumpd.importers.erlang import import_erlang_config
 
 DATA = pathlib.Path(__file__).parent / "data"
 
@@ -268,7 +268,7 @@ def test_advanced_config_with_several_apps_and_two_shovels() -> None:
 
 
 def test_imports_pass_pumpds_own_validation() -> None:
-    config = pytest.importorskip("pumpd.config")
+    config = pytest.importorskip("pumpd.config.parse")
     seed = config.parse_config(SEED_EXPECTED, source="seed")
     first = seed.shovels["my_first_shovel"]
     assert first.prefetch_count == 10
@@ -976,7 +976,7 @@ def test_current_format_imports() -> None:
     assert s["add_forward_headers"] is True and s["add_timestamp_header"] is True
     assert (s["ack_mode"], s["reconnect_delay"]) == ("on_confirm", 5)
     assert warnings == []
-    config = pytest.importorskip("pumpd.config")
+    config = pytest.importorskip("pumpd.config.parse")
     parsed = config.parse_config(doc).shovels["my_first_shovel"]
     assert parsed.consumer_arguments == {"x-priority": 3} and parsed.queue == "q"
 

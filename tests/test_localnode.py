@@ -1,4 +1,4 @@
-"""Tests of pumpd.localnode and of the shared fixtures (conftest.py) built on it.
+"""Tests of pumpd.testing.localnode and of the shared fixtures (conftest.py) built on it.
 
 A few tests come in ordered pairs: the first leaves a node down or a vhost behind, the second
 checks the fixtures put things right. Run alone, the second one passes trivially (or skips).
@@ -16,7 +16,7 @@ from pathlib import Path
 import pika
 import pika.exceptions
 import pytest
-from pumpd.localnode import (
+from pumpd.testing.localnode import (
     LocalNode,
     LocalNodeError,
     ManagementHTTPError,

@@ -13,10 +13,10 @@ from typing import Any
 import pika
 import pika.exceptions
 import pytest
-from pumpd.config import parse_config
-from pumpd.import_erlang import import_erlang_config
-from pumpd.localnode import LocalNode
-from pumpd.status import State
+from pumpd.config.parse import parse_config
+from pumpd.engine.status import State
+from pumpd.importers.erlang import import_erlang_config
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import (
     Message,
@@ -438,7 +438,7 @@ def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def tls_ext_node(tls_certs: Any) -> Any:
     """TLS with client certificates optional, and EXTERNAL offered (the plugin that does it
     ships with RabbitMQ; the mechanism list is read for each new connection)."""
-    from pumpd.localnode import TLSListener
+    from pumpd.testing.localnode import TLSListener
 
     tls = TLSListener(str(tls_certs / "ca.pem"), str(tls_certs / "server.pem"),
                       str(tls_certs / "server.key"), require_client_cert=False)

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pika
 import pika.exceptions
 import pytest
-from pumpd.localnode import LocalNode
 from pumpd.testing import TcpProxy
+from pumpd.testing.localnode import LocalNode
 
 
 class _Echo(socketserver.BaseRequestHandler):

@@ -14,10 +14,10 @@ import pytest
 from pika import frame as amqp_frame
 from pika import spec
 from pumpd import Publisher, PublishError
-from pumpd.localnode import LocalNode
-from pumpd.publish_ref import PublishPlane as RefPlane
-from pumpd.publish_ref import encode_properties
+from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
+from pumpd.dataplane.publish_ref import encode_properties
 from pumpd.testing import TcpProxy
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive, queue_depth
 from impls import IMPLEMENTATIONS, native

@@ -11,7 +11,7 @@ import pika
 import pika.frame
 import pika.spec
 import pytest
-from pumpd.frames import (
+from pumpd.dataplane.frames import (
     ACK_MODE_NO_ACK,
     ACK_MODE_ON_CONFIRM,
     ACK_MODE_ON_PUBLISH,

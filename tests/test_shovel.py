@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pika
 import pytest
-from pumpd.localnode import LocalNode
-from pumpd.status import State
+from pumpd.engine.status import State
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import (
     Message,

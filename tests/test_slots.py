@@ -7,7 +7,7 @@ import time
 import zlib
 
 import pytest
-from pumpd.slots import (
+from pumpd.daemon.slots import (
     BODY,
     BODY_OFFSET,
     COUNTER_FIELDS,
@@ -23,13 +23,13 @@ from pumpd.slots import (
     read_slot,
     seq_word,
 )
-from pumpd.status import Counters, State
+from pumpd.engine.status import Counters, State
 
 HAMMER_SECONDS = 2.0
 
 
 def test_counter_layout_matches_the_status_counters() -> None:
-    # A new counter in pumpd.status must be added to the slot layout on purpose (and the layout
+    # A new counter in pumpd.engine.status must be added to the slot layout on purpose (and the layout
     # version bumped), not silently dropped.
     assert COUNTER_FIELDS == Counters.names()
     assert BODY_OFFSET + BODY.size <= SLOT_SIZE

@@ -18,12 +18,13 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from pumpd import Publisher, publish_ref
-from pumpd.localnode import LocalNode
-from pumpd.publish_ref import PublishPlane as RefPlane
-from pumpd.publish_ref import encode_properties
+from pumpd import Publisher
+from pumpd.dataplane import publish_ref
+from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
+from pumpd.dataplane.publish_ref import encode_properties
 from pumpd.spark import publish_partition, register
 from pumpd.testing import TcpProxy
+from pumpd.testing.localnode import LocalNode
 from pyspark import cloudpickle
 from pyspark.sql.types import (
     BinaryType,

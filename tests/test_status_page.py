@@ -19,8 +19,8 @@ from typing import Any
 
 import pika
 import pytest
-from pumpd.localnode import LocalNode
-from pumpd.status_page import same_origin
+from pumpd.daemon.status_page import same_origin
+from pumpd.testing.localnode import LocalNode
 
 from daemon_helpers import Daemon, pumpd_daemon, running_state, shovel_def
 

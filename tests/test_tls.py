@@ -8,8 +8,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from pumpd.localnode import LocalNode, TLSListener
-from pumpd.status import State
+from pumpd.engine.status import State
+from pumpd.testing.localnode import LocalNode, TLSListener
 
 from amqp_helpers import Message, declare_queue, drain_queue, publish_messages
 from harness import running, shovel

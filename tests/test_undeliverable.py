@@ -7,8 +7,8 @@ from typing import Any
 
 import pika
 import pytest
-from pumpd.localnode import LocalNode
-from pumpd.status import State
+from pumpd.engine.status import State
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import (
     Message,
@@ -224,7 +224,7 @@ def test_unroutable_stop_keeps_the_returned_message_in_the_source_queue(
 
 
 def test_unroutable_park_needs_mandatory() -> None:
-    from pumpd.config import ConfigError
+    from pumpd.config.parse import ConfigError
     with pytest.raises(ConfigError, match="mandatory"):
         shovel(sources={"broker": "amqp://"}, destinations={"broker": "amqp://"}, queue="q",
                publish_fields={"mandatory": False}, undeliverable={"unroutable": "park"})
@@ -311,21 +311,21 @@ def test_source_consumer_timeout_while_the_destination_is_blocked_loses_nothing(
     (7, "must be an object"),
 ])
 def test_undeliverable_clause_is_validated(clause: Any, message: str) -> None:
-    from pumpd.config import ConfigError
+    from pumpd.config.parse import ConfigError
     with pytest.raises(ConfigError, match=message):
         shovel(sources={"broker": "amqp://"}, destinations={"broker": "amqp://"}, queue="q",
                undeliverable=clause)
 
 
 def test_no_ack_allows_only_park() -> None:
-    from pumpd.config import ConfigError
+    from pumpd.config.parse import ConfigError
     with pytest.raises(ConfigError, match="no_ack"):
         shovel(sources={"broker": "amqp://"}, destinations={"broker": "amqp://"}, queue="q",
                ack_mode="no_ack", undeliverable="dead-letter")
 
 
 def test_undeliverable_clause_in_the_dynamic_form_and_round_trip() -> None:
-    from pumpd.config import parse_config, shovel_to_json
+    from pumpd.config.parse import parse_config, shovel_to_json
     cfg = parse_config({"shovels": {"d": {
         "src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b",
         "undeliverable": {"policy": "stop", "unroutable": "park", "park_queue": "held"}}}})

@@ -10,8 +10,8 @@ from pathlib import Path
 import pika
 import pika.credentials
 import pytest
-from pumpd.model import BrokerURI, TLSOptions
-from pumpd.uri import URIError, format_uri, parse_uri, redact, to_pika_parameters
+from pumpd.config.model import BrokerURI, TLSOptions
+from pumpd.config.uri import URIError, format_uri, parse_uri, redact, to_pika_parameters
 
 # The URI spec's own table (https://www.rabbitmq.com/uri-spec.html, appendix A), plus the seed's
 # host-less form: (uri, scheme, host, port, user, password, vhost).

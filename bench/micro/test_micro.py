@@ -25,8 +25,9 @@ import pika
 import pika.frame
 import pika.spec
 import pytest
-from pumpd import _fastpath, confirms, relay_ref
-from pumpd.frames import ACK_MODE_ON_CONFIRM, encode_property_overrides
+from pumpd import _fastpath
+from pumpd.dataplane import confirms, relay_ref
+from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM, encode_property_overrides
 
 IMPLS: dict[str, Any] = {
     "reference": (confirms.ConfirmWindow, relay_ref.Relay),

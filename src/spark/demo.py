@@ -15,7 +15,7 @@ import time
 
 import pika
 
-from ..localnode import LocalNode
+from ..testing.localnode import LocalNode
 
 QUEUE = "pumpd-spark-demo"
 

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..config import ConfigError, _Ctx, _declaration
-from ..frames import PROPERTY_NAMES
-from ..model import Declaration
-from ..uri import parse_uri
+from ..config.model import Declaration
+from ..config.parse import ConfigError, _Ctx, _declaration
+from ..config.uri import parse_uri
+from ..dataplane.frames import PROPERTY_NAMES
 
 MessageIdMode = Literal["column", "deterministic", "none"]
 MESSAGE_ID_MODES: tuple[MessageIdMode, ...] = ("column", "deterministic", "none")

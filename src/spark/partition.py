@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..frames import PROPERTY_INDEX, PROPERTY_NAMES, shortstr
-from ..publish_ref import encode_properties
-from ..publisher import LinkError, Publisher, PublishError
+from ..dataplane.frames import PROPERTY_INDEX, PROPERTY_NAMES, shortstr
+from ..dataplane.publish_ref import encode_properties
+from ..publishing.publisher import LinkError, Publisher, PublishError
 from .options import BODY_COLUMNS, KNOWN_COLUMNS, WriteOptions
 
 log = logging.getLogger("pumpd.spark")

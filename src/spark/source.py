@@ -28,8 +28,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..model import Declaration
-from ..publisher import LinkError, Publisher
+from ..config.model import Declaration
+from ..publishing.publisher import LinkError, Publisher
 from .options import WriteOptions, parse_options
 from .partition import PartitionCounts, PartitionPublisher, check_schema
 

@@ -1,5 +1,7 @@
 """Test and benchmark infrastructure that ships with pumpd: nothing here is used by the daemon.
 
+:class:`~pumpd.testing.localnode.LocalNode` starts a private RabbitMQ node (tests, bench, demos).
+
 :class:`~pumpd.testing.proxy.TcpProxy` is a loopback TCP proxy that injects faults (connection
 resets, stalls, refused or reset accepts) and a fixed one-way latency, for the fault tests, the
 soak (``bench/soak.py``) and the benchmarks that need a "remote" broker on one machine.
@@ -7,6 +9,7 @@ soak (``bench/soak.py``) and the benchmarks that need a "remote" broker on one m
 
 from __future__ import annotations
 
+from .localnode import LocalNode, find_free_port
 from .proxy import MODES, ProxyMode, TcpProxy
 
-__all__ = ["MODES", "ProxyMode", "TcpProxy"]
+__all__ = ["MODES", "LocalNode", "ProxyMode", "TcpProxy", "find_free_port"]

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 import orjson
 
+from ..config.model import DeleteAfter, ShovelConfig
+from ..config.parse import ConfigError, load_config, parse_config
 from . import statefile
-from .config import ConfigError, load_config, parse_config
-from .model import DeleteAfter, ShovelConfig
 
 Origin = Literal["config", "runtime"]
 

@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .amqp_link import Link, LinkError, open_link
-from .fastpath import Relay
+from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
+from ..config.uri import to_pika_parameters
+from ..dataplane.fastpath import Relay
 from .forwarding import relay_options
-from .model import AckMode, BrokerURI, Disposition, ShovelConfig
+from .link import Link, LinkError, open_link
 from .parking import Parker, basic_reject_frame, basic_single_ack_frame, message_id
-from .uri import to_pika_parameters
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pumpd.session")
 
 
 DEST_WRITE_HIGH_WATER = 8 * 1024 * 1024  # bytes queued for the destination socket

@@ -2,7 +2,7 @@
 
 Two sources are understood:
 
-- :func:`pumpd.import_erlang.import_erlang_config` -- the static shovels of a ``rabbitmq.config`` /
+- :func:`pumpd.importers.erlang.import_erlang_config` -- the static shovels of a ``rabbitmq.config`` /
   ``advanced.config`` file: its ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause in the seed's
   format (``sources``, ``destinations``, ``queue``, ...) or the current one (``source``,
   ``destination``, ``ack_mode``, ``reconnect_delay``), converted clause by clause.
@@ -19,38 +19,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
 
 import orjson
 
-from . import exitcodes
+from .. import exitcodes
+from .errors import JSON, ConfigImportError
 
 __all__ = ["JSON", "ConfigImportError", "main_import_definitions", "main_import_erlang"]
-
-JSON = Any  # a JSON-compatible value: dict, list, str, int, float, bool or None
-
-
-class ConfigImportError(Exception):
-    """The input cannot be imported.
-
-    :ivar source: the file (or other name) the input came from.
-    :ivar line: 1-based line in the source, when known.
-    :ivar column: 1-based column in the source, when known.
-    :ivar reason: the problem, without the location.
-
-    ``str()`` gives ``SOURCE:LINE:COL: reason`` (or ``SOURCE: reason`` without a position).
-    """
-
-    def __init__(
-        self, reason: str, *, source: str, line: int | None = None, column: int | None = None
-    ) -> None:
-        self.reason = reason
-        self.source = source
-        self.line = line
-        self.column = column
-        where = source if line is None else f"{source}:{line}:{column}"
-        super().__init__(f"{where}: {reason}")
-
 
 # ============================================================================================
 # Command-line entry points
@@ -64,7 +39,7 @@ def _emit(document: dict[str, JSON]) -> None:
 def check_warnings(document: dict[str, JSON]) -> list[str]:
     """What ``pumpd check`` will say about an imported document: each shovel's warnings (where
     pumpd reads a definition differently from the plugin), or why it will refuse it."""
-    from .config import ConfigError, parse_config
+    from ..config.parse import ConfigError, parse_config
 
     try:
         config = parse_config(document, source="the imported configuration")
@@ -112,7 +87,7 @@ def main_import_erlang(path: str) -> int:
         (``pumpd: import-erlang: FILE:LINE:COL: ...``).
     """
     # imported here: import_erlang takes ConfigImportError from this module
-    from .import_erlang import import_erlang_config
+    from .erlang import import_erlang_config
 
     def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
         return import_erlang_config(_decode_utf8(data, path), source=path, warnings=warnings)
@@ -127,7 +102,7 @@ def main_import_definitions(path: str) -> int:
         (``pumpd: import-definitions: FILE: ...``).
     """
     # imported here: import_definitions takes ConfigImportError from this module
-    from .import_definitions import import_definitions
+    from .definitions import import_definitions
 
     def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
         try:

@@ -62,8 +62,8 @@ import zlib
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 
-from .status import Counters, State
-from .uri import redact
+from ..config.uri import redact
+from ..engine.status import Counters, State
 
 __all__ = [
     "COUNTER_FIELDS",

@@ -23,7 +23,7 @@ CONTENT_TYPE = "text/html; charset=utf-8"
 @functools.cache
 def html() -> str:
     """The page's text (read from the package once)."""
-    return resources.files("pumpd").joinpath("status_page.html").read_text(encoding="utf-8")
+    return resources.files("pumpd.daemon").joinpath("status_page.html").read_text(encoding="utf-8")
 
 
 def _hashes(tag: str) -> str:

@@ -38,7 +38,7 @@ def default_path(config_path: str | os.PathLike[str]) -> Path:
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The raw definitions in the state file, by name; ``{}`` when there is no file yet.
 
-    Validation is the caller's (see :mod:`pumpd.daemon_config`), with the configuration parser.
+    Validation is the caller's (see :mod:`pumpd.daemon.definitions`), with the configuration parser.
 
     :raises StateFileError: when the file exists but cannot be read or is not
         ``{"shovels": {...}}`` JSON.

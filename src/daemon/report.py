@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__
-from .model import ShovelConfig
+from ..config.model import ShovelConfig
+from ..engine.status import Counters, State
+from ..version import __version__
 from .slots import COUNTER_FIELDS, GAUGES, LEVELS, SlotRecord
-from .status import Counters, State
 
 # Counters that have a rate (per second) in the status; "msg_per_s" is the published rate.
 RATE_FIELDS = ("consumed", "published", "confirmed", "acked", "bytes")

@@ -2,7 +2,7 @@
 
 Routes (every response is JSON via orjson, except /metrics and the page)::
 
-    GET    /                               the status page (HTML; :mod:`pumpd.status_page`)
+    GET    /                               the status page (HTML; :mod:`pumpd.daemon.status_page`)
     GET    /api/overview                   pumpd itself: version, pid, uptime, configuration
     GET    /api/shovels                    every shovel (a list, like the management API)
     GET    /api/shovels/NAME               one shovel

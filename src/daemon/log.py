@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from . import logsetup
+from .. import logsetup
 
 # Keys that supervision log calls pass with ``extra=`` and the JSON format copies into the line.
 EVENT_FIELDS = ("event", "shovel", "worker", "state", "reason", "restarts", "exit", "delay",

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from . import exitcodes
+from .. import exitcodes
 from .http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
 
 COLUMNS = ("name", "state", "source", "destination", "last change", "msg/s", "in flight",

@@ -1,7 +1,7 @@
 """The validated, normalised shape of a shovel definition.
 
 Both configuration forms (the seed's clauses and RabbitMQ's dynamic-shovel names) end up here;
-nothing downstream of :mod:`pumpd.config` ever sees raw JSON.
+nothing downstream of :mod:`pumpd.config.parse` ever sees raw JSON.
 """
 
 from __future__ import annotations

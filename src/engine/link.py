@@ -31,10 +31,10 @@ import pika.exceptions
 from pika.adapters.asyncio_connection import AsyncioConnection, _AsyncioIOServicesAdapter
 from pika.adapters.utils import nbio_interface
 
-from .model import BrokerURI, Declaration
-from .uri import EMPTY_VHOST_NOTE
+from ..config.model import BrokerURI, Declaration
+from ..config.uri import EMPTY_VHOST_NOTE
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pumpd.amqp_link")
 
 Interceptor = Callable[[bytes], bytes]
 

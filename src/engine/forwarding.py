@@ -14,14 +14,14 @@ import socket
 from typing import Any
 from urllib.parse import quote
 
-from .frames import (
+from ..config.model import AckMode, BrokerURI, Declaration, ShovelConfig
+from ..dataplane.frames import (
     ACK_MODE_NO_ACK,
     ACK_MODE_ON_CONFIRM,
     ACK_MODE_ON_PUBLISH,
     encode_hop,
     encode_property_overrides,
 )
-from .model import AckMode, BrokerURI, Declaration, ShovelConfig
 
 ACK_MODES = {
     AckMode.NO_ACK: ACK_MODE_NO_ACK,

@@ -30,12 +30,19 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import exitcodes
-from .model import ShovelConfig
-from .slots import ReasonCode, SlotRecord, SlotRef, SlotTable, SlotWriter, classify_reason
-from .status import Counters, State
+from .. import exitcodes
+from ..config.model import ShovelConfig
+from ..engine.status import Counters, State
+from .slots import (
+    ReasonCode,
+    SlotRecord,
+    SlotRef,
+    SlotTable,
+    SlotWriter,
+    classify_reason,
+)
 
-log = logging.getLogger("pumpd.worker")
+log = logging.getLogger("pumpd.daemon.worker")
 
 HEARTBEAT_INTERVAL = 1.0  # seconds; the coordinator's timeout is several times this
 
@@ -100,7 +107,7 @@ async def _heartbeat(sink: SlotSink, spec: WorkerSpec, stop: asyncio.Event) -> N
 
 
 async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
-    from .pump import Pump
+    from ..engine.pump import Pump
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -131,13 +138,13 @@ def main(spec: WorkerSpec) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # Until the event loop takes over, SIGINT/SIGTERM simply end the process: nothing is held.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    from . import daemon_log
+    from . import log as daemon_log
 
     daemon_log.configure(spec.log_format, spec.log_level, shovel=spec.shovel.name,
                          worker=spec.index)
     import uvloop
 
-    from .fastpath import IMPLEMENTATION
+    from ..dataplane.fastpath import IMPLEMENTATION
 
     table = SlotTable.attach(spec.slot.block)
     try:

@@ -14,13 +14,13 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import exitcodes
-from .fastpath import IMPLEMENTATION
-from .model import PumpConfig, ShovelConfig
+from .. import exitcodes
+from ..config.model import PumpConfig, ShovelConfig
+from ..dataplane.fastpath import IMPLEMENTATION
 from .pump import Pump
 from .status import ShovelStatus, State
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pumpd.runner")
 
 
 def describe_endpoint(shovel: ShovelConfig, side: str) -> str:

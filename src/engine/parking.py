@@ -16,8 +16,9 @@ import logging
 import struct
 from typing import Any
 
-from .amqp_link import Link, LinkError, open_link
-from .frames import (
+from ..config.model import BrokerURI
+from ..config.uri import to_pika_parameters
+from ..dataplane.frames import (
     BASIC_ACK,
     CLASS_BASIC,
     FRAME_BODY,
@@ -32,10 +33,9 @@ from .frames import (
     join_properties,
     split_properties,
 )
-from .model import BrokerURI
-from .uri import to_pika_parameters
+from .link import Link, LinkError, open_link
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pumpd.parking")
 
 BASIC_REJECT = 90
 MESSAGE_ID_INDEX = 8

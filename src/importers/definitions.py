@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import quote
 
-from .importers import JSON, ConfigImportError
+from .errors import JSON, ConfigImportError
 
 __all__ = ["import_definitions"]
 

@@ -14,12 +14,12 @@ import logging
 import random
 import time
 
-from .amqp_link import LinkError, quiet_pika_errors
-from .model import AckMode, DeleteAfter, ShovelConfig
+from ..config.model import AckMode, DeleteAfter, ShovelConfig
+from .link import LinkError, quiet_pika_errors
 from .session import Session, SessionEnded
 from .status import Counters, State, StatusSink
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pumpd.pump")
 
 COUNTER_INTERVAL = 0.25  # seconds between counter snapshots sent to the sink
 MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multiple

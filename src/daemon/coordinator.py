@@ -18,7 +18,7 @@ that outlive the drain timeout + grace), and the coordinator exits 0. SIGHUP: th
 file is read again; shovels whose definition changed restart, new ones start, removed ones stop,
 the rest are not touched; an invalid file is refused and the running set kept.
 
-The HTTP endpoint (:mod:`pumpd.http_api`) runs on the same event loop and calls the methods of
+The HTTP endpoint (:mod:`pumpd.daemon.http_api`) runs on the same event loop and calls the methods of
 :class:`Coordinator` that implement :class:`~pumpd.http_api.Api`.
 """
 
@@ -39,13 +39,15 @@ from typing import Any, Literal
 
 import orjson
 
-from . import __version__, daemon_config, exitcodes, statefile
-from .config import ConfigError
-from .daemon_config import ShovelDefinition
+from .. import exitcodes
+from ..config.parse import ConfigError
+from ..engine.status import Counters, State
+from ..version import __version__
+from . import definitions as daemon_config
+from . import statefile
+from .definitions import ShovelDefinition
 from .http_api import HttpServer, Reply, error
-from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotUnreadable
-from .status import Counters, State
-from .status_report import (
+from .report import (
     RATE_FIELDS,
     RateMeter,
     ShovelView,
@@ -55,10 +57,11 @@ from .status_report import (
     metrics_text,
     shovel_doc,
 )
+from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotUnreadable
 from .worker import WorkerSpec
 from .worker import main as worker_main
 
-log = logging.getLogger("pumpd.coordinator")
+log = logging.getLogger("pumpd.daemon.coordinator")
 
 TICK = 0.25  # seconds between passes of the main loop when nothing wakes it earlier
 DRAIN_GRACE = 10.0  # beyond the drain timeout, before a draining worker is killed
@@ -539,7 +542,7 @@ class Coordinator:
                           workers=workers)
 
     def overview(self) -> dict[str, Any]:
-        from .fastpath import IMPLEMENTATION
+        from ..dataplane.fastpath import IMPLEMENTATION
 
         return {
             "product": "pumpd",
@@ -566,7 +569,7 @@ class Coordinator:
         return shovel_doc(self._view(s, time.monotonic())) if s is not None else None
 
     def metrics(self) -> str:
-        from .fastpath import IMPLEMENTATION
+        from ..dataplane.fastpath import IMPLEMENTATION
 
         now = time.monotonic()
         return metrics_text([self._view(s, now) for s in self.shovels.values()], IMPLEMENTATION)

@@ -55,11 +55,11 @@ from typing import Any, Literal
 
 import uvloop
 
-from . import fastpath, publish_ref
-from .amqp_link import Link, LinkError, open_link
-from .frames import PROPERTY_NAMES, basic_ack_frame
-from .model import BrokerURI, Declaration
-from .uri import parse_uri, to_pika_parameters
+from ..config.model import BrokerURI, Declaration
+from ..config.uri import parse_uri, to_pika_parameters
+from ..dataplane import fastpath, publish_ref
+from ..dataplane.frames import PROPERTY_NAMES, basic_ack_frame
+from ..engine.link import Link, LinkError, open_link
 
 __all__ = ["MODES", "LinkError", "Mode", "PublishError", "Publisher", "ReturnedMessage"]
 
@@ -78,7 +78,7 @@ _HIGH_WATER = 4 << 20
 class ReturnedMessage:
     """An unroutable ``mandatory`` message the broker sent back (``basic.return``).
 
-    ``seq`` is attributed from the broker's next confirm (see :mod:`pumpd.publish_ref`);
+    ``seq`` is attributed from the broker's next confirm (see :mod:`pumpd.dataplane.publish_ref`);
     ``message_id`` comes from the returned message itself and identifies it exactly.
     """
 
@@ -216,7 +216,7 @@ class Publisher:
         if implementation == "reference":
             plane_cls = publish_ref.PublishPlane
         elif implementation == "native":
-            from ._fastpath import PublishPlane as plane_cls
+            from .._fastpath import PublishPlane as plane_cls
         elif implementation is not None:
             raise ValueError(f"implementation must be native or reference, not {implementation!r}")
         self._loop = uvloop.new_event_loop()

@@ -23,7 +23,7 @@ else:
         PublishPlane = publish_ref.PublishPlane
     else:
         try:
-            from ._fastpath import ConfirmWindow, PublishPlane, Relay
+            from .._fastpath import ConfirmWindow, PublishPlane, Relay
 
             IMPLEMENTATION = "native"
         except ImportError as exc:

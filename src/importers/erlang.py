@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from .config import MAX_DURATION, SEED_CLAUSES
+from ..config.model import AckMode
+from ..config.parse import MAX_DURATION, SEED_CLAUSES
 from .erlang_terms import (
     Atom,
     ErlangSyntaxError,
@@ -24,8 +25,7 @@ from .erlang_terms import (
     format_term,
     parse_term_with_positions,
 )
-from .importers import JSON, ConfigImportError
-from .model import AckMode
+from .errors import JSON, ConfigImportError
 
 __all__ = ["import_erlang_config"]
 
