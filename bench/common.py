@@ -1,7 +1,7 @@
 """Helpers shared by the benchmarks: the common result fields, a fast pre-fill publisher, a
 queue-depth probe and CPU time read from ``/proc``.
 
-Nothing here is part of pumpd; the benchmark only uses pumpd's :class:`~pumpd.localnode.LocalNode`.
+Nothing here is part of pumpd; the benchmark only uses pumpd's :class:`~pumpd.testing.localnode.LocalNode`.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def tree_cpu_seconds(pids: list[int]) -> dict[int, float]:
 def find_descendant(root: int, comm: str) -> int | None:
     """PID of a process named ``comm`` below ``root`` in the process tree (or ``root`` itself).
 
-    :class:`~pumpd.localnode.LocalNode` ``.pid`` is the ``rabbitmq-server`` shell script; the
+    :class:`~pumpd.testing.localnode.LocalNode` ``.pid`` is the ``rabbitmq-server`` shell script; the
     Erlang VM (``beam.smp``) runs as its child.
     """
     table = _process_table()

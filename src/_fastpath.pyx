@@ -20,13 +20,14 @@ What makes it fast, compared with the reference:
   table is walked only to find its keys, each value skipped by its type's size, and every entry
   the user wrote is copied as it came. The one rare case the plugin handles by moving a value to
   ``x-invalid-headers`` (an ``x-shovelled`` that is not an array) is left to the reference's
-  :func:`pumpd.frames.edit_properties`.
+  :func:`pumpd.dataplane.frames.edit_properties`.
 
 Invariant checks are compiled in only with ``PUMPD_DEBUG=1`` (see ``setup.py``); in a release
 build ``if PUMPD_DEBUG:`` is a constant 0 and the C compiler drops them.
 
 The cdef declarations live here, not in a ``.pxd``: with ``src/`` mapped as the package directory
-Cython does not pick one up (see the design notes).
+Cython does not pick one up. Where this module sits among pumpd's layers:
+docs/architecture.md.
 """
 
 cimport cython
@@ -232,7 +233,7 @@ cdef object bytes_of(Buf *b):
 cdef class ConfirmWindow:
     """Outstanding publishes: sequence number → source delivery tag, and which are settled.
 
-    Same API and behaviour as :class:`pumpd.confirms.ConfirmWindow`. The ring of tags and the two
+    Same API and behaviour as :class:`pumpd.dataplane.confirms.ConfirmWindow`. The ring of tags and the two
     bitmaps (settled: acked or nacked; nacked) have ``capacity`` entries; the bit of a sequence
     number is ``seq & (capacity - 1)``, so a word never straddles the end of the ring. Bits outside
     ``[base, next)`` are always 0: settling only touches that range and advancing clears what it
@@ -514,7 +515,7 @@ cdef class ConfirmWindow:
 
 @cython.final
 cdef class Relay:
-    """One session's data plane: same API and behaviour as :class:`pumpd.relay_ref.Relay`.
+    """One session's data plane: same API and behaviour as :class:`pumpd.dataplane.relay_ref.Relay`.
 
     :raises ValueError: for a destination frame_max below 4096 or an unknown ack mode (as the
         reference); also, where the reference would only fail later, per message, or misbehave:
@@ -1494,7 +1495,7 @@ cdef int _short_string(unsigned char *out, value, str what) except -1:
 
 # -- the publisher's data plane (issue 11) ------------------------------------------------------
 #
-# Same API and behaviour as :class:`pumpd.publish_ref.PublishPlane`, the specification. Publish
+# Same API and behaviour as :class:`pumpd.dataplane.publish_ref.PublishPlane`, the specification. Publish
 # frames of a whole list of bodies are encoded into one buffer with no Python object per message;
 # outstanding confirms are a ring of 64-bit words (bit set: settled) from ``_base``, the oldest
 # unsettled sequence number; a confirm advances ``_base`` by counting trailing ones.

@@ -1,6 +1,6 @@
 """Shared fixtures: two private RabbitMQ nodes for the whole session, a fresh vhost per test.
 
-* ``nodes``: ``(node_a, node_b)``, two :class:`pumpd.localnode.LocalNode` started in parallel
+* ``nodes``: ``(node_a, node_b)``, two :class:`pumpd.testing.localnode.LocalNode` started in parallel
   once per session and killed (their data thrown away) at its end. ``node_a`` has the
   ``rabbitmq_management`` and ``rabbitmq_shovel`` plugins (``node_a.management_request``
   works); ``node_b`` has none. The system broker on 5672 is never used.

@@ -1,4 +1,4 @@
-"""Reading and validating a pumpd configuration file into :class:`pumpd.model.PumpConfig`.
+"""Reading and validating a pumpd configuration file into :class:`pumpd.config.model.PumpConfig`.
 
 The file is JSON: ``{"shovels": {"NAME": {...}, ...}}``. Each shovel is written in one of two
 forms, never a mix of both:

@@ -19,7 +19,7 @@ file is read again; shovels whose definition changed restart, new ones start, re
 the rest are not touched; an invalid file is refused and the running set kept.
 
 The HTTP endpoint (:mod:`pumpd.daemon.http_api`) runs on the same event loop and calls the methods of
-:class:`Coordinator` that implement :class:`~pumpd.http_api.Api`.
+:class:`Coordinator` that implement :class:`~pumpd.daemon.http_api.Api`.
 """
 
 from __future__ import annotations

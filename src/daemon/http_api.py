@@ -18,7 +18,7 @@ There is no authentication: the endpoint listens on 127.0.0.1 by default. A requ
 something is refused when it carries an ``Origin`` header, which every browser sends with a
 cross-site POST/PUT/DELETE and no command-line client does: a web page cannot drive the daemon.
 The one exception is the status page itself: a browser sends its same-origin requests with the
-endpoint's own address as ``Origin`` (:func:`pumpd.status_page.same_origin`).
+endpoint's own address as ``Origin`` (:func:`pumpd.daemon.status_page.same_origin`).
 """
 
 from __future__ import annotations

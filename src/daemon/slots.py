@@ -26,7 +26,7 @@ Slot layout (little-endian, fields at natural alignment)::
     8       4     crc        u32  CRC-32 of the body bytes [16, 16 + BODY.size)
     12      4     reserved
     16      4     pid        u32  the worker process that wrote the record (0: none yet)
-    20      1     state      u8   :class:`pumpd.status.State` value
+    20      1     state      u8   :class:`pumpd.engine.status.State` value
     21      1     reserved
     22      2     reason     u16  :class:`ReasonCode`
     24      8     since      f64  wall clock (time.time()) when ``state`` was entered
@@ -91,7 +91,7 @@ BODY_OFFSET = 16
 IMPLEMENTATION_BYTES = 16
 REASON_BYTES = 240
 # Counters in slot order. Appending is a layout change: bump LAYOUT_VERSION (tests check that
-# this tuple and pumpd.status.Counters agree).
+# this tuple and pumpd.engine.status.Counters agree).
 COUNTER_FIELDS = ("consumed", "published", "confirmed", "acked", "nacked", "returned",
                   "redelivered", "reconnects", "in_flight", "buffered", "bytes",
                   "undeliverable_malformed", "undeliverable_too_large", "undeliverable_refused",
@@ -131,7 +131,7 @@ class ReasonCode(enum.IntEnum):
 
 
 def classify_reason(state: State, reason: str | None) -> ReasonCode:
-    """The code for a reason text from :class:`pumpd.pump.Pump` (which reports text only)."""
+    """The code for a reason text from :class:`pumpd.engine.pump.Pump` (which reports text only)."""
     if not reason:
         return ReasonCode.NONE
     if state == State.TERMINATED:

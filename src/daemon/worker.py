@@ -1,4 +1,4 @@
-"""A worker process: one :class:`~pumpd.pump.Pump` on uvloop, reporting into its shared-memory slot.
+"""A worker process: one :class:`~pumpd.engine.pump.Pump` on uvloop, reporting into its shared-memory slot.
 
 The coordinator starts :func:`main` in a fresh interpreter (multiprocessing's "spawn" context)
 with a picklable :class:`WorkerSpec`. The worker:
@@ -66,7 +66,7 @@ class WorkerSpec:
 
 
 class SlotSink:
-    """A :class:`~pumpd.status.StatusSink` that keeps the latest report and writes it whole into
+    """A :class:`~pumpd.engine.status.StatusSink` that keeps the latest report and writes it whole into
     the slot on every change, with a fresh heartbeat."""
 
     def __init__(self, writer: SlotWriter, implementation: str) -> None:

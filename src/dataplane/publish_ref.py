@@ -12,7 +12,7 @@ before it sends that publish's confirm, so a return is attributed to the sequenc
 first confirm frame that follows it: exact when the broker flushes a confirm per unroutable
 publish (individual mode, or one return between two confirm flushes); when several returns
 precede one flush they all get that flush's number. The returned properties (``message_id``)
-identify the message exactly; :class:`pumpd.publisher.PublishError` reports both.
+identify the message exactly; :class:`pumpd.publishing.publisher.PublishError` reports both.
 
 :func:`encode_properties` turns a dict of the 14 basic properties into their wire form once
 (shared by all messages of a call). Header tables keep their values' types: ``int`` → signed

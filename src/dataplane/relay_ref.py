@@ -6,7 +6,7 @@ frames for the destination channel; on the destination channel it takes ``basic.
 ``basic.nack`` / ``basic.return`` and turns confirms into coalesced source acks. Every other frame
 is handed back untouched, for pika. ``pumpd._fastpath.Relay`` implements the same API in C.
 
-Framing errors raise :class:`pumpd.frames.FrameError`; the session treats them as a connection
+Framing errors raise :class:`pumpd.dataplane.frames.FrameError`; the session treats them as a connection
 failure.
 
 A message the relay cannot forward (its properties cannot be parsed where the relay must edit

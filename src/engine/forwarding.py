@@ -2,7 +2,7 @@
 
 publish_fields and publish_properties become fixed values the relay splices in. The
 dynamic-shovel extras ``dest-add-forward-headers`` and ``dest-add-timestamp-header`` are spliced
-into each message's headers table by the relay too (:func:`pumpd.frames.edit_headers` is the
+into each message's headers table by the relay too (:func:`pumpd.dataplane.frames.edit_headers` is the
 specification): this module only builds, once per session, the table describing this hop, the
 way the Shovel plugin builds it (rabbit_amqp091_shovel / rabbit_shovel_parameters and
 rabbit_shovel_util:update_headers in rabbitmq-server's deps/rabbitmq_shovel).
@@ -117,7 +117,7 @@ def hop_fields(
 def relay_options(
     cfg: ShovelConfig, source: BrokerURI, destination: BrokerURI, queue: str
 ) -> dict[str, Any]:
-    """Keyword arguments for :class:`pumpd.fastpath.Relay` that follow from the configuration."""
+    """Keyword arguments for :class:`pumpd.dataplane.fastpath.Relay` that follow from the configuration."""
     return {
         "ack_mode": ACK_MODES[cfg.ack_mode],
         "exchange": None if cfg.publish_exchange is None else cfg.publish_exchange.encode(),

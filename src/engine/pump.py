@@ -3,7 +3,7 @@
 Connect to a source and a destination broker chosen at random, forward, and after a failure wait
 ``reconnect_delay`` (with jitter once failures repeat) and connect to brokers chosen at random
 again; with a delay of 0 the shovel stops for good after its first failure (the seed's rule).
-State changes and counters go to a :class:`~pumpd.status.StatusSink`; how they are shown or
+State changes and counters go to a :class:`~pumpd.engine.status.StatusSink`; how they are shown or
 stored is not the pump's concern.
 """
 

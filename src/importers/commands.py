@@ -6,7 +6,7 @@ Two sources are understood:
   ``advanced.config`` file: its ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause in the seed's
   format (``sources``, ``destinations``, ``queue``, ...) or the current one (``source``,
   ``destination``, ``ack_mode``, ``reconnect_delay``), converted clause by clause.
-- :func:`pumpd.import_definitions.import_definitions` -- the dynamic shovels of a ``rabbitmqctl export_definitions``
+- :func:`pumpd.importers.definitions.import_definitions` -- the dynamic shovels of a ``rabbitmqctl export_definitions``
   document, kept in RabbitMQ's flat names (``src-uri``, ``dest-exchange``, ...).
 
 Both print only what the input states, except where the plugin's default differs from pumpd's

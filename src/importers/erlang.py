@@ -6,7 +6,7 @@ The ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause, each shovel in the seed's 
 (``{source, [{protocol, amqp091}, {uris, [...]}, {queue, ...}, ...]}``, ``{destination, [...]}``),
 is converted clause by clause into pumpd's JSON, printing only what the input states plus the
 current format's own ``ack_mode`` default (no_ack, with a warning). Anything that cannot be translated faithfully is refused with a
-:class:`~pumpd.importers.ConfigImportError` naming the shovel and the clause.
+:class:`~pumpd.importers.commands.ConfigImportError` naming the shovel and the clause.
 """
 
 from __future__ import annotations

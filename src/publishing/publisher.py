@@ -20,9 +20,9 @@ Shape, and why:
   runs between calls. The one cost: pika's heartbeats are only sent during calls, so a caller
   that idles longer than twice the negotiated heartbeat should close, or set ``heartbeat=0`` in
   the URI.
-- **The connection is pumpd's** :func:`~pumpd.amqp_link.open_link` (pika for the control plane:
+- **The connection is pumpd's** :func:`~pumpd.engine.link.open_link` (pika for the control plane:
   TLS, the URI query parameters, declarations, confirm.select, connection.blocked); the data
-  plane (:class:`~pumpd.fastpath.PublishPlane`, native or reference) encodes publish frames of a
+  plane (:class:`~pumpd.dataplane.fastpath.PublishPlane`, native or reference) encodes publish frames of a
   whole list of bodies into one buffer, written with one transport write, and takes
   ``basic.ack`` / ``basic.nack`` / ``basic.return`` off the socket before pika sees them. With
   several URIs one is picked at random, as a shovel does.
@@ -170,7 +170,7 @@ class Publisher:
         half of it is confirmed
     :param mandatory: publish with mandatory set: unroutable messages are reported as returned
     :param declarations: issued in order once connected, as a shovel's ``declarations``
-        (:class:`~pumpd.model.Declaration` or ``(method, arguments)``)
+        (:class:`~pumpd.config.model.Declaration` or ``(method, arguments)``)
     :param confirm_timeout: seconds a wait may go without any confirm before it fails
     :param implementation: ``native`` or ``reference`` data plane (default: pumpd's choice)
     :raises LinkError: when no connection can be made or a declaration fails
