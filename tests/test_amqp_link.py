@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import uvloop
-from pumpd.config.uri import parse_uri, to_pika_parameters
+from pumpd.config.uri import parse_uri
 from pumpd.engine.link import open_link
+from pumpd.engine.parameters import to_pika_parameters
 from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import Message, declare_queue, publish_messages

@@ -133,3 +133,15 @@ def test_no_import_circle() -> None:
         if v not in index:
             visit(v)
     assert circles == []
+
+
+def test_parsing_never_imports_pika() -> None:
+    # URIs parse, links connect: pika is the engine's business (engine/link.py, parameters.py)
+    wrong = []
+    for folder in ("config", "importers"):
+        for path in (SRC / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                wrong += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "pika"]
+    assert wrong == []

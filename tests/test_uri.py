@@ -11,7 +11,8 @@ import pika
 import pika.credentials
 import pytest
 from pumpd.config.model import BrokerURI, TLSOptions
-from pumpd.config.uri import URIError, format_uri, parse_uri, redact, to_pika_parameters
+from pumpd.config.uri import FRAME_MAX_SIZE, FRAME_MIN_SIZE, URIError, format_uri, parse_uri, redact
+from pumpd.engine.parameters import to_pika_parameters
 
 # The URI spec's own table (https://www.rabbitmq.com/uri-spec.html, appendix A), plus the seed's
 # host-less form: (uri, scheme, host, port, user, password, vhost).
@@ -391,3 +392,10 @@ def test_amqp_client_tls_options() -> None:
                     "&certfile=/path/to/certfile.pem&password=topsecret&depth=5").tls
     assert tls == TLSOptions(cacertfile="/path/to/cacertfile.pem",
                              certfile="/path/to/certfile.pem", password="topsecret", depth=5)
+
+
+def test_frame_limits_are_pikas() -> None:
+    # config/uri.py spells pika's frame limits out so that parsing a URI does not import pika
+    import pika.spec
+
+    assert (FRAME_MIN_SIZE, FRAME_MAX_SIZE) == (pika.spec.FRAME_MIN_SIZE, pika.spec.FRAME_MAX_SIZE)

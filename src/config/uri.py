@@ -1,4 +1,4 @@
-"""AMQP URIs: parse them, keep their passwords out of text, and turn them into pika parameters.
+"""AMQP URIs: parse them and keep their passwords out of text (pika's parameters: engine/parameters.py).
 
 The syntax is RabbitMQ's AMQP URI specification (https://www.rabbitmq.com/uri-spec.html)::
 
@@ -23,16 +23,8 @@ seconds.
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import ssl
-from typing import Any
 from urllib.parse import quote, unquote
-
-import pika
-import pika.channel
-import pika.credentials
-import pika.spec
 
 from .model import BrokerURI, TLSOptions
 
@@ -44,7 +36,6 @@ __all__ = [
     "format_uri",
     "parse_uri",
     "redact",
-    "to_pika_parameters",
 ]
 
 DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
@@ -67,6 +58,10 @@ _TLS_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_c
 # amqp_uri:mechanisms/1 (amqp_auth_mechanisms): may be given more than once, first usable wins.
 AUTH_MECHANISMS = ("plain", "amqplain", "external")
 _MIN_CONNECTION_TIMEOUT_MS = 1000
+# The frame sizes pika accepts (pika.spec), so that parsing a URI does not import pika;
+# tests/test_uri.py checks they agree.
+FRAME_MIN_SIZE = 4096
+FRAME_MAX_SIZE = 131072
 
 # RFC 3986 reg-name characters (unreserved, sub-delims, and "%" for pct-encoding).
 _HOST_CHARS = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=%]*")
@@ -356,10 +351,10 @@ def parse_uri(text: str) -> BrokerURI:
     if "channel_max" in params:  # 0 = no limit (the protocol maximum)
         channel_max = _parse_int("channel_max", params["channel_max"], 0, 65535, text)
     if "frame_max" in params:
-        frame_max = _parse_int("frame_max", params["frame_max"], 0, pika.spec.FRAME_MAX_SIZE, text)
-        if 0 < frame_max < pika.spec.FRAME_MIN_SIZE:
+        frame_max = _parse_int("frame_max", params["frame_max"], 0, FRAME_MAX_SIZE, text)
+        if 0 < frame_max < FRAME_MIN_SIZE:
             raise URIError(text, f"query parameter 'frame_max' must be 0 (no limit) or from "
-                                 f"{pika.spec.FRAME_MIN_SIZE} to {pika.spec.FRAME_MAX_SIZE}, "
+                                 f"{FRAME_MIN_SIZE} to {FRAME_MAX_SIZE}, "
                                  f"got {frame_max}")
     if "connection_timeout" in params:
         ms = _parse_int("connection_timeout", params["connection_timeout"], 1, None, text)
@@ -443,43 +438,6 @@ def format_uri(uri: BrokerURI) -> str:
             f"/{enc(uri.vhost)}" + (f"?{q}" if q else ""))
 
 
-def _ssl_context(uri: BrokerURI) -> ssl.SSLContext:
-    """The TLS context for an amqps URI.
-
-    Without TLS options: the system's CAs, the peer's certificate and host name verified. With
-    some: ``cacertfile`` replaces the system's CAs, ``certfile`` / ``keyfile`` (``password``)
-    are the client certificate, ``verify_none`` turns verification off.
-
-    :raises URIError: when a certificate or key file cannot be loaded.
-    """
-    tls = uri.tls
-    if tls is None:
-        return ssl.create_default_context()
-    try:
-        ctx = ssl.create_default_context(cafile=tls.cacertfile)
-        if tls.certfile is not None:
-            ctx.load_cert_chain(tls.certfile, tls.keyfile, password=tls.password)
-    except (OSError, ssl.SSLError) as exc:
-        # The file names are the user's own configuration, safe to show; the URI is redacted.
-        raise URIError(uri.redacted(), f"cannot load the TLS files: {exc}") from None
-    if not tls.verify or tls.server_name_indication == "disable":
-        # Erlang checks the host name against the SNI name: with SNI disabled, it checks none.
-        ctx.check_hostname = False  # must come before verify_mode, or ssl refuses CERT_NONE
-    if not tls.verify:
-        ctx.verify_mode = ssl.CERT_NONE
-    # fail_if_no_peer_cert is a server-side option in Erlang's ssl: a client has no use for it.
-    # customize_hostname_check=https is how Python's ssl matches host names already.
-    return ctx
-
-
-def tls_server_name(uri: BrokerURI) -> str | None:
-    """The name sent as SNI and verified: server_name_indication, else the host."""
-    sni = uri.tls.server_name_indication if uri.tls is not None else None
-    if sni == "disable":
-        return None
-    return sni or uri.effective_host
-
-
 def uri_notes(uri: BrokerURI) -> list[str]:
     """Where pumpd reads this URI differently from RabbitMQ's Erlang client (for check time)."""
     notes: list[str] = []
@@ -491,60 +449,3 @@ def uri_notes(uri: BrokerURI) -> list[str]:
                      "(the same user and password; RabbitMQ offers both unless configured "
                      "otherwise)")
     return notes
-
-
-LOCAL_BROKER_ENV = "PUMPD_LOCAL_BROKER"
-
-
-def local_broker_address(uri: BrokerURI) -> tuple[str, int]:
-    """Where a host-less URI (the seed's "local broker") connects: 127.0.0.1 on the URI's port,
-    or ``host:port`` from the environment variable PUMPD_LOCAL_BROKER when it is set (pumpd runs
-    outside the broker, so "local" has to be told when the broker is not on the default port).
-
-    :raises URIError: when PUMPD_LOCAL_BROKER is not ``host:port``
-    """
-    setting = os.environ.get(LOCAL_BROKER_ENV, "").strip()
-    if not setting:
-        return "127.0.0.1", uri.port
-    host, sep, port = setting.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise URIError(uri.redacted(), f"{LOCAL_BROKER_ENV}={setting!r} is not host:port")
-    return host.strip("[]"), int(port)
-
-
-def to_pika_parameters(uri: BrokerURI, *, client_name: str) -> pika.ConnectionParameters:
-    """Connection parameters for pika, from public pika API only.
-
-    :param client_name: shown as the connection's name in the broker's management UI.
-    :raises URIError: when an amqps URI's certificate or key file cannot be loaded.
-    """
-    host, port = (uri.host, uri.port) if uri.host is not None else local_broker_address(uri)
-    kwargs: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "virtual_host": uri.vhost,
-        "credentials": (pika.credentials.ExternalCredentials()
-                        if uri.auth_mechanisms[:1] == ("external",)
-                        else pika.PlainCredentials(uri.username, uri.password)),
-        "client_properties": {"connection_name": client_name},
-        # pumpd reconnects itself (reconnect_delay, another broker of the list): one attempt.
-        "connection_attempts": 1,
-        # A blocked destination is a state the shovel reports and waits out, never a failure.
-        "blocked_connection_timeout": None,
-    }
-    if uri.connection_timeout is None:
-        kwargs["socket_timeout"] = DEFAULT_SOCKET_TIMEOUT
-        kwargs["stack_timeout"] = DEFAULT_STACK_TIMEOUT
-    else:  # connection_timeout bounds the whole bring-up, TCP connect included
-        kwargs["socket_timeout"] = min(DEFAULT_SOCKET_TIMEOUT, uri.connection_timeout)
-        kwargs["stack_timeout"] = uri.connection_timeout
-    if uri.heartbeat is not None:  # otherwise pika accepts the broker's proposal
-        kwargs["heartbeat"] = uri.heartbeat
-    if uri.channel_max:  # None or 0: pika's default, the protocol maximum
-        kwargs["channel_max"] = uri.channel_max
-    if uri.frame_max:  # None or 0: pika's default, its largest frame
-        kwargs["frame_max"] = uri.frame_max
-    if uri.scheme == "amqps":
-        kwargs["ssl_options"] = pika.SSLOptions(_ssl_context(uri),
-                                                server_hostname=tls_server_name(uri))
-    return pika.ConnectionParameters(**kwargs)

@@ -17,7 +17,6 @@ import struct
 from typing import Any
 
 from ..config.model import BrokerURI
-from ..config.uri import to_pika_parameters
 from ..dataplane.frames import (
     BASIC_ACK,
     CLASS_BASIC,
@@ -34,6 +33,7 @@ from ..dataplane.frames import (
     split_properties,
 )
 from .link import Link, LinkError, open_link
+from .parameters import to_pika_parameters
 
 log = logging.getLogger("pumpd.parking")
 

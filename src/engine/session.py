@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
-from ..config.uri import to_pika_parameters
 from ..dataplane.fastpath import Relay
 from .forwarding import relay_options
 from .link import Link, LinkError, open_link
+from .parameters import to_pika_parameters
 from .parking import Parker, basic_reject_frame, basic_single_ack_frame, message_id
 
 log = logging.getLogger("pumpd.session")

@@ -56,10 +56,11 @@ from typing import Any, Literal
 import uvloop
 
 from ..config.model import BrokerURI, Declaration
-from ..config.uri import parse_uri, to_pika_parameters
+from ..config.uri import parse_uri
 from ..dataplane import fastpath, publish_ref
 from ..dataplane.frames import PROPERTY_NAMES, basic_ack_frame
 from ..engine.link import Link, LinkError, open_link
+from ..engine.parameters import to_pika_parameters
 
 __all__ = ["MODES", "LinkError", "Mode", "PublishError", "Publisher", "ReturnedMessage"]
 
