@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from . import exitcodes
+
+if TYPE_CHECKING:
+    from .config.model import PumpConfig
 
 DESCRIPTION = """\
 pumpd moves messages from a queue on one RabbitMQ broker to an exchange on another (or the same)
@@ -146,7 +150,7 @@ def _file_command(prog: str, help_text: str) -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: str) -> object:
+def _load(path: str) -> PumpConfig | None:
     from .config.parse import ConfigError, load_config
 
     try:
@@ -156,59 +160,73 @@ def _load(path: str) -> object:
         return None
 
 
+def _import_erlang(args: list[str]) -> int:
+    ns = _file_command(
+        "import-erlang",
+        "Print the shovels of a rabbitmq.config / advanced.config as pumpd JSON.",
+    ).parse_args(args)
+    from .importers.commands import main_import_erlang
+
+    return main_import_erlang(ns.file)
+
+
+def _import_definitions(args: list[str]) -> int:
+    ns = _file_command(
+        "import-definitions",
+        "Print the dynamic shovels of a `rabbitmqctl export_definitions` file as pumpd JSON.",
+    ).parse_args(args)
+    from .importers.commands import main_import_definitions
+
+    return main_import_definitions(ns.file)
+
+
+def _check(args: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="pumpd check", description="Validate a configuration.")
+    p.add_argument("--config", "-c", required=True, metavar="FILE")
+    ns = p.parse_args(args)
+    cfg = _load(ns.config)
+    if cfg is None:
+        return exitcodes.CONFIG_ERROR
+    from .config.uri import EMPTY_VHOST_NOTE
+
+    for s in cfg.shovels.values():
+        print(
+            f"{s.name}: queue {s.queue or '(last declared)'!s} on "
+            f"{s.source.describe()} -> {s.destination.describe()}, "
+            f"ack_mode {s.ack_mode.value}, prefetch {s.prefetch_count}, "
+            f"reconnect_delay {s.reconnect_delay:g}s"
+        )
+        u = s.undeliverable
+        park = f" (park queue {u.park_queue!r} on the source)" if u.parks else ""
+        print(f"  undeliverable: {u.policy.value}, unroutable: {u.unroutable.value}{park}")
+        for warning in s.warnings:  # where pumpd differs from the plugin (issue 13)
+            print(f"  warning: {warning}")
+        for side, endpoint in (("source", s.source), ("destination", s.destination)):
+            for broker in endpoint.brokers:
+                if broker.vhost == "":
+                    print(f"  note: {side} {broker.redacted()}: {EMPTY_VHOST_NOTE}")
+    return exitcodes.OK
+
+
+def _status(args: list[str]) -> int:
+    from .daemon.client import main as status_main
+
+    return status_main(args)
+
+
+# The subcommands; anything else is the daemon's (or --single-process's) own arguments.
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "import-erlang": _import_erlang,
+    "import-definitions": _import_definitions,
+    "check": _check,
+    "status": _status,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "import-erlang":
-        ns = _file_command(
-            "import-erlang",
-            "Print the shovels of a rabbitmq.config / advanced.config as pumpd JSON.",
-        ).parse_args(args[1:])
-        from .importers.commands import main_import_erlang
-
-        return main_import_erlang(ns.file)
-    if args and args[0] == "import-definitions":
-        ns = _file_command(
-            "import-definitions",
-            "Print the dynamic shovels of a `rabbitmqctl export_definitions` file as pumpd JSON.",
-        ).parse_args(args[1:])
-        from .importers.commands import main_import_definitions
-
-        return main_import_definitions(ns.file)
-    if args and args[0] == "check":
-        p = argparse.ArgumentParser(prog="pumpd check", description="Validate a configuration.")
-        p.add_argument("--config", "-c", required=True, metavar="FILE")
-        ns = p.parse_args(args[1:])
-        cfg = _load(ns.config)
-        if cfg is None:
-            return exitcodes.CONFIG_ERROR
-        from .config.model import PumpConfig
-        from .config.uri import EMPTY_VHOST_NOTE
-        from .engine.runner import describe_endpoint
-
-        assert isinstance(cfg, PumpConfig)
-        for s in cfg.shovels.values():
-            print(
-                f"{s.name}: queue {s.queue or '(last declared)'!s} on "
-                f"{describe_endpoint(s, 'source')} -> {describe_endpoint(s, 'destination')}, "
-                f"ack_mode {s.ack_mode.value}, prefetch {s.prefetch_count}, "
-                f"reconnect_delay {s.reconnect_delay:g}s"
-            )
-            u = s.undeliverable
-            park = f" (park queue {u.park_queue!r} on the source)" if u.parks else ""
-            print(f"  undeliverable: {u.policy.value}, unroutable: {u.unroutable.value}{park}")
-            for warning in s.warnings:  # where pumpd differs from the plugin (issue 13)
-                print(f"  warning: {warning}")
-            for side, endpoint in (("source", s.source), ("destination", s.destination)):
-                for broker in endpoint.brokers:
-                    if broker.vhost == "":
-                        print(f"  note: {side} {broker.redacted()}: {EMPTY_VHOST_NOTE}")
-        return exitcodes.OK
-
-    if args and args[0] == "status":
-        from .daemon.client import main as status_main
-
-        return status_main(args[1:])
-
+    if args and args[0] in COMMANDS:
+        return COMMANDS[args[0]](args[1:])
     parser = _run_parser()
     ns = parser.parse_args(args)
     if ns.single_process:
@@ -228,10 +246,8 @@ def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace)
     cfg = _load(ns.config)
     if cfg is None:
         return exitcodes.CONFIG_ERROR
-    from .config.model import PumpConfig
     from .engine.runner import run_foreground
 
-    assert isinstance(cfg, PumpConfig)
     return run_foreground(cfg, drain_timeout=ns.drain_timeout, status_interval=ns.status_interval)
 
 

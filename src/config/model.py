@@ -104,6 +104,10 @@ class Endpoint:
     brokers: tuple[BrokerURI, ...]
     declarations: tuple[Declaration, ...] = ()
 
+    def describe(self) -> str:
+        """The brokers, passwords redacted, as status and ``pumpd check`` show them."""
+        return ", ".join(b.redacted() for b in self.brokers)
+
 
 class Disposition(str, enum.Enum):
     """What happens to a message pumpd cannot forward (``undeliverable`` clause)."""

@@ -24,8 +24,7 @@ log = logging.getLogger("pumpd.runner")
 
 
 def describe_endpoint(shovel: ShovelConfig, side: str) -> str:
-    endpoint = shovel.source if side == "source" else shovel.destination
-    return ", ".join(b.redacted() for b in endpoint.brokers)
+    return (shovel.source if side == "source" else shovel.destination).describe()
 
 
 def status_for(shovel: ShovelConfig) -> ShovelStatus:
