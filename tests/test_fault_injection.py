@@ -202,7 +202,7 @@ def test_the_reason_says_which_side_failed(
         # The worker's own line: the coordinator may not see a short-lived state.
         prefix = "shovel s: starting ("
         return next((e["message"][len(prefix):-1] for e in d.log_events()
-                     if e.get("logger") == "pumpd.engine.pump" and e["message"].startswith(prefix)),
+                     if e.get("logger") == "pumpd.pump" and e["message"].startswith(prefix)),
                     None)
     reason = d.wait_for(first_reason, 30, "a failure")
     words = re.sub(r"amqps?://\S+", "URI", reason)  # the vhost's name holds the test's name

@@ -61,7 +61,7 @@ from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotUnreadable
 from .worker import WorkerSpec
 from .worker import main as worker_main
 
-log = logging.getLogger("pumpd.daemon.coordinator")
+log = logging.getLogger("pumpd.coordinator")
 
 TICK = 0.25  # seconds between passes of the main loop when nothing wakes it earlier
 DRAIN_GRACE = 10.0  # beyond the drain timeout, before a draining worker is killed

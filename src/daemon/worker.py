@@ -42,7 +42,7 @@ from .slots import (
     classify_reason,
 )
 
-log = logging.getLogger("pumpd.daemon.worker")
+log = logging.getLogger("pumpd.worker")
 
 HEARTBEAT_INTERVAL = 1.0  # seconds; the coordinator's timeout is several times this
 

@@ -418,7 +418,7 @@ class LocalNode:
         self._write_files()
         began = time.monotonic()
         with self.console_log.open("ab") as log:
-            log.write(f"\n=== pumpd.testing.localnode: starting {self.nodename} ===\n".encode())
+            log.write(f"\n=== pumpd.localnode: starting {self.nodename} ===\n".encode())
             log.flush()
             self._proc = subprocess.Popen(
                 [SERVER],
