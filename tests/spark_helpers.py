@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pika
-from pika import frame as amqp_frame
-from pika import spec
 
 
 def spark_session() -> Any:
@@ -88,48 +85,3 @@ def take_first(uri: str, queue: str, n: int) -> None:
 def batches_of(rows: int, size: int) -> Iterator[tuple[int, int]]:
     for start in range(0, rows, size):
         yield start, min(size, rows - start)
-
-
-def raw_get(port: int, vhost: str, queue: str, n: int) -> list[tuple[bytes, bytes]]:
-    """``n`` messages taken with basic.get on a raw socket: (raw property list, body). pika's
-    decoder would not do: it turns a double in a header table into an int. (A copy of
-    tests/test_publisher.py's helper.)"""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    buf = b""
-
-    def frame() -> tuple[int, bytes]:
-        nonlocal buf
-        while len(buf) < 7 or len(buf) < 8 + struct.unpack_from(">I", buf, 3)[0]:
-            buf += sock.recv(65536)
-        size = struct.unpack_from(">I", buf, 3)[0]
-        ftype, payload, buf = buf[0], buf[7 : 7 + size], buf[8 + size :]
-        return ftype, payload
-
-    def send(channel: int, method: object) -> None:
-        sock.sendall(amqp_frame.Method(channel, method).marshal())
-
-    try:
-        sock.sendall(amqp_frame.ProtocolHeader().marshal())
-        frame()
-        send(0, spec.Connection.StartOk(client_properties={}, mechanism="PLAIN",
-                                        response="\0guest\0guest"))
-        frame()
-        send(0, spec.Connection.TuneOk(channel_max=16, frame_max=131072, heartbeat=0))
-        send(0, spec.Connection.Open(virtual_host=vhost))
-        frame()
-        send(1, spec.Channel.Open())
-        frame()
-        out = []
-        for _ in range(n):
-            send(1, spec.Basic.Get(queue=queue, no_ack=True))
-            _, method = frame()
-            assert struct.unpack_from(">HH", method) == (60, 71), "basic.get-ok expected"
-            _, header = frame()
-            size = struct.unpack_from(">Q", header, 4)[0]
-            body = b""
-            while len(body) < size:
-                body += frame()[1]
-            out.append((header[12:], body))
-        return out
-    finally:
-        sock.close()

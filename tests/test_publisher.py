@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import itertools
 import random
-import socket
 import struct
 from datetime import datetime
 from decimal import Decimal
 
 import pika
 import pytest
-from pika import frame as amqp_frame
 from pika import spec
 from pumpd import Publisher, PublishError
 from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
@@ -19,7 +17,14 @@ from pumpd.dataplane.publish_ref import encode_properties
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
 
-from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive, queue_depth
+from amqp_helpers import (
+    blocking_connection,
+    declare_queue,
+    drain_queue,
+    naive,
+    queue_depth,
+    raw_get,
+)
 from impls import IMPLEMENTATIONS, native
 
 
@@ -57,50 +62,6 @@ def test_native_plane_matches_the_reference_frame_for_frame() -> None:
     assert results[0] == results[1]
     assert results[0][0] == struct.pack(">BHI", 8, 0, 0) + b"\xce"  # the heartbeat, for pika
     assert results[0][4] == [33, *range(65, 71)]
-
-
-def _raw_get(port: int, vhost: str, queue: str, n: int) -> list[tuple[bytes, bytes]]:
-    """``n`` messages taken with basic.get on a raw socket: (raw property list, body). pika's
-    decoder would not do: it turns a double in a header table into an int."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    buf = b""
-
-    def frame() -> tuple[int, bytes]:
-        nonlocal buf
-        while len(buf) < 7 or len(buf) < 8 + struct.unpack_from(">I", buf, 3)[0]:
-            buf += sock.recv(65536)
-        size = struct.unpack_from(">I", buf, 3)[0]
-        ftype, payload, buf = buf[0], buf[7 : 7 + size], buf[8 + size :]
-        return ftype, payload
-
-    def send(channel: int, method: object) -> None:
-        sock.sendall(amqp_frame.Method(channel, method).marshal())
-
-    try:
-        sock.sendall(amqp_frame.ProtocolHeader().marshal())
-        frame()
-        send(0, spec.Connection.StartOk(client_properties={}, mechanism="PLAIN",
-                                        response="\0guest\0guest"))
-        frame()
-        send(0, spec.Connection.TuneOk(channel_max=16, frame_max=131072, heartbeat=0))
-        send(0, spec.Connection.Open(virtual_host=vhost))
-        frame()
-        send(1, spec.Channel.Open())
-        frame()
-        out = []
-        for _ in range(n):
-            send(1, spec.Basic.Get(queue=queue, no_ack=True))
-            _, method = frame()
-            assert struct.unpack_from(">HH", method) == (60, 71), "basic.get-ok expected"
-            _, header = frame()
-            size = struct.unpack_from(">Q", header, 4)[0]
-            body = b""
-            while len(body) < size:
-                body += frame()[1]
-            out.append((header[12:], body))
-        return out
-    finally:
-        sock.close()
 
 
 @pytest.mark.parametrize("mode", ["individual", "batch", "async", "none"])
@@ -236,7 +197,7 @@ def test_bodies_properties_and_headers_arrive_byte_identical(
         p.publish_many(bodies, properties=props)
         p.publish(b"plain")
         p.flush()
-    got = _raw_get(node_b.amqp_port, vhost_b, "q", 5)
+    got = raw_get(node_b.amqp_port, vhost_b, "q", 5)
     assert [body for _, body in got] == [*bodies, b"plain"]
     sent = encode_properties(props)
     assert [raw for raw, _ in got] == [sent] * 4 + [b"\x00\x00"]

@@ -39,9 +39,9 @@ from pyspark.sql.types import (
 )
 
 import spark_helpers
-from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive
+from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive, raw_get
 from impls import IMPLEMENTATIONS, native
-from spark_helpers import Trigger, pull, raw_get, take_first
+from spark_helpers import Trigger, pull, take_first
 
 cloudpickle.register_pickle_by_value(spark_helpers)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
