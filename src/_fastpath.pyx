@@ -1335,6 +1335,12 @@ cdef class Relay:
             return 0
         if self._undeliv or self._keep_last:
             return self._on_kept_delivery()
+        self._delivered()
+        return 0
+
+    cdef inline int _delivered(self) except -1:
+        """Count a message whose publish frames are complete and hand its tag to the ack
+        bookkeeping."""
         self.consumed += 1
         if self._cur_redelivered:
             self.redelivered += 1
@@ -1365,16 +1371,7 @@ cdef class Relay:
             self._paused = 1
             return 1  # the scan stops here
         self._last = message
-        self.consumed += 1
-        if self._cur_redelivered:
-            self.redelivered += 1
-        if self._ack_mode == ACK_MODE_ON_CONFIRM:
-            self._window._add(self._cur_tag)
-        elif self._ack_mode == ACK_MODE_ON_PUBLISH:
-            self._last_tag = self._cur_tag
-        self._buffered += 1
-        self.bytes += self._cur_size
-        self._complete = self._pub.len
+        self._delivered()
         return 0
 
     cdef inline int _dest_frame(self, int ftype, const unsigned char *p, Py_ssize_t size) except -1:

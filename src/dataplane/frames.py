@@ -27,6 +27,7 @@ BASIC_PUBLISH = 40
 BASIC_RETURN = 50
 BASIC_DELIVER = 60
 BASIC_ACK = 80
+BASIC_REJECT = 90
 BASIC_NACK = 120
 
 ACK_MODE_NO_ACK = 0
@@ -76,6 +77,11 @@ def shortstr(value: bytes) -> bytes:
 
 def basic_ack_frame(channel: int, delivery_tag: int, multiple: bool) -> bytes:
     payload = struct.pack(">HHQB", CLASS_BASIC, BASIC_ACK, delivery_tag, 1 if multiple else 0)
+    return frame(FRAME_METHOD, channel, payload)
+
+
+def basic_reject_frame(channel: int, delivery_tag: int, requeue: bool) -> bytes:
+    payload = struct.pack(">HHQB", CLASS_BASIC, BASIC_REJECT, delivery_tag, 1 if requeue else 0)
     return frame(FRAME_METHOD, channel, payload)
 
 

@@ -18,13 +18,12 @@ from typing import Any
 
 from ..config.model import BrokerURI
 from ..dataplane.frames import (
-    BASIC_ACK,
-    CLASS_BASIC,
     FRAME_BODY,
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
     HEADERS_INDEX,
+    PROPERTY_INDEX,
     FrameError,
     basic_publish_payload,
     content_header_payload,
@@ -37,20 +36,9 @@ from .parameters import to_pika_parameters
 
 log = logging.getLogger("pumpd.parking")
 
-BASIC_REJECT = 90
-MESSAGE_ID_INDEX = 8
-USER_ID_INDEX = 11
+MESSAGE_ID_INDEX = PROPERTY_INDEX["message_id"]
+USER_ID_INDEX = PROPERTY_INDEX["user_id"]
 PARK_CONFIRM_TIMEOUT = 30.0  # seconds; a park that takes longer fails the session (nothing lost)
-
-
-def basic_reject_frame(channel: int, delivery_tag: int, requeue: bool) -> bytes:
-    payload = struct.pack(">HHQB", CLASS_BASIC, BASIC_REJECT, delivery_tag, 1 if requeue else 0)
-    return frame(FRAME_METHOD, channel, payload)
-
-
-def basic_single_ack_frame(channel: int, delivery_tag: int) -> bytes:
-    payload = struct.pack(">HHQB", CLASS_BASIC, BASIC_ACK, delivery_tag, 0)
-    return frame(FRAME_METHOD, channel, payload)
 
 
 def message_id(raw_properties: bytes) -> str | None:

@@ -17,10 +17,11 @@ from typing import Any
 
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
 from ..dataplane.fastpath import Relay
+from ..dataplane.frames import basic_ack_frame, basic_reject_frame
 from .forwarding import relay_options
 from .link import Link, LinkError, open_link
 from .parameters import to_pika_parameters
-from .parking import Parker, basic_reject_frame, basic_single_ack_frame, message_id
+from .parking import Parker, message_id
 
 log = logging.getLogger("pumpd.session")
 
@@ -118,6 +119,7 @@ class Session:
         # forwards one message at a time (prefetch 1, the relay keeping a copy of it) until
         # ``careful`` messages are settled, so that a refusal names its message for certain.
         self._careful = careful if cfg.ack_mode == AckMode.ON_CONFIRM else 0
+        self.careful_left = 0  # after a refusal handled here: for the next session
         self._parker: Parker | None = None
         self._settling: asyncio.Task[None] | None = None
         self._settling_return: asyncio.Task[None] | None = None
@@ -272,8 +274,6 @@ class Session:
             self.flush()
         except LinkError as exc:
             self._end(SessionEnded(f"source: {exc}", side="source"))
-        except asyncio.CancelledError:
-            raise
         finally:
             self._settling = None
 
@@ -289,9 +289,7 @@ class Session:
         what = f"delivery tag {tag}" + (f", message_id {mid!r}" if mid else "")
         self._count(counter)
         if policy == Disposition.STOP:
-            self._terminal = f"undeliverable message ({what}): {cause}; policy stop"
-            log.error("shovel %s: %s", self.cfg.name, self._terminal)
-            self._end(SessionEnded(self._terminal, terminal=True))
+            self._stop_on(what, cause)
             return
         if policy == Disposition.DEAD_LETTER:
             self.source.write(basic_reject_frame(self.source.channel_number, tag, False))
@@ -299,13 +297,28 @@ class Session:
             log.warning("shovel %s: undeliverable message (%s): %s; rejected to the source "
                         "queue's dead-letter exchange", self.cfg.name, what, cause)
             return
+        await self._park(what, routing, props, body, cause)
+        self.source.write(basic_ack_frame(self.source.channel_number, tag, False))
+
+    def _stop_on(self, what: str, cause: str) -> None:
+        """The stop policy: the session ends and the shovel terminates, naming the message."""
+        self._terminal = f"undeliverable message ({what}): {cause}; policy stop"
+        log.error("shovel %s: %s", self.cfg.name, self._terminal)
+        self._end(SessionEnded(self._terminal, terminal=True))
+
+    async def _park(self, what: str, routing: tuple[bytes, bytes], props: bytes, body: bytes,
+                    cause: str) -> None:
+        """The park policy, up to the park queue's confirm (the caller settles the source).
+
+        :raises LinkError: when the park queue cannot take it
+        """
+        assert self._parker is not None
         await self._parker.park(routing, props, body, {
             "x-pumpd-undeliverable": cause,
             "x-pumpd-shovel": self.cfg.name,
             "x-pumpd-original-exchange": routing[0].decode("utf-8", "replace"),
             "x-pumpd-original-routing-key": routing[1].decode("utf-8", "replace"),
         })
-        self.source.write(basic_single_ack_frame(self.source.channel_number, tag))
         self._count("parked")
         log.warning("shovel %s: undeliverable message (%s): %s; parked in queue %r",
                     self.cfg.name, what, cause, self.cfg.undeliverable.park_queue)
@@ -349,20 +362,10 @@ class Session:
                 if self.cfg.undeliverable.unroutable == Disposition.STOP:
                     # Its confirm, and the source ack it would allow, stay unread: the source
                     # keeps it (and requeues the messages in flight after it) when we close.
-                    self._terminal = f"undeliverable message ({what}): {cause}; policy stop"
-                    log.error("shovel %s: %s", self.cfg.name, self._terminal)
-                    self._end(SessionEnded(self._terminal, terminal=True))
+                    self._stop_on(what, cause)
                     return
                 # Parked before its confirm is read, so its source ack waits for the park.
-                await self._parker.park((exchange, routing_key), props, body, {
-                    "x-pumpd-undeliverable": cause,
-                    "x-pumpd-shovel": self.cfg.name,
-                    "x-pumpd-original-exchange": exchange.decode("utf-8", "replace"),
-                    "x-pumpd-original-routing-key": routing_key.decode("utf-8", "replace"),
-                })
-                self._count("parked")
-                log.warning("shovel %s: undeliverable message (%s): %s; parked in queue %r",
-                            self.cfg.name, what, cause, self.cfg.undeliverable.park_queue)
+                await self._park(what, (exchange, routing_key), props, body, cause)
                 destination.hand_to_pika(relay.resume_destination())
             destination.pause_reading(False, "returned")
             self.flush()
@@ -395,14 +398,10 @@ class Session:
                                 side="source")
         if self._terminal is not None:
             return SessionEnded(self._terminal, terminal=True)
-        self._careful_left = max(self._careful - relay.acked - 1, 0)
+        self.careful_left = max(self._careful - relay.acked - 1, 0)
         return SessionEnded(str(ended), side=ended.side, reply_code=ended.reply_code,
                             handled=True)
 
-    @property
-    def careful_left(self) -> int:
-        """Messages still to forward one at a time after this (careful) session."""
-        return getattr(self, "_careful_left", 0)
 
     def _fed(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
         """Wrap a relay feed so that any output it produced gets flushed this loop iteration."""

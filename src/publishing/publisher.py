@@ -48,7 +48,7 @@ import asyncio
 import bisect
 import functools
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
@@ -343,31 +343,16 @@ class Publisher:
     async def _publish_arrow(self, offsets: Any, data: Any, offset: int, n: int, large: bool,
                              rk: bytes, raw: bytes, tail: bytes | None,
                              ids: tuple[bytes, int] | None) -> None:
-        plane, i = self._plane, 0
-        while i < n:
-            if self.mode == "individual":
-                k = 1
-            elif self.mode == "batch":
-                k = self.batch_size
-            elif self.mode == "async":
-                room = self.window - int(plane.outstanding)
-                if room <= 0:
-                    await self._wait(self.window // 2)
-                    continue
-                k = min(room, _CHUNK)
-            else:
-                k = _CHUNK
-            k = min(k, n - i)
+        plane = self._plane
+
+        def encode(i: int, k: int) -> None:
             if ids is None:
                 plane.publish_arrow(offsets, data, offset + i, k, rk, raw, large=large)
             else:
                 plane.publish_arrow(offsets, data, offset + i, k, rk, raw, large=large,
                                     properties_tail=tail, id_prefix=ids[0], id_start=ids[1] + i)
-            i += k
-            self._write()
-            await self._after_write()
-        if self.mode in ("individual", "batch"):
-            self._raise_refused()  # as publish_many: what was refused, once the call is done
+
+        await self._publish_in_chunks(n, encode)
 
     def flush(self) -> None:
         """Return once everything published is confirmed (in mode ``none``: written).
@@ -444,7 +429,18 @@ class Publisher:
                 self._plane.feed(basic_ack_frame(self._link.channel_number, seq, True))
 
     async def _publish_chunks(self, items: list[bytes], rk: bytes, raw: bytes) -> None:
-        plane, n, i = self._plane, len(items), 0
+        plane, n = self._plane, len(items)
+
+        def encode(i: int, k: int) -> None:
+            plane.publish_many(items[i : i + k] if (i or k < n) else items, rk, raw)
+
+        await self._publish_in_chunks(n, encode)
+
+    async def _publish_in_chunks(self, n: int, encode: Callable[[int, int], None]) -> None:
+        """Publish ``n`` messages, ``encode(i, k)`` putting messages i .. i+k-1 into the data
+        plane, in chunks the mode allows (one per confirm, a batch, the room left in the async
+        window); nacks and returns are raised once the call is done (individual, batch)."""
+        plane, i = self._plane, 0
         while i < n:
             if self.mode == "individual":
                 k = 1
@@ -458,9 +454,9 @@ class Publisher:
                 k = min(room, _CHUNK)
             else:
                 k = _CHUNK
-            chunk = items[i : i + k] if (i or k < n) else items
-            plane.publish_many(chunk, rk, raw)
-            i += len(chunk)
+            k = min(k, n - i)
+            encode(i, k)
+            i += k
             self._write()
             await self._after_write()
         if self.mode in ("individual", "batch"):
