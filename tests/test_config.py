@@ -125,6 +125,7 @@ def test_defaults() -> None:
     ("workers", 4, "workers", 4),
     ("source_read_hold_ms", 0, "source_read_hold_ms", 0),
     ("source_read_hold_ms", 1000, "source_read_hold_ms", 1000),
+    ("own_process", True, "own_process", True),
     ("delete_after", "queue-length", "delete_after", DeleteAfter.QUEUE_LENGTH),
     ("delete_after", "never", "delete_after", DeleteAfter.NEVER),
     ("delete_after", 100, "delete_after", 100),
@@ -486,6 +487,7 @@ def test_dynamic_publish_fields(dest: dict[str, str], exchange: str | None,
     ("publish-properties", {"priority": 1}, "publish_properties", {"priority": 1}),  # legacy
     ("workers", 2, "workers", 2),
     ("source_read_hold_ms", 5, "source_read_hold_ms", 5),
+    ("own_process", True, "own_process", True),
 ])
 def test_dynamic_values(key: str, value: Any, attr: str, expected: Any) -> None:
     assert getattr(one({**DYN_MINIMAL, key: value}), attr) == expected
@@ -577,6 +579,9 @@ def test_unrecognised_form_guessed_from_spelling() -> None:
     ({}, 'missing "shovels" at the top level'),
     ({"shovel": {}}, "unknown top-level key (did you mean 'shovels'?)"),
     ({"shovels": []}, "must be an object mapping shovel names to definitions, got a list"),
+    ({"shovels": {}, "shovels_per_process": 0}, "must be a positive integer, got 0"),
+    ({"shovels": {}, "shovels_per_process": "8"}, "got '8'"),
+    ({"shovels": {}, "shovel_per_process": 8}, "did you mean 'shovels_per_process'?"),
 ])
 def test_bad_top_level(obj: Any, fragment: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -609,6 +614,14 @@ def test_several_shovels_in_order_and_first_error_wins() -> None:
         parse_config({"shovels": {"ok": MINIMAL, "bad1": with_(MINIMAL, workers=0),
                                   "bad2": with_(MINIMAL, ack_mode="x")}})
     assert info.value.shovel == "bad1"
+
+
+def test_shovels_per_process_at_the_top_level() -> None:
+    assert parse_config({"shovels": {}}).shovels_per_process is None
+    assert parse_config({"shovels": {}, "shovels_per_process": 50}).shovels_per_process == 50
+    assert one(MINIMAL).own_process is False
+    e = error(with_(MINIMAL, own_process="yes"))
+    assert e.clause == "own_process" and "true or false" in e.message
 
 
 def test_empty_shovels_is_valid() -> None:

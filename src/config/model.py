@@ -175,6 +175,9 @@ class ShovelConfig:
     # the broker sends meanwhile is handled in one go: a third to a half less of the pump's CPU
     # per message for at most this much added latency (docs/bench.md). 0 = read at once.
     source_read_hold_ms: int = 1
+    # With the daemon's --shovels-per-process K > 1, still run this shovel's workers each in a
+    # process of its own (a shovel that must not share an event loop with others).
+    own_process: bool = False
     undeliverable: UndeliverablePolicy = field(default_factory=UndeliverablePolicy)
     # Stop after this many seconds of running (src-delete-after-duration, the plugin's
     # delete_after_duration); None = no time limit.
@@ -191,3 +194,6 @@ class ShovelConfig:
 @dataclass(frozen=True)
 class PumpConfig:
     shovels: Mapping[str, ShovelConfig]
+    # The file's "shovels_per_process": how many shovels one daemon worker process may host
+    # (None: not set, the command line's --shovels-per-process or 1).
+    shovels_per_process: int | None = None

@@ -1,11 +1,13 @@
 """Reading and validating a pumpd configuration file into :class:`pumpd.config.model.PumpConfig`.
 
-The file is JSON: ``{"shovels": {"NAME": {...}, ...}}``. Each shovel is written in one of two
+The file is JSON: ``{"shovels": {"NAME": {...}, ...}}``, optionally with ``"shovels_per_process":
+K`` beside ``"shovels"`` (the daemon's packing, see README). Each shovel is written in one of two
 forms, never a mix of both:
 
 * the Shovel seed's clauses, one to one: ``sources``, ``destinations``, ``queue``,
   ``prefetch_count``, ``ack_mode``, ``publish_properties``, ``publish_fields``,
-  ``reconnect_delay``; plus pumpd's own ``workers`` and ``source_read_hold_ms``, and the
+  ``reconnect_delay``; plus pumpd's own ``workers``, ``source_read_hold_ms``, ``undeliverable``
+  and ``own_process``, and the
   dynamic-shovel extras under seed-style names (``delete_after``, ``add_forward_headers``,
   ``add_timestamp_header``, and the current static format's ``delete_after_duration``,
   ``consumer_args``, ``consumer_name``);
@@ -87,7 +89,10 @@ _SEED_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header",
                 # the plugin's current static format (source: [...]) reads these too
                 "delete_after_duration", "consumer_args", "consumer_name")
 # pumpd's own: allowed in both forms
-_COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable")
+# A worker process hosts at most this many shovels (one event loop; each shovel holds two
+# connections, so the process's descriptors bound it too).
+MAX_SHOVELS_PER_PROCESS = 1000
+_COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable", "own_process")
 _SEED_ALL = SEED_CLAUSES + _SEED_EXTRAS + _COMMON_CLAUSES
 # Dynamic-shovel keys (AMQP 0-9-1), as rabbit_amqp091_shovel validates them; the legacy pre-3.7
 # names are accepted as the plugin does, but not together with their current name.
@@ -526,6 +531,7 @@ def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         source_read_hold_ms=_int(ctx, "source_read_hold_ms",
                                  obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
                                  _MAX_READ_HOLD_MS),
+        own_process=_bool(ctx, "own_process", obj.get("own_process", False)),
         undeliverable=_undeliverable(ctx, obj.get("undeliverable", {})),
     )
 
@@ -657,6 +663,7 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         source_read_hold_ms=_int(ctx, "source_read_hold_ms",
                                  obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
                                  _MAX_READ_HOLD_MS),
+        own_process=_bool(ctx, "own_process", obj.get("own_process", False)),
         undeliverable=_undeliverable(ctx, obj.get("undeliverable", {})),
     )
 
@@ -728,7 +735,10 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
     ctx = _Ctx(source)
     if not isinstance(obj, dict):
         ctx.fail(None, f'the top level must be an object {{"shovels": {{...}}}}, got {_show(obj)}')
-    _check_keys(ctx, "", obj, ("shovels",), "unknown top-level key")
+    _check_keys(ctx, "", obj, ("shovels", "shovels_per_process"), "unknown top-level key")
+    per_process = (_int(ctx, "shovels_per_process", obj["shovels_per_process"], 1,
+                        MAX_SHOVELS_PER_PROCESS)
+                   if "shovels_per_process" in obj else None)
     if "shovels" not in obj:
         ctx.fail(None, 'missing "shovels" at the top level')
     shovels_obj = obj["shovels"]
@@ -756,7 +766,7 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
         if sctx.warnings:
             shovel = dataclasses.replace(shovel, warnings=tuple(sctx.warnings))
         shovels[name] = shovel
-    return PumpConfig(shovels=shovels)
+    return PumpConfig(shovels=shovels, shovels_per_process=per_process)
 
 
 class _PairsDict(dict[str, Any]):
@@ -879,6 +889,7 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
         "reconnect_delay": shovel.reconnect_delay,
         "workers": shovel.workers,
         "source_read_hold_ms": shovel.source_read_hold_ms,
+        **({"own_process": True} if shovel.own_process else {}),
         "delete_after": delete_after.value if isinstance(delete_after, DeleteAfter)
         else delete_after,
         "add_forward_headers": shovel.add_forward_headers,
