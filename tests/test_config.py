@@ -580,7 +580,7 @@ def test_unrecognised_form_guessed_from_spelling() -> None:
     ({"shovel": {}}, "unknown top-level key (did you mean 'shovels'?)"),
     ({"shovels": []}, "must be an object mapping shovel names to definitions, got a list"),
     ({"shovels": {}, "shovels_per_process": 0}, "must be a positive integer, got 0"),
-    ({"shovels": {}, "shovels_per_process": "8"}, "got '8'"),
+    ({"shovels": {}, "shovels_per_process": "8"}, 'got "8"'),
     ({"shovels": {}, "shovel_per_process": 8}, "did you mean 'shovels_per_process'?"),
 ])
 def test_bad_top_level(obj: Any, fragment: str) -> None:
