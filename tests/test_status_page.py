@@ -176,6 +176,9 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
         doc = d.shovel("orders")
         assert doc["dest_uri"] in text and doc["src_uri"] in text and vhost_b in doc["dest_uri"]
         assert "queue 'orders'" in text and "key 'orders-copy'" in text
+        # how far behind: the source queue's backlog, once the shovel has read it
+        wait_page(d, browser, lambda r: "waiting in the source" in r["orders"]["text"], 30,
+                  "the source backlog in the orders row")
         assert button(browser, "orders", "delete").get_attribute("disabled")  # config file's
         # a row expands to its workers and definition
         browser.execute_script(
