@@ -104,6 +104,12 @@ def _run_parser() -> argparse.ArgumentParser:
              "a shovel's own \"workers\" clause wins; 1 keeps the queue's order)",
     )
     p.add_argument(
+        "--shovels-per-process", type=_positive_int, default=None, metavar="K",
+        help="let one worker process run up to K shovels' workers on its event loop (default 1: "
+             "a process per worker; wins over the file's \"shovels_per_process\"; a shovel with "
+             "\"own_process\": true always gets its own)",
+    )
+    p.add_argument(
         "--http", default=None, metavar="HOST:PORT",
         help=f"the status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT}); \"off\" disables it",
     )
@@ -236,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
     for flag, value in (("--workers", ns.workers), ("--http", ns.http),
-                        ("--state-file", ns.state_file)):
+                        ("--state-file", ns.state_file),
+                        ("--shovels-per-process", ns.shovels_per_process)):
         if value is not None:
             parser.error(f"{flag} is for the daemon; --single-process runs one pump per shovel "
                          "in this process")
@@ -273,6 +280,7 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
             daemon_config.load_runtime(state_path, ns.workers),
             state_path,
         )
+        per_process = ns.shovels_per_process or daemon_config.shovels_per_process(ns.config) or 1
     except ConfigError as exc:
         print(f"pumpd: {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
@@ -285,6 +293,7 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         http=http,
         log_format=ns.log_format,
         log_level=ns.log_level,
+        shovels_per_process=per_process,
     )
     return Coordinator(opts, shovels).run()
 

@@ -1,8 +1,9 @@
 """Logging for the daemon's processes: :mod:`pumpd.logsetup`'s formats, told which process speaks.
 
 The coordinator and every worker write to the same stderr. In the text format a worker's lines
-carry ``[NAME#i pid N]``; in the JSON format every line carries ``process`` ("coordinator" or
-"worker"), ``pid``, and for a worker ``shovel`` and ``worker``. Supervision events add their
+carry ``[NAME#i pid N]`` (a worker host's ``[host pid N]``); in the JSON format every line carries
+``process`` ("coordinator", "worker" or "worker-host"), ``pid``, and for a worker ``shovel`` and
+``worker``. Supervision events add their
 fields (``event``, ``shovel``, ``worker``, ``state``, ``reason``, ``restarts``, ``exit``, ...) through
 ``extra=``, so a log shipper can filter on them without parsing the message.
 """
@@ -39,12 +40,16 @@ class DaemonJsonFormatter(logsetup.JsonFormatter):
 
 
 def configure(fmt: str, level: str, *, shovel: str | None = None,
-              worker: int | None = None) -> None:
-    """Set up logging for the coordinator (no ``shovel``) or for one worker process."""
+              worker: int | None = None, host: bool = False) -> None:
+    """Set up logging for the coordinator (no ``shovel``), for one worker process, or for a
+    worker host (several shovels: their lines name the shovel in the message or the fields)."""
     logsetup.configure(fmt, level)
     handler = logging.getLogger().handlers[0]
-    if shovel is None:
-        identity: dict[str, Any] = {"process": "coordinator"}
+    if host:
+        identity: dict[str, Any] = {"process": "worker-host"}
+        tag = f"[host pid {os.getpid()}] "
+    elif shovel is None:
+        identity = {"process": "coordinator"}
         tag = ""
     else:
         identity = {"process": "worker", "shovel": shovel, "worker": worker}

@@ -341,6 +341,14 @@ class SlotTable:
         self._writers.append(writer)
         return writer
 
+    def seq(self, index: int) -> int:
+        """The slot's write count: unchanged means the record is the one read last time."""
+        buf = self._shm.buf
+        assert buf is not None
+        start = SLOTS_OFFSET + index * SLOT_SIZE
+        with buf[start:start + 8] as mv, seq_word(mv) as word:
+            return int(word[0])
+
     def read(self, index: int) -> SlotRecord:
         buf = self._shm.buf
         assert buf is not None
@@ -393,6 +401,9 @@ class SlotPool:
 
     def read(self, ref: SlotRef) -> SlotRecord:
         return self._tables[ref.block].read(ref.index)
+
+    def seq(self, ref: SlotRef) -> int:
+        return self._tables[ref.block].seq(ref.index)
 
     def write(self, ref: SlotRef, record: SlotRecord) -> None:
         """Write as the coordinator: only while no worker process owns the slot."""

@@ -106,21 +106,13 @@ async def _heartbeat(sink: SlotSink, spec: WorkerSpec, stop: asyncio.Event) -> N
             stop.set()
 
 
-async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
+async def run_pump(spec: WorkerSpec, sink: SlotSink, stop: asyncio.Event) -> int:
+    """Run one position's pump until ``stop`` or its end by design; its exit status."""
     from ..engine.pump import Pump
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # only record the request: the pump drains and returns
-        loop.add_signal_handler(sig, stop.set)
     pump = Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
                 client_name=f"pumpd {spec.tag}")
-    beats = asyncio.create_task(_heartbeat(sink, spec, stop))
-    try:
-        await pump.run(stop)
-    finally:
-        beats.cancel()
+    await pump.run(stop)
     c = sink.record.counters
     log.info(
         "worker exiting (%s): consumed %d published %d confirmed %d acked %d nacked %d",
@@ -131,6 +123,19 @@ async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
     if sink.record.reason_code in (ReasonCode.GAVE_UP, ReasonCode.UNDELIVERABLE):
         return exitcodes.FAILURE
     return exitcodes.OK
+
+
+async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # only record the request: the pump drains and returns
+        loop.add_signal_handler(sig, stop.set)
+    beats = asyncio.create_task(_heartbeat(sink, spec, stop))
+    try:
+        return await run_pump(spec, sink, stop)
+    finally:
+        beats.cancel()
 
 
 def main(spec: WorkerSpec) -> None:
