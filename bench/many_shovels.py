@@ -142,9 +142,12 @@ def idle_run(node: LocalNode, n: int, k: int, idle_seconds: float, workdir: Path
             time.sleep(5)  # connections settle: the measure is of a steady idle state
             pids = [p for p in process_tree(pumpd.proc.pid)]
             rss, pss = memory_kib(pids)
-            cpu0, t0 = sum(tree_cpu_seconds(pids).values()), time.monotonic()
+            coord = pumpd.proc.pid
+            before, t0 = tree_cpu_seconds(pids), time.monotonic()
             time.sleep(idle_seconds)
-            cpu1, t1 = sum(tree_cpu_seconds(pids).values()), time.monotonic()
+            after, t1 = tree_cpu_seconds(pids), time.monotonic()
+            cpu0, cpu1 = sum(before.values()), sum(after.values())
+            coord_cpu = after.get(coord, 0.0) - before.get(coord, 0.0)
             docs = shovels_doc(pumpd.port)
             assert all(d["state"] == "running" for d in docs), "a shovel left running while idle"
         finally:
@@ -154,6 +157,7 @@ def idle_run(node: LocalNode, n: int, k: int, idle_seconds: float, workdir: Path
             "processes": len(pids), "seconds_to_all_running": round(t_running, 1),
             "rss_mib": round(rss / 1024), "pss_mib": round(pss / 1024),
             "idle_cpu_pct_of_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 2),
+            "coordinator_idle_cpu_pct": round(100 * coord_cpu / (t1 - t0), 2),
             "sigterm_exit_seconds": round(t_stop, 1),
         }
     finally:

@@ -43,10 +43,9 @@ from ..version import __version__
 from . import definitions as daemon_config
 from .api import CoordinatorApi
 from .definitions import ShovelDefinition
-from .host import HostSpec
-from .host import main as host_main
+from .hosting import Hosts
 from .http_api import HttpServer
-from .positions import Host, Shovel, Worker, describe_exit
+from .positions import Shovel, Worker, describe_exit
 from .report import SAMPLE_EVERY, carry
 from .slots import ReasonCode, SlotPool, SlotRecord, SlotUnreadable
 from .worker import WorkerSpec
@@ -82,9 +81,10 @@ class Coordinator:
         self.opts = opts
         self.pool = SlotPool()
         self.shovels: dict[str, Shovel] = {}
-        self.hosts: list[Host] = []
         self._initial = dict(shovels)
         self._ctx = multiprocessing.get_context("spawn")
+        self._hosts = Hosts(self._ctx, self.pool, opts.shovels_per_process, opts.log_format,
+                            opts.log_level, self.wake_loop)
         self._signals: deque[int] = deque()
         self._wake: asyncio.Event | None = None
         self.stopping = False
@@ -130,7 +130,7 @@ class Coordinator:
                 now = time.monotonic()
                 self._reap(now)
                 if self.stopping and not any(s.workers for s in self.shovels.values()) \
-                        and not self.hosts:
+                        and not self._hosts.hosts:
                     break
                 self._murder(now)
                 self._spawn_due(now)
@@ -196,7 +196,11 @@ class Coordinator:
                 else:
                     self._spawn(s, w, now)
         if hosted:
-            self._place(hosted, now)
+            started, failed = self._hosts.place(hosted, self._worker_spec, now)
+            for s, w in started:
+                self._started_position(s, w, now)
+            for (s, w), error in failed:
+                self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
 
     def _worker_spec(self, s: Shovel, w: Worker) -> WorkerSpec:
         return WorkerSpec(
@@ -229,138 +233,21 @@ class Coordinator:
         w.start_at, w.stop_sent_at, w.then, w.kill_reason, w.ended = None, None, None, None, None
         w.record, w.seen_seq = SlotRecord(), -1
 
-    def _place(self, due: list[tuple[Shovel, Worker]], now: float) -> None:
-        """Start positions in worker hosts: into a running host with room first (never two
-        positions of one shovel in the same host while another host can take it), then into
-        new hosts of up to K positions each."""
-        k = self.opts.shovels_per_process
-        groups: list[list[tuple[Shovel, Worker]]] = []
-        for s, w in due:
-            host = next((h for h in self.hosts if h.takes(k) and not h.hosts_shovel(s.name)),
-                        None)
-            if host is not None and self._start_in(host, s, w, now):
-                continue
-            group = next((g for g in groups
-                          if len(g) < k and all(gs.name != s.name for gs, _gw in g)), None)
-            if group is None:
-                groups.append([(s, w)])
-            else:
-                group.append((s, w))
-        for group in groups:
-            self._spawn_host(group, now)
-
-    def _start_in(self, host: Host, s: Shovel, w: Worker, now: float) -> bool:
-        """Start one position in a running host; False when its pipe is gone."""
-        self.pool.write(w.slot, SlotRecord(since=time.time(), heartbeat=now))
-        try:
-            host.conn.send(("start", self._worker_spec(s, w)))
-        except OSError:
-            host.eof = True
-            return False
-        self._adopt(host, s, w, now)
-        log.info("started worker %s#%d in worker host pid %d%s", s.name, w.index, w.pid,
-                 f", restart {w.restarts}" if w.restarts else "",
-                 extra={"event": "spawn", "shovel": s.name, "worker": w.index,
-                        "restarts": w.restarts})
-        return True
-
-    def _adopt(self, host: Host, s: Shovel, w: Worker, now: float) -> None:
-        host.positions[w.slot] = (s, w)
-        w.host, w.process, w.pid = host, host.process, host.pid
-        self._started_position(s, w, now)
-
-    def _spawn_host(self, group: list[tuple[Shovel, Worker]], now: float) -> None:
-        for _s, w in group:
-            self.pool.write(w.slot, SlotRecord(since=time.time(), heartbeat=now))
-        ours, theirs = self._ctx.Pipe()
-        spec = HostSpec(conn=theirs, positions=tuple(self._worker_spec(s, w) for s, w in group),
-                        parent_pid=os.getpid(), log_format=self.opts.log_format,
-                        log_level=self.opts.log_level)
-        process = self._ctx.Process(target=host_main, args=(spec,), name="pumpd worker host")
-        try:
-            process.start()
-        except OSError as exc:
-            ours.close()
-            for s, w in group:
-                self._crashed(s, w, f"could not be started: {exc}", ReasonCode.SPAWN_FAILED, now)
-            return
-        finally:
-            theirs.close()  # the child has its own copy
-        assert process.pid is not None
-        host = Host(process, process.pid, ours, now)
-        self.hosts.append(host)
-        asyncio.get_running_loop().add_reader(ours.fileno(), self._host_readable, host)
-        for s, w in group:
-            self._adopt(host, s, w, now)
-        names = [f"{s.name}#{w.index}" for s, w in group]
-        log.info("started worker host (pid %d) for %d worker(s): %s", host.pid, len(group),
-                 ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else ""),
-                 extra={"event": "spawn_host", "workers": len(group)})
-        for s, w in group:
-            if w.restarts:
-                log.info("started worker %s#%d in worker host pid %d, restart %d", s.name,
-                         w.index, host.pid, w.restarts,
-                         extra={"event": "spawn", "shovel": s.name, "worker": w.index,
-                                "restarts": w.restarts})
-
-    def _host_readable(self, host: Host) -> None:
-        """The host's pipe: "ended" reports, or its end of file (the host is gone)."""
-        try:
-            while host.conn.poll():
-                msg = host.conn.recv()
-                if msg[0] == "ended":
-                    entry = host.positions.get(msg[1])
-                    if entry is not None:
-                        entry[1].ended = (msg[2], msg[3])
-        except (EOFError, OSError):
-            host.eof = True
-            asyncio.get_running_loop().remove_reader(host.conn.fileno())
-        self.wake_loop()
-
     def _reap(self, now: float) -> None:
         for s, w in self._all_workers():
-            if w.host is not None:
-                if w.ended is not None:
-                    self._position_exited(s, w, self._ended_text(w.ended), now)
-                continue
             process = w.process
-            if process is None or process.exitcode is None:
+            if w.host is not None or process is None or process.exitcode is None:
                 continue
             code = process.exitcode
             process.close()
             self._position_exited(s, w, describe_exit(code, w.kill_reason), now)
-        for host in list(self.hosts):
-            if host.process.exitcode is None:
-                if not host.positions and not host.exiting:
-                    host.exiting = True  # nothing left to run: let it go
-                    try:
-                        host.conn.send(("exit",))
-                    except OSError:
-                        pass
-                continue
-            if not host.eof:
-                self._host_readable(host)  # "ended" reports sent just before it exited
-            code = host.process.exitcode
-            host.process.close()
-            if not host.eof:
-                asyncio.get_running_loop().remove_reader(host.conn.fileno())
-            host.conn.close()
-            self.hosts.remove(host)
-            exit_text = describe_exit(code, host.kill_reason)
-            if host.positions:
-                exit_text += f" (worker host pid {host.pid}, {len(host.positions)} worker(s))"
-            for s, w in list(host.positions.values()):
-                self._position_exited(s, w, exit_text if w.ended is None
-                                      else self._ended_text(w.ended), now)
+        for s, w, exit_text in self._hosts.reap():
+            self._position_exited(s, w, exit_text, now)
+        self._hosts.release_idle()
         for s in list(self.shovels.values()):
             if s.removing and not s.workers:
                 del self.shovels[s.name]
                 log.info("shovel %s: removed", s.name, extra={"event": "removed", "shovel": s.name})
-
-    @staticmethod
-    def _ended_text(ended: tuple[int, str | None]) -> str:
-        code, failure = ended
-        return f"failed: {failure}" if failure else describe_exit(code, None)
 
     def _position_exited(self, s: Shovel, w: Worker, exit_text: str, now: float) -> None:
         self._read(w)  # the final report
@@ -448,12 +335,11 @@ class Coordinator:
             else:
                 # One event loop runs every position of the host: it cannot be killed alone.
                 host = w.host
-                host.kill_reason = f"worker {s.name}#{w.index}: {reason}"
                 log.warning("worker host (pid %d, %d worker(s)): worker %s#%d: %s; killing it",
                             host.pid, len(host.positions), s.name, w.index, reason,
                             extra={"event": "kill", "shovel": s.name, "worker": w.index,
                                    "reason": reason})
-                self._signal(host.pid, signal.SIGKILL)
+                self._hosts.kill(host, f"worker {s.name}#{w.index}: {reason}")
 
     def _signal(self, pid: int, sig: int) -> None:
         try:
@@ -477,10 +363,7 @@ class Coordinator:
             if w.host is None:
                 self._signal(w.pid, signal.SIGTERM)
             else:
-                try:
-                    w.host.conn.send(("stop", w.slot))
-                except OSError:
-                    pass  # the host is gone: its exit ends this position
+                self._hosts.stop(w)
 
     def _retire(self, s: Shovel, w: Worker) -> None:
         if w in s.workers:
@@ -493,18 +376,14 @@ class Coordinator:
                 log.error("worker pid %d still running at exit: killing it", w.pid)
                 self._signal(w.pid, signal.SIGKILL)
                 w.process.join(5)
-        for host in self.hosts:
-            if host.process.exitcode is None:
-                log.error("worker host pid %d still running at exit: killing it", host.pid)
-                self._signal(host.pid, signal.SIGKILL)
-                host.process.join(5)
+        self._hosts.kill_all()
 
     def process_count(self) -> tuple[int, int]:
         """Live worker positions, and the worker processes (hosts counted once) running them."""
         positions = sum(1 for _s, w in self._all_workers() if w.process is not None)
         single = sum(1 for _s, w in self._all_workers()
                      if w.process is not None and w.host is None)
-        return positions, single + len(self.hosts)
+        return positions, single + len(self._hosts.hosts)
 
     def block_names(self) -> list[str]:
         return self.pool.block_names
