@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import queue_depth
-from daemon_helpers import Daemon, fill_queue, pumpd_daemon, running_state, settled, shovel_def
+from daemon_helpers import (
+    Daemon,
+    fill_queue,
+    pid_alive,
+    pumpd_daemon,
+    running_state,
+    settled,
+    shovel_def,
+)
 
 __all__ = ["pumpd_daemon"]  # the fixture, imported for pytest
 
@@ -136,3 +147,48 @@ def test_runtime_changes_touch_only_their_shovel_in_a_shared_host(
         assert f'shovel="{n}"' in metrics
     assert d.stop(60) == 0
     assert settled(node_a, vhost_a, "a-in") == (0, 0, 0)
+
+
+def test_a_hung_host_is_replaced_with_all_its_shovels_and_hosts_exit_without_a_coordinator(
+    pumpd_daemon, node_a: LocalNode, vhost_a: str
+) -> None:
+    uri = node_a.uri(vhost_a)
+    names = ("a", "b", "c")
+    d = pumpd_daemon({n: shovel_def(uri, f"{n}-in", uri, f"{n}-out") for n in names},
+                     "--shovels-per-process", "3", "--heartbeat-timeout", "3")
+    for n in names:
+        d.wait_for(lambda n=n: running_state(d, n), 30, f"{n} running")
+    (host,) = {_worker(d, n)["pid"] for n in names}
+    status = subprocess.run([sys.executable, "-m", "pumpd", "status", "--http",
+                             f"127.0.0.1:{d.port}"], capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0 and all(n in status.stdout for n in names), status.stdout
+
+    os.kill(host, signal.SIGSTOP)  # alive, but its event loop (every hosted shovel's) stopped
+    try:
+        def replaced() -> bool:
+            ws = [_worker(d, n) for n in names]
+            return all(w["pid"] not in (None, host) and w["state"] == "running"
+                       and w["restarts"] == 1 for w in ws)
+
+        d.wait_for(replaced, 60, "the three shovels in a new host")
+    finally:
+        if pid_alive(host):
+            os.kill(host, signal.SIGCONT)
+    for n in names:
+        assert "killed by pumpd" in _worker(d, n)["last_exit"]
+        assert "no heartbeat" in _worker(d, n)["last_exit"]
+    (new_host,) = {_worker(d, n)["pid"] for n in names}
+    fill_queue(uri, "b-in", [b"after"])
+    d.wait_for(lambda: queue_depth(uri, "b-out")[0] == 1, 30, "moving again")
+
+    # the coordinator killed: the host notices, drains and exits
+    d.remember_workers()
+    assert d.proc is not None
+    d.proc.kill()
+    d.proc.wait(10)
+    deadline = time.monotonic() + 30
+    while pid_alive(new_host) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(new_host), "an orphaned host kept running"
+    for n in names:
+        assert settled(node_a, vhost_a, f"{n}-in") == (0, 0, 0)
