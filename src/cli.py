@@ -34,6 +34,8 @@ replaced, with exponential backoff and jitter; a shovel that terminates by desig
 (reconnect_delay 0 after a failure, or its delete_after limit) stays terminated and says why.
 With more than one worker, a shovel's workers are competing consumers on its source queue: more
 throughput, no ordering. One worker (the default) keeps the source queue's order.
+--shovels-per-process K lets one worker process run up to K shovels' workers on its event loop
+(for many mostly idle shovels); each is still supervised, reported and changed on its own.
 
 Signals: SIGTERM / SIGINT drain every worker (stop consuming, publish what is held, wait up to
 --drain-timeout for outstanding confirms, ack, close) and exit 0. SIGHUP reads the configuration

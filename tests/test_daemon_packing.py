@@ -3,6 +3,7 @@ each still supervised, reported and changed on its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -192,3 +193,19 @@ def test_a_hung_host_is_replaced_with_all_its_shovels_and_hosts_exit_without_a_c
     assert not pid_alive(new_host), "an orphaned host kept running"
     for n in names:
         assert settled(node_a, vhost_a, f"{n}-in") == (0, 0, 0)
+
+
+def test_the_command_line_wins_over_the_files_shovels_per_process(
+    pumpd_daemon, node_a: LocalNode, vhost_a: str
+) -> None:
+    uri = node_a.uri(vhost_a)
+    shovels = {n: shovel_def(uri, f"{n}-in", uri, f"{n}-out") for n in ("a", "b", "c")}
+    for args, expected in (((), 2), (("--shovels-per-process", "3"), 3)):
+        d = pumpd_daemon(shovels, *args, start=False)
+        d.config_path.write_text(json.dumps({"shovels": shovels, "shovels_per_process": 2}))
+        d.start()
+        d.wait_for(lambda d=d: _all_running(d, 3), 30, "the shovels running")
+        overview = d.get("/api/overview")
+        assert overview["shovels_per_process"] == expected
+        assert overview["worker_processes"] == (2 if expected == 2 else 1)
+        assert d.stop() == 0

@@ -1,4 +1,11 @@
-"""The coordinator: one worker process per shovel (or N), supervised from their shared-memory slots.
+"""The coordinator: the shovels' worker positions, supervised from their shared-memory slots.
+
+A position runs in a worker process of its own (the default), or with ``--shovels-per-process K``
+in a worker host shared with up to K - 1 others (:mod:`pumpd.daemon.hosting` places them and
+talks to the hosts; :mod:`pumpd.daemon.positions` has what is supervised). The verbs below are
+per position either way; only the means differ: a process of its own is stopped with SIGTERM and
+killed alone, a hosted position is stopped through its host's pipe, and a hung host is killed
+with every position it runs.
 
 Modelled on gunicorn's arbiter. Signal handlers only record the signal and wake the main loop;
 the loop does everything, in plain verbs, every tick (and at once on SIGCHLD):
@@ -18,8 +25,8 @@ that outlive the drain timeout + grace), and the coordinator exits 0. SIGHUP: th
 file is read again; shovels whose definition changed restart, new ones start, removed ones stop,
 the rest are not touched; an invalid file is refused and the running set kept.
 
-The HTTP endpoint (:mod:`pumpd.daemon.http_api`) runs on the same event loop and calls the methods of
-:class:`Coordinator` that implement :class:`~pumpd.daemon.http_api.Api`.
+The HTTP endpoint (:mod:`pumpd.daemon.http_api`) runs on the same event loop; its methods
+(:mod:`pumpd.daemon.api`) call the coordinator's verbs (add, replace, remove, stop_worker).
 """
 
 from __future__ import annotations

@@ -26,11 +26,12 @@ from .host import HostSpec
 from .host import main as host_main
 from .positions import Host, Shovel, Worker, describe_exit
 from .slots import SlotPool, SlotRecord
-from .worker import WorkerSpec
+from .worker import HEARTBEAT_INTERVAL, WorkerSpec
 
 log = logging.getLogger("pumpd.coordinator")
 
 Position = tuple[Shovel, Worker]
+STALE = 3 * HEARTBEAT_INTERVAL  # a host silent this long gets no new position
 
 
 def ended_text(ended: tuple[int, str | None]) -> str:
@@ -58,8 +59,8 @@ class Hosts:
         failed: list[tuple[Position, str]] = []
         groups: list[list[Position]] = []
         for s, w in due:
-            host = next((h for h in self.hosts if h.takes(k) and not h.hosts_shovel(s.name)),
-                        None)
+            host = next((h for h in self.hosts
+                         if h.takes(k, now, STALE) and not h.hosts_shovel(s.name)), None)
             if host is not None and self._start_in(host, s, w, spec(s, w), now):
                 started.append((s, w))
                 continue

@@ -36,9 +36,13 @@ class Host:
     exiting: bool = False  # told to exit (no position left): takes no new one
     eof: bool = False  # the pipe is closed: the host is gone or going
 
-    def takes(self, capacity: int) -> bool:
+    def takes(self, capacity: int, now: float, stale: float) -> bool:
+        """Whether a new position may start here: room, not going away, and beating (a hung
+        host would not read its pipe, and a coordinator writing to a full pipe would block)."""
         return (not self.exiting and not self.eof and self.kill_reason is None
-                and len(self.positions) < capacity)
+                and len(self.positions) < capacity
+                and all(now - w.record.heartbeat < stale for _s, w in self.positions.values()
+                        if w.live_record()))
 
     def hosts_shovel(self, name: str) -> bool:
         return any(s.name == name for s, _w in self.positions.values())
