@@ -146,6 +146,10 @@ def test_runtime_changes_touch_only_their_shovel_in_a_shared_host(
     metrics = d.get("/metrics")
     for n in ("a", "b", "c", "alone"):
         assert f'shovel="{n}"' in metrics
+    # a hosted shovel's own log lines name it, as a worker process's do
+    hosted_lines = [e for e in d.log_events()
+                    if e.get("process") == "worker-host" and e.get("shovel") == "b"]
+    assert any(e["message"] == "shovel b: running" for e in hosted_lines), hosted_lines[:5]
     assert d.stop(60) == 0
     assert settled(node_a, vhost_a, "a-in") == (0, 0, 0)
 

@@ -20,6 +20,7 @@ SIGHUP is ignored. A host whose coordinator disappears drains everything and exi
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import signal
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .log import HOSTED
 from .slots import SlotRef, SlotTable, SlotWriter
 from .worker import HEARTBEAT_INTERVAL, SlotSink, WorkerSpec, run_pump
 
@@ -80,8 +82,10 @@ class Host:
             return
         hosted = _Hosted(ws, SlotSink(self._writer(ws.slot), self.implementation))
         self.positions[ws.slot] = hosted
+        context = contextvars.copy_context()  # its log lines name its shovel (daemon.log)
+        context.run(HOSTED.set, (ws.shovel.name, ws.index))
         hosted.task = asyncio.create_task(run_pump(ws, hosted.sink, hosted.stop),
-                                          name=f"pumpd {ws.tag}")
+                                          name=f"pumpd {ws.tag}", context=context)
         hosted.task.add_done_callback(lambda t: self._ended(hosted, t))
 
     def _ended(self, hosted: _Hosted, task: asyncio.Task[int]) -> None:
