@@ -34,6 +34,8 @@ replaced, with exponential backoff and jitter; a shovel that terminates by desig
 (reconnect_delay 0 after a failure, or its delete_after limit) stays terminated and says why.
 With more than one worker, a shovel's workers are competing consumers on its source queue: more
 throughput, no ordering. One worker (the default) keeps the source queue's order.
+--shovels-per-process K lets one worker process run up to K shovels' workers on its event loop
+(for many mostly idle shovels); each is still supervised, reported and changed on its own.
 
 Signals: SIGTERM / SIGINT drain every worker (stop consuming, publish what is held, wait up to
 --drain-timeout for outstanding confirms, ack, close) and exit 0. SIGHUP reads the configuration
@@ -102,6 +104,12 @@ def _run_parser() -> argparse.ArgumentParser:
         "--workers", type=_positive_int, default=None, metavar="N",
         help="worker processes per shovel, competing consumers on its source queue (default 1; "
              "a shovel's own \"workers\" clause wins; 1 keeps the queue's order)",
+    )
+    p.add_argument(
+        "--shovels-per-process", type=_positive_int, default=None, metavar="K",
+        help="let one worker process run up to K shovels' workers on its event loop (default 1: "
+             "a process per worker; wins over the file's \"shovels_per_process\"; a shovel with "
+             "\"own_process\": true always gets its own)",
     )
     p.add_argument(
         "--http", default=None, metavar="HOST:PORT",
@@ -236,7 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
     for flag, value in (("--workers", ns.workers), ("--http", ns.http),
-                        ("--state-file", ns.state_file)):
+                        ("--state-file", ns.state_file),
+                        ("--shovels-per-process", ns.shovels_per_process)):
         if value is not None:
             parser.error(f"{flag} is for the daemon; --single-process runs one pump per shovel "
                          "in this process")
@@ -273,6 +282,7 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
             daemon_config.load_runtime(state_path, ns.workers),
             state_path,
         )
+        per_process = ns.shovels_per_process or daemon_config.shovels_per_process(ns.config) or 1
     except ConfigError as exc:
         print(f"pumpd: {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
@@ -285,6 +295,7 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         http=http,
         log_format=ns.log_format,
         log_level=ns.log_level,
+        shovels_per_process=per_process,
     )
     return Coordinator(opts, shovels).run()
 

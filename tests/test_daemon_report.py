@@ -12,7 +12,14 @@ import pytest
 from pumpd.config.parse import ConfigError
 from pumpd.daemon import statefile
 from pumpd.daemon.client import render_table
-from pumpd.daemon.definitions import load_file, merge, parse_runtime
+from pumpd.daemon.definitions import (
+    BodyNotJson,
+    load_file,
+    merge,
+    parse_put_body,
+    parse_runtime,
+    shovels_per_process,
+)
 from pumpd.daemon.http_api import parse_address
 from pumpd.daemon.report import (
     RateMeter,
@@ -104,6 +111,27 @@ def test_workers_option_is_a_default_that_a_shovel_clause_overrides(tmp_path: Pa
     assert load_file(cfg, None)["a"].cfg.workers == 1
     with pytest.raises(ConfigError, match="both in the configuration file and at run time"):
         merge(shovels, {"a": parse_runtime("a", DEFINITION, None, "x")}, "state")
+
+
+def test_a_put_body_is_a_definition_or_the_management_api_value_form(tmp_path: Path) -> None:
+    plain = parse_put_body("a", json.dumps(DEFINITION).encode(), None)
+    wrapped = parse_put_body("a", json.dumps({"value": DEFINITION, "component": "shovel",
+                                              "vhost": "/", "name": "a"}).encode(), 2)
+    assert plain.origin == wrapped.origin == "runtime"
+    assert plain.definition == wrapped.definition == DEFINITION
+    assert (plain.cfg.queue, wrapped.cfg.workers) == ("q", 2)
+    with pytest.raises(BodyNotJson, match="the body is not valid JSON"):
+        parse_put_body("a", b"{", None)
+    with pytest.raises(ConfigError, match="PUT /api/shovels/a"):
+        parse_put_body("a", b'{"value": {"src-uri": 1}}', None)
+
+
+def test_the_files_shovels_per_process(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"shovels": {"a": DEFINITION}}))
+    assert shovels_per_process(cfg) is None
+    cfg.write_text(json.dumps({"shovels": {"a": DEFINITION}, "shovels_per_process": 50}))
+    assert shovels_per_process(cfg) == 50
 
 
 def test_http_addresses() -> None:

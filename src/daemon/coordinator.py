@@ -1,4 +1,11 @@
-"""The coordinator: one worker process per shovel (or N), supervised from their shared-memory slots.
+"""The coordinator: the shovels' worker positions, supervised from their shared-memory slots.
+
+A position runs in a worker process of its own (the default), or with ``--shovels-per-process K``
+in a worker host shared with up to K - 1 others (:mod:`pumpd.daemon.hosting` places them and
+talks to the hosts; :mod:`pumpd.daemon.positions` has what is supervised). The verbs below are
+per position either way; only the means differ: a process of its own is stopped with SIGTERM and
+killed alone, a hosted position is stopped through its host's pipe, and a hung host is killed
+with every position it runs.
 
 Modelled on gunicorn's arbiter. Signal handlers only record the signal and wake the main loop;
 the loop does everything, in plain verbs, every tick (and at once on SIGCHLD):
@@ -18,8 +25,8 @@ that outlive the drain timeout + grace), and the coordinator exits 0. SIGHUP: th
 file is read again; shovels whose definition changed restart, new ones start, removed ones stop,
 the rest are not touched; an invalid file is refused and the running set kept.
 
-The HTTP endpoint (:mod:`pumpd.daemon.http_api`) runs on the same event loop and calls the methods of
-:class:`Coordinator` that implement :class:`~pumpd.daemon.http_api.Api`.
+The HTTP endpoint (:mod:`pumpd.daemon.http_api`) runs on the same event loop; its methods
+(:mod:`pumpd.daemon.api`) call the coordinator's verbs (add, replace, remove, stop_worker).
 """
 
 from __future__ import annotations
@@ -33,31 +40,21 @@ import signal
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from multiprocessing.process import BaseProcess
+from dataclasses import dataclass
 from typing import Any, Literal
-
-import orjson
 
 from .. import exitcodes
 from ..config.parse import ConfigError
-from ..engine.status import Counters, State
+from ..engine.status import State
 from ..version import __version__
 from . import definitions as daemon_config
-from . import statefile
+from .api import CoordinatorApi
 from .definitions import ShovelDefinition
-from .http_api import HttpServer, Reply, error
-from .report import (
-    RATE_FIELDS,
-    RateMeter,
-    ShovelView,
-    WorkerView,
-    add_counters,
-    carry,
-    metrics_text,
-    shovel_doc,
-)
-from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotUnreadable
+from .hosting import Hosts
+from .http_api import HttpServer
+from .positions import Shovel, Worker, describe_exit
+from .report import SAMPLE_EVERY, carry
+from .slots import ReasonCode, SlotPool, SlotRecord, SlotUnreadable
 from .worker import WorkerSpec
 from .worker import main as worker_main
 
@@ -81,65 +78,7 @@ class DaemonOptions:
     http: tuple[str, int] | None = ("127.0.0.1", 15680)
     log_format: str = "text"
     log_level: str = "info"
-
-
-@dataclass(eq=False)
-class Worker:
-    """One worker position of a shovel: successive processes, one slot."""
-
-    index: int
-    slot: SlotRef
-    process: BaseProcess | None = None
-    pid: int = 0
-    start_at: float | None = 0.0  # monotonic time of the next start; None: not scheduled
-    spawned_at: float = 0.0
-    stop_sent_at: float | None = None
-    then: Literal["restart", "retire"] | None = None  # what follows the requested stop
-    done: bool = False  # terminated by design: not started again until restarted or changed
-    restarts: int = 0
-    failures: int = 0  # consecutive crashes, for the backoff
-    kill_reason: str | None = None
-    last_exit: str | None = None
-    carried: Counters = field(default_factory=Counters)  # earlier processes' totals
-    meter: RateMeter = field(default_factory=RateMeter)
-    record: SlotRecord = field(default_factory=SlotRecord)  # the last consistent slot read
-
-    def live_record(self) -> bool:
-        """Whether the slot holds the running process's own report."""
-        return self.process is not None and self.record.pid == self.pid
-
-    @property
-    def moving(self) -> bool:
-        """Whether a live process of this worker reports running (or blocked): a worker that is
-        starting, reconnecting or gone moves nothing, whatever its last counters say."""
-        return self.live_record() and self.record.state in (State.RUNNING, State.BLOCKED)
-
-    def counters(self) -> Counters:
-        return add_counters(self.carried, self.record.counters) if self.live_record() \
-            else self.carried
-
-
-@dataclass(eq=False)
-class Shovel:
-    name: str
-    definition: ShovelDefinition
-    workers: list[Worker] = field(default_factory=list)
-    removing: bool = False
-    state: State = State.STARTING
-    reason: str = ""
-    since: float = field(default_factory=time.time)
-
-
-def describe_exit(code: int, kill_reason: str | None) -> str:
-    if kill_reason is not None:
-        return f"killed by pumpd: {kill_reason}"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = "?"
-        return f"killed by signal {-code} ({name})"
-    return f"exited with status {code}"
+    shovels_per_process: int = 1  # K > 1: worker hosts of up to K positions (issue 14)
 
 
 class Coordinator:
@@ -151,11 +90,13 @@ class Coordinator:
         self.shovels: dict[str, Shovel] = {}
         self._initial = dict(shovels)
         self._ctx = multiprocessing.get_context("spawn")
+        self._hosts = Hosts(self._ctx, self.pool, opts.shovels_per_process, opts.log_format,
+                            opts.log_level, self.wake_loop)
         self._signals: deque[int] = deque()
         self._wake: asyncio.Event | None = None
-        self._stopping = False
+        self.stopping = False
         self._rng = random.Random()
-        self._started = time.time()
+        self.started = time.time()
         self.http_address: tuple[str, int] | None = None
 
     # ---------------------------------------------------------------------------- main loop
@@ -166,7 +107,7 @@ class Coordinator:
     async def _main(self) -> int:
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        server = HttpServer(self)
+        server = HttpServer(CoordinatorApi(self))
         if self.opts.http is not None:
             host, port = self.opts.http
             try:
@@ -180,12 +121,14 @@ class Coordinator:
         loop.add_signal_handler(signal.SIGCHLD, self._wake.set)  # reap without waiting a tick
         now = time.monotonic()
         for name, definition in self._initial.items():
-            self._add(name, definition, now)
+            self.add(name, definition, now)
         where = (f"http://{self.http_address[0]}:{self.http_address[1]}"
                  if self.http_address else "off")
-        log.info("pumpd %s coordinator (pid %d): %d shovel(s), %d worker(s); status endpoint %s",
+        k = self.opts.shovels_per_process
+        log.info("pumpd %s coordinator (pid %d): %d shovel(s), %d worker(s)%s; status endpoint %s",
                  __version__, os.getpid(), len(self.shovels),
-                 sum(len(s.workers) for s in self.shovels.values()), where,
+                 sum(len(s.workers) for s in self.shovels.values()),
+                 f", up to {k} per process" if k > 1 else "", where,
                  extra={"event": "start"})
         try:
             while True:
@@ -193,7 +136,8 @@ class Coordinator:
                 self._handle_signals()
                 now = time.monotonic()
                 self._reap(now)
-                if self._stopping and not any(s.workers for s in self.shovels.values()):
+                if self.stopping and not any(s.workers for s in self.shovels.values()) \
+                        and not self._hosts.hosts:
                     break
                 self._murder(now)
                 self._spawn_due(now)
@@ -222,21 +166,21 @@ class Coordinator:
             sig = self._signals.popleft()
             name = signal.Signals(sig).name
             if sig == signal.SIGHUP:
-                if self._stopping:
+                if self.stopping:
                     log.info("%s ignored: stopping", name)
                 else:
                     log.info("%s: reloading %s", name, self.opts.config_path,
                              extra={"event": "reload"})
                     self._reload(time.monotonic())
-            elif not self._stopping:
+            elif not self.stopping:
                 n = sum(1 for _s, w in self._all_workers() if w.process is not None)
                 log.info("%s: draining %d worker(s) (drain timeout %gs), then exiting", name, n,
                          self.opts.drain_timeout, extra={"event": "shutdown"})
-                self._stopping = True
+                self.stopping = True
                 now = time.monotonic()
                 for s in list(self.shovels.values()):
                     for w in list(s.workers):
-                        self._stop_worker(s, w, "retire", now)
+                        self.stop_worker(s, w, "retire", now)
             else:
                 log.info("%s: already draining", name)
 
@@ -248,19 +192,32 @@ class Coordinator:
     # ------------------------------------------------------------------------------- verbs
 
     def _spawn_due(self, now: float) -> None:
-        if self._stopping:
+        if self.stopping:
             return
+        hosted: list[tuple[Shovel, Worker]] = []
         for s, w in self._all_workers():
             if (w.process is None and not w.done and w.start_at is not None
                     and w.start_at <= now and not s.removing):
-                self._spawn(s, w, now)
+                if self.opts.shovels_per_process > 1 and not s.definition.cfg.own_process:
+                    hosted.append((s, w))
+                else:
+                    self._spawn(s, w, now)
+        if hosted:
+            started, failed = self._hosts.place(hosted, self._worker_spec, now)
+            for s, w in started:
+                self._started_position(s, w, now)
+            for (s, w), error in failed:
+                self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
 
-    def _spawn(self, s: Shovel, w: Worker, now: float) -> None:
-        spec = WorkerSpec(
+    def _worker_spec(self, s: Shovel, w: Worker) -> WorkerSpec:
+        return WorkerSpec(
             shovel=s.definition.cfg, index=w.index, slot=w.slot,
             drain_timeout=self.opts.drain_timeout, parent_pid=os.getpid(),
             log_format=self.opts.log_format, log_level=self.opts.log_level,
         )
+
+    def _spawn(self, s: Shovel, w: Worker, now: float) -> None:
+        spec = self._worker_spec(s, w)
         # A fresh record for the new process: no counters (they are carried), a heartbeat now.
         self.pool.write(w.slot, SlotRecord(since=time.time(), heartbeat=now))
         process = self._ctx.Process(target=worker_main, args=(spec,),
@@ -271,38 +228,49 @@ class Coordinator:
             self._crashed(s, w, f"could not be started: {exc}", ReasonCode.SPAWN_FAILED, now)
             return
         assert process.pid is not None
-        w.process, w.pid, w.spawned_at = process, process.pid, now
-        w.start_at, w.stop_sent_at, w.then, w.kill_reason = None, None, None, None
-        w.record = SlotRecord()
+        w.process, w.pid = process, process.pid
+        self._started_position(s, w, now)
         log.info("started worker %s#%d (pid %d)%s", s.name, w.index, w.pid,
                  f", restart {w.restarts}" if w.restarts else "",
                  extra={"event": "spawn", "shovel": s.name, "worker": w.index,
                         "restarts": w.restarts})
 
+    def _started_position(self, s: Shovel, w: Worker, now: float) -> None:
+        w.spawned_at = now
+        w.start_at, w.stop_sent_at, w.then, w.kill_reason, w.ended = None, None, None, None, None
+        w.record, w.seen_seq = SlotRecord(), -1
+
     def _reap(self, now: float) -> None:
         for s, w in self._all_workers():
             process = w.process
-            if process is None or process.exitcode is None:
+            if w.host is not None or process is None or process.exitcode is None:
                 continue
             code = process.exitcode
             process.close()
-            self._read(w)  # the final report
-            if w.live_record():  # fold it in; its gauges (in flight, buffered) end with it
-                w.carried = carry(w.carried, w.record.counters)
-            w.process = None
-            exit_text = describe_exit(code, w.kill_reason)
-            w.kill_reason, w.stop_sent_at = None, None
-            self._after_exit(s, w, exit_text, now)
+            self._position_exited(s, w, describe_exit(code, w.kill_reason), now)
+        for s, w, exit_text in self._hosts.reap():
+            self._position_exited(s, w, exit_text, now)
+        self._hosts.release_idle()
         for s in list(self.shovels.values()):
             if s.removing and not s.workers:
                 del self.shovels[s.name]
                 log.info("shovel %s: removed", s.name, extra={"event": "removed", "shovel": s.name})
 
+    def _position_exited(self, s: Shovel, w: Worker, exit_text: str, now: float) -> None:
+        self._read(w)  # the final report
+        if w.live_record():  # fold it in; its gauges (in flight, buffered) end with it
+            w.carried = carry(w.carried, w.record.counters)
+        if w.host is not None:
+            w.host.positions.pop(w.slot, None)
+        w.process, w.host, w.ended = None, None, None
+        w.kill_reason, w.stop_sent_at = None, None
+        self._after_exit(s, w, exit_text, now)
+
     def _after_exit(self, s: Shovel, w: Worker, exit_text: str, now: float) -> None:
         rec, pid = w.record, w.pid
         who = f"worker {s.name}#{w.index} (pid {pid})"
         extra: dict[str, Any] = {"shovel": s.name, "worker": w.index, "exit": exit_text}
-        if w.then == "retire" or self._stopping:
+        if w.then == "retire" or self.stopping:
             c = w.carried
             log.info("%s stopped (%s): consumed %d published %d confirmed %d acked %d", who,
                      exit_text, c.consumed, c.published, c.confirmed, c.acked,
@@ -351,6 +319,8 @@ class Coordinator:
         for s, w in self._all_workers():
             if w.process is None or w.kill_reason is not None:
                 continue
+            if w.host is not None and w.host.kill_reason is not None:
+                continue
             reason = None
             if w.stop_sent_at is not None:
                 limit = self.opts.drain_timeout + DRAIN_GRACE
@@ -361,21 +331,31 @@ class Coordinator:
                     reason = f"no report within {STARTUP_TIMEOUT:g}s of starting"
             elif now - w.record.heartbeat > self.opts.heartbeat_timeout:
                 reason = f"no heartbeat for {now - w.record.heartbeat:.1f}s"
-            if reason is not None:
+            if reason is None:
+                continue
+            if w.host is None:
                 w.kill_reason = reason
                 log.warning("worker %s#%d (pid %d): %s; killing it", s.name, w.index, w.pid,
                             reason, extra={"event": "kill", "shovel": s.name, "worker": w.index,
                                            "reason": reason})
-                self._signal(w, signal.SIGKILL)
+                self._signal(w.pid, signal.SIGKILL)
+            else:
+                # One event loop runs every position of the host: it cannot be killed alone.
+                host = w.host
+                log.warning("worker host (pid %d, %d worker(s)): worker %s#%d: %s; killing it",
+                            host.pid, len(host.positions), s.name, w.index, reason,
+                            extra={"event": "kill", "shovel": s.name, "worker": w.index,
+                                   "reason": reason})
+                self._hosts.kill(host, f"worker {s.name}#{w.index}: {reason}")
 
-    def _signal(self, w: Worker, sig: int) -> None:
+    def _signal(self, pid: int, sig: int) -> None:
         try:
-            os.kill(w.pid, sig)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass  # already gone: reaped on the next pass
 
-    def _stop_worker(self, s: Shovel, w: Worker, then: Literal["restart", "retire"],
-                     now: float) -> None:
+    def stop_worker(self, s: Shovel, w: Worker, then: Literal["restart", "retire"],
+                    now: float) -> None:
         """Ask a worker to drain and exit; ``then`` says what follows its exit."""
         w.then = then
         if w.process is None:
@@ -387,7 +367,10 @@ class Coordinator:
             return
         if w.stop_sent_at is None:
             w.stop_sent_at = now
-            self._signal(w, signal.SIGTERM)
+            if w.host is None:
+                self._signal(w.pid, signal.SIGTERM)
+            else:
+                self._hosts.stop(w)
 
     def _retire(self, s: Shovel, w: Worker) -> None:
         if w in s.workers:
@@ -396,16 +379,31 @@ class Coordinator:
 
     def _kill_all(self) -> None:
         for _s, w in self._all_workers():
-            if w.process is not None and w.process.exitcode is None:
+            if w.host is None and w.process is not None and w.process.exitcode is None:
                 log.error("worker pid %d still running at exit: killing it", w.pid)
-                self._signal(w, signal.SIGKILL)
+                self._signal(w.pid, signal.SIGKILL)
                 w.process.join(5)
+        self._hosts.kill_all()
+
+    def process_count(self) -> tuple[int, int]:
+        """Live worker positions, and the worker processes (hosts counted once) running them."""
+        positions = sum(1 for _s, w in self._all_workers() if w.process is not None)
+        single = sum(1 for _s, w in self._all_workers()
+                     if w.process is not None and w.host is None)
+        return positions, single + len(self._hosts.hosts)
+
+    def block_names(self) -> list[str]:
+        return self.pool.block_names
 
     # ------------------------------------------------------------------------ observation
 
     def _read(self, w: Worker) -> None:
         try:
+            seq = self.pool.seq(w.slot)
+            if seq == w.seen_seq:
+                return  # not written since the last read: idle shovels cost no unpacking
             w.record = self.pool.read(w.slot)
+            w.seen_seq = seq
         except SlotUnreadable:
             pass  # keep the last good copy; a dead writer's slot is rewritten at its restart
 
@@ -413,7 +411,9 @@ class Coordinator:
         for s in self.shovels.values():
             for w in s.workers:
                 self._read(w)
-                w.meter.sample(w.counters(), now)
+                if now - w.sampled_at >= SAMPLE_EVERY:
+                    w.sampled_at = now
+                    w.meter.sample(w.counters(), now)
             state, reason = self._aggregate(s)
             if (state, reason) != (s.state, s.reason):
                 s.since = max((w.record.since for w in s.workers if w.record.state == state),
@@ -452,14 +452,14 @@ class Coordinator:
 
     # ------------------------------------------------------------- shovels: add, change, remove
 
-    def _add(self, name: str, definition: ShovelDefinition, now: float) -> Shovel:
+    def add(self, name: str, definition: ShovelDefinition, now: float) -> Shovel:
         s = Shovel(name, definition)
         self.shovels[name] = s
         for i in range(definition.cfg.workers):
             s.workers.append(Worker(i, self.pool.allocate(), start_at=now))
         return s
 
-    def _replace(self, s: Shovel, definition: ShovelDefinition, now: float) -> None:
+    def replace(self, s: Shovel, definition: ShovelDefinition, now: float) -> None:
         """A new definition for a shovel: every worker restarts with it (each starts again only
         after its predecessor has exited, so a single-worker shovel keeps its order)."""
         s.definition, s.removing = definition, False
@@ -467,24 +467,24 @@ class Coordinator:
         for w in list(s.workers):
             if w.index < n:
                 w.done, w.failures = False, 0
-                self._stop_worker(s, w, "restart", now)
+                self.stop_worker(s, w, "restart", now)
             else:
-                self._stop_worker(s, w, "retire", now)
+                self.stop_worker(s, w, "retire", now)
         have = {w.index for w in s.workers if w.index < n}
         for i in range(n):
             if i not in have:
                 s.workers.append(Worker(i, self.pool.allocate(), start_at=now))
         s.workers.sort(key=lambda w: w.index)
 
-    def _remove(self, s: Shovel, now: float) -> None:
+    def remove(self, s: Shovel, now: float) -> None:
         s.removing = True
         for w in list(s.workers):
-            self._stop_worker(s, w, "retire", now)
+            self.stop_worker(s, w, "retire", now)
 
     def _reload(self, now: float) -> None:
         try:
             file_defs = daemon_config.load_file(self.opts.config_path, self.opts.default_workers)
-            daemon_config.merge(file_defs, self._runtime_definitions(), self.opts.state_path)
+            daemon_config.merge(file_defs, self.runtime_definitions(), self.opts.state_path)
         except ConfigError as exc:
             log.error("reload refused, the running configuration is kept: %s", exc,
                       extra={"event": "reload_failed"})
@@ -492,15 +492,15 @@ class Coordinator:
         added, changed, removed, unchanged = [], [], [], []
         for s in list(self.shovels.values()):
             if s.definition.origin == "config" and not s.removing and s.name not in file_defs:
-                self._remove(s, now)
+                self.remove(s, now)
                 removed.append(s.name)
         for name, definition in file_defs.items():
             existing = self.shovels.get(name)
             if existing is None:
-                self._add(name, definition, now)
+                self.add(name, definition, now)
                 added.append(name)
             elif existing.removing or existing.definition.cfg != definition.cfg:
-                self._replace(existing, definition, now)
+                self.replace(existing, definition, now)
                 changed.append(name)
             else:
                 existing.definition = definition
@@ -510,153 +510,10 @@ class Coordinator:
                  extra={"event": "reloaded", "added": added, "changed": changed,
                         "removed": removed, "unchanged": unchanged})
 
-    def _runtime_definitions(self) -> dict[str, ShovelDefinition]:
+    def runtime_definitions(self) -> dict[str, ShovelDefinition]:
         return {s.name: s.definition for s in self.shovels.values()
                 if s.definition.origin == "runtime" and not s.removing}
 
-    # ------------------------------------------------------------------- the HTTP endpoint's API
-
-    def _view(self, s: Shovel, now: float) -> ShovelView:
-        workers = []
-        for w in sorted(s.workers, key=lambda w: w.index):
-            live = w.live_record()
-            workers.append(WorkerView(
-                index=w.index,
-                pid=w.pid if w.process is not None else 0,
-                alive=w.process is not None,
-                stopping=w.stop_sent_at is not None,
-                record=w.record,
-                restarts=w.restarts,
-                last_exit=w.last_exit,
-                next_start_in=(max(0.0, w.start_at - now)
-                               if w.process is None and w.start_at is not None else None),
-                heartbeat_age=now - w.record.heartbeat if live else None,
-                counters=w.counters(),
-                # A rate is over the last few seconds; a worker that stopped moving moves
-                # nothing now, so it shows 0 rather than a trailing average.
-                rates=w.meter.rates() if w.moving else {f: 0.0 for f in RATE_FIELDS},
-                moving=w.moving,
-            ))
-        return ShovelView(name=s.name, cfg=s.definition.cfg, origin=s.definition.origin,
-                          removing=s.removing, state=s.state, reason=s.reason, since=s.since,
-                          workers=workers)
-
-    def overview(self) -> dict[str, Any]:
-        from ..dataplane.fastpath import IMPLEMENTATION
-
-        return {
-            "product": "pumpd",
-            "version": __version__,
-            "pid": os.getpid(),
-            "started": self._started,
-            "uptime": round(time.time() - self._started, 3),
-            "config": os.path.abspath(self.opts.config_path),
-            "state_file": os.path.abspath(self.opts.state_path),
-            "implementation": IMPLEMENTATION,
-            "drain_timeout": self.opts.drain_timeout,
-            "stopping": self._stopping,
-            "slot_blocks": self.pool.block_names,  # in /dev/shm: for diagnostics
-            "shovels": len(self.shovels),
-            "workers": sum(1 for _s, w in self._all_workers() if w.process is not None),
-        }
-
-    def shovel_list(self) -> list[dict[str, Any]]:
-        now = time.monotonic()
-        return [shovel_doc(self._view(s, now)) for s in self.shovels.values()]
-
-    def shovel(self, name: str) -> dict[str, Any] | None:
-        s = self.shovels.get(name)
-        return shovel_doc(self._view(s, time.monotonic())) if s is not None else None
-
-    def metrics(self) -> str:
-        from ..dataplane.fastpath import IMPLEMENTATION
-
-        now = time.monotonic()
-        return metrics_text([self._view(s, now) for s in self.shovels.values()], IMPLEMENTATION)
-
-    def restart(self, name: str) -> Reply:
-        if self._stopping:
-            return error(503, "pumpd is stopping")
-        s = self.shovels.get(name)
-        if s is None or s.removing:
-            return error(404, f"no shovel {name!r}")
-        now = time.monotonic()
-        log.info("shovel %s: restart requested", name, extra={"event": "restart_requested",
-                                                                "shovel": name})
-        for w in list(s.workers):
-            if w.process is None and w.done:  # terminated by design: this is a new attempt
-                w.restarts += 1
-                w.last_exit = f"restarted on request ({w.last_exit})"
-            w.done, w.failures = False, 0
-            self._stop_worker(s, w, "restart", now)
-        self._wake_loop()
-        return Reply(202, shovel_doc(self._view(s, now)))
-
-    def put(self, name: str, body: bytes) -> Reply:
-        if self._stopping:
-            return error(503, "pumpd is stopping")
-        existing = self.shovels.get(name)
-        if existing is not None and existing.definition.origin == "config" and \
-                not existing.removing:
-            return error(409, f"shovel {name!r} is defined in {self.opts.config_path}: change it "
-                              "there and send SIGHUP")
-        try:
-            definition = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return error(400, f"the body is not valid JSON: {exc}")
-        if isinstance(definition, dict) and set(definition) <= {"value", "component", "vhost",
-                                                                 "name"} and "value" in definition:
-            # the management API's parameter form: {"value": {...definition...}}
-            definition = definition["value"]
-        try:
-            new = daemon_config.parse_runtime(name, definition, self.opts.default_workers,
-                                              f"PUT /api/shovels/{name}")
-        except ConfigError as exc:
-            return error(400, str(exc))
-        runtime = {n: d.definition for n, d in self._runtime_definitions().items()}
-        runtime[name] = new.definition
-        try:
-            statefile.save(self.opts.state_path, runtime)
-        except statefile.StateFileError as exc:
-            log.error("%s", exc)
-            return error(500, str(exc))
-        now = time.monotonic()
-        if existing is None:
-            s = self._add(name, new, now)
-            status = 201
-            log.info("shovel %s: added at run time", name, extra={"event": "added", "shovel": name})
-        elif not existing.removing and existing.definition.cfg == new.cfg:
-            existing.definition = new
-            s, status = existing, 200
-        else:
-            self._replace(existing, new, now)
-            s, status = existing, 200
-            log.info("shovel %s: replaced at run time (restarting)", name,
-                     extra={"event": "replaced", "shovel": name})
-        self._wake_loop()
-        return Reply(status, shovel_doc(self._view(s, now)))
-
-    def delete(self, name: str) -> Reply:
-        if self._stopping:
-            return error(503, "pumpd is stopping")
-        s = self.shovels.get(name)
-        if s is None or s.removing:
-            return error(404, f"no shovel {name!r}")
-        if s.definition.origin == "config":
-            return error(409, f"shovel {name!r} is defined in {self.opts.config_path}: remove it "
-                              "there and send SIGHUP")
-        runtime = {n: d.definition for n, d in self._runtime_definitions().items() if n != name}
-        try:
-            statefile.save(self.opts.state_path, runtime)
-        except statefile.StateFileError as exc:
-            log.error("%s", exc)
-            return error(500, str(exc))
-        log.info("shovel %s: deleted at run time (draining)", name,
-                 extra={"event": "deleted", "shovel": name})
-        self._remove(s, time.monotonic())
-        self._wake_loop()
-        return Reply(204)
-
-    def _wake_loop(self) -> None:
+    def wake_loop(self) -> None:
         if self._wake is not None:
             self._wake.set()

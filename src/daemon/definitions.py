@@ -81,6 +81,14 @@ def load_file(path: str | os.PathLike[str],
     return out
 
 
+def shovels_per_process(path: str | os.PathLike[str]) -> int | None:
+    """The file's ``shovels_per_process`` (None when absent).
+
+    :raises ConfigError: on any error in the file.
+    """
+    return load_config(path).shovels_per_process
+
+
 def parse_runtime(name: str, definition: object, default_workers: int | None,
                   source: str) -> ShovelDefinition:
     """One run-time shovel (a PUT body, or an entry of the state file).
@@ -91,6 +99,28 @@ def parse_runtime(name: str, definition: object, default_workers: int | None,
     assert isinstance(definition, dict)  # parse_config has checked it
     return ShovelDefinition(_apply_workers(cfg, definition, default_workers, source), "runtime",
                             definition)
+
+
+class BodyNotJson(ValueError):
+    """A PUT body that is not JSON at all."""
+
+
+def parse_put_body(name: str, body: bytes, default_workers: int | None) -> ShovelDefinition:
+    """A run-time shovel from the body of ``PUT /api/shovels/NAME``: the definition itself, or
+    the management API's parameter form ``{"value": {...definition...}}``.
+
+    :raises BodyNotJson: when the body is not JSON.
+    :raises ConfigError: when it is not a valid definition.
+    """
+    source = f"PUT /api/shovels/{name}"
+    try:
+        definition = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BodyNotJson(f"the body is not valid JSON: {exc}") from None
+    if isinstance(definition, dict) and set(definition) <= {"value", "component", "vhost",
+                                                             "name"} and "value" in definition:
+        definition = definition["value"]
+    return parse_runtime(name, definition, default_workers, source)
 
 
 def load_runtime(path: str | os.PathLike[str],

@@ -99,6 +99,8 @@ COUNTER_FIELDS = ("consumed", "published", "confirmed", "acked", "nacked", "retu
                   "remaining", "remaining_unacked", "source_backlog")
 BODY = struct.Struct(f"<IBxHddd{len(COUNTER_FIELDS)}Q{IMPLEMENTATION_BYTES}s{REASON_BYTES}s")
 assert BODY_OFFSET + BODY.size <= SLOT_SIZE
+HEARTBEAT_AT = 16  # the heartbeat's offset within BODY: a heartbeat alone patches these 8 bytes
+HEARTBEAT = struct.Struct("<d")
 # Gauges describe the present moment; everything else accumulates.
 # Levels are gauges whose -1 means unknown; workers of one shovel report the same level, so
 # they are combined with max(), never added.
@@ -251,7 +253,10 @@ class SlotWriter:
         self._seq = seq_word(buf)
 
     def write(self, record: SlotRecord) -> None:
-        body = record.pack()
+        self.write_body(record.pack())
+
+    def write_body(self, body: bytes | bytearray) -> None:
+        """Write a record already packed (:meth:`SlotRecord.pack`, perhaps patched in place)."""
         buf = self._buf
         # Continue from the slot's own count rather than a private one: the slot changes hands
         # (coordinator, worker, coordinator again). A writer killed mid-write leaves it odd.
@@ -341,6 +346,14 @@ class SlotTable:
         self._writers.append(writer)
         return writer
 
+    def seq(self, index: int) -> int:
+        """The slot's write count: unchanged means the record is the one read last time."""
+        buf = self._shm.buf
+        assert buf is not None
+        start = SLOTS_OFFSET + index * SLOT_SIZE
+        with buf[start:start + 8] as mv, seq_word(mv) as word:
+            return int(word[0])
+
     def read(self, index: int) -> SlotRecord:
         buf = self._shm.buf
         assert buf is not None
@@ -393,6 +406,9 @@ class SlotPool:
 
     def read(self, ref: SlotRef) -> SlotRecord:
         return self._tables[ref.block].read(ref.index)
+
+    def seq(self, ref: SlotRef) -> int:
+        return self._tables[ref.block].seq(ref.index)
 
     def write(self, ref: SlotRef, record: SlotRecord) -> None:
         """Write as the coordinator: only while no worker process owns the slot."""

@@ -34,6 +34,8 @@ from .. import exitcodes
 from ..config.model import ShovelConfig
 from ..engine.status import Counters, State
 from .slots import (
+    HEARTBEAT,
+    HEARTBEAT_AT,
     ReasonCode,
     SlotRecord,
     SlotRef,
@@ -83,7 +85,8 @@ class SlotSink:
 
     def _publish(self, **changes: Any) -> None:
         self.record = dataclasses.replace(self.record, heartbeat=time.monotonic(), **changes)
-        self._writer.write(self.record)
+        self._body = bytearray(self.record.pack())
+        self._writer.write_body(self._body)
 
     def state_changed(self, state: State, reason: str | None, at: float) -> None:
         self._publish(state=state, reason=reason or "", since=at,
@@ -93,7 +96,11 @@ class SlotSink:
         self._publish(counters=counters)
 
     def beat(self) -> None:
-        self._publish()
+        """The last record again with a fresh heartbeat: only those 8 bytes are packed anew
+        (a host beats for every shovel it runs each second). ``record.heartbeat`` is not
+        updated: nothing in the worker reads it."""
+        HEARTBEAT.pack_into(self._body, HEARTBEAT_AT, time.monotonic())
+        self._writer.write_body(self._body)
 
 
 async def _heartbeat(sink: SlotSink, spec: WorkerSpec, stop: asyncio.Event) -> None:
@@ -106,21 +113,13 @@ async def _heartbeat(sink: SlotSink, spec: WorkerSpec, stop: asyncio.Event) -> N
             stop.set()
 
 
-async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
+async def run_pump(spec: WorkerSpec, sink: SlotSink, stop: asyncio.Event) -> int:
+    """Run one position's pump until ``stop`` or its end by design; its exit status."""
     from ..engine.pump import Pump
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # only record the request: the pump drains and returns
-        loop.add_signal_handler(sig, stop.set)
     pump = Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
                 client_name=f"pumpd {spec.tag}")
-    beats = asyncio.create_task(_heartbeat(sink, spec, stop))
-    try:
-        await pump.run(stop)
-    finally:
-        beats.cancel()
+    await pump.run(stop)
     c = sink.record.counters
     log.info(
         "worker exiting (%s): consumed %d published %d confirmed %d acked %d nacked %d",
@@ -131,6 +130,19 @@ async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
     if sink.record.reason_code in (ReasonCode.GAVE_UP, ReasonCode.UNDELIVERABLE):
         return exitcodes.FAILURE
     return exitcodes.OK
+
+
+async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # only record the request: the pump drains and returns
+        loop.add_signal_handler(sig, stop.set)
+    beats = asyncio.create_task(_heartbeat(sink, spec, stop))
+    try:
+        return await run_pump(spec, sink, stop)
+    finally:
+        beats.cancel()
 
 
 def main(spec: WorkerSpec) -> None:

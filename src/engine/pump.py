@@ -21,12 +21,16 @@ from .status import Counters, State, StatusSink
 
 log = logging.getLogger("pumpd.pump")
 
-COUNTER_INTERVAL = 0.25  # seconds between counter snapshots sent to the sink
+COUNTER_INTERVAL = 0.25  # seconds between counter snapshots sent to the sink...
+# ...while they change; an idle shovel's check slows down to this, and sends nothing unchanged
+# (issue 14: a thousand idle shovels in a few processes must cost next to nothing)
+IDLE_COUNTER_INTERVAL = 2.0
 MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multiple
 # A session that ran at least this long, or moved messages, was healthy: the next failure starts
 # the backoff again from reconnect_delay.
 HEALTHY_SESSION_SECONDS = 30.0
-BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)
+BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)...
+BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
 
 
 class Pump:
@@ -96,17 +100,29 @@ class Pump:
     async def _read_backlog(self, session: Session) -> None:
         """Messages ready in the source queue, by a passive declare every few seconds: how far
         behind the shovel is. A failure here is the session's to report, not this reader's."""
+        every = BACKLOG_EVERY
         while session.source is not None and session.queue:
+            before = self._source_backlog
             try:
                 self._source_backlog = await session.source.queue_length(session.queue)
             except Exception:  # the closed channel ends the session, which says why
                 return
-            await asyncio.sleep(BACKLOG_EVERY)
+            # Stretched while nothing changes, jittered so that many shovels do not read together
+            every = min(every * 2, BACKLOG_IDLE_EVERY) if self._source_backlog == before \
+                else BACKLOG_EVERY
+            await asyncio.sleep(every * self._rng.uniform(0.8, 1.0))
 
     async def _report_counters(self) -> None:
+        last: Counters | None = None
+        interval = COUNTER_INTERVAL
         while True:
-            self.sink.counters_changed(self.counters())
-            await asyncio.sleep(COUNTER_INTERVAL)
+            c = self.counters()
+            if c != last:
+                self.sink.counters_changed(c)
+                last, interval = c, COUNTER_INTERVAL
+            else:
+                interval = min(interval * 2, IDLE_COUNTER_INTERVAL)
+            await asyncio.sleep(interval)
 
     # -- running -------------------------------------------------------------------------------
 

@@ -495,10 +495,13 @@ class Session:
         fails or a message stops the shovel (raises :class:`SessionEnded`)."""
         assert self._failed is not None and self.relay is not None
         stop_task: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        # Only a delivery limit or a careful session needs polling; otherwise sleep until a
+        # failure or the stop (issue 14: an idle shovel must not wake five times a second).
+        poll = 0.2 if self._limit or self._careful else None
         try:
             while True:
                 waiting: set[asyncio.Future[Any]] = {self._failed, stop_task}
-                await asyncio.wait(waiting, timeout=0.2, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
                 if self._failed.done():
                     raise await self.settle_refused(self._failed.result())
                 if stop_task.done():

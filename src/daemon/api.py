@@ -1,0 +1,188 @@
+"""The HTTP endpoint's methods (:class:`~pumpd.daemon.http_api.Api`) on a running coordinator:
+status documents, and run-time changes (PUT, DELETE, POST restart) turned into the coordinator's
+verbs. The coordinator supervises; this module answers requests."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+
+from ..config.parse import ConfigError
+from ..version import __version__
+from . import definitions as daemon_config
+from . import statefile
+from .definitions import ShovelDefinition
+from .http_api import Reply, error
+from .positions import Shovel, Worker
+from .report import metrics_text, shovel_doc
+from .views import shovel_view
+
+log = logging.getLogger("pumpd.coordinator")
+
+
+class Options(Protocol):
+    @property
+    def config_path(self) -> str: ...
+
+    @property
+    def state_path(self) -> str: ...
+
+    @property
+    def default_workers(self) -> int | None: ...
+
+    @property
+    def drain_timeout(self) -> float: ...
+
+    @property
+    def shovels_per_process(self) -> int: ...
+
+
+class Supervisor(Protocol):
+    """What these methods need of the coordinator."""
+
+    @property
+    def opts(self) -> Options: ...
+
+    shovels: dict[str, Shovel]
+    started: float
+    stopping: bool
+
+    def block_names(self) -> list[str]: ...
+
+    def process_count(self) -> tuple[int, int]: ...
+
+    def add(self, name: str, definition: ShovelDefinition, now: float) -> Shovel: ...
+
+    def replace(self, s: Shovel, definition: ShovelDefinition, now: float) -> None: ...
+
+    def remove(self, s: Shovel, now: float) -> None: ...
+
+    def stop_worker(self, s: Shovel, w: Worker, then: Literal["restart", "retire"],
+                    now: float) -> None: ...
+
+    def runtime_definitions(self) -> Mapping[str, ShovelDefinition]: ...
+
+    def wake_loop(self) -> None: ...
+
+
+class CoordinatorApi:
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+
+    def overview(self) -> dict[str, Any]:
+        from ..dataplane.fastpath import IMPLEMENTATION
+
+        sup = self.sup
+        positions, processes = sup.process_count()
+        return {
+            "product": "pumpd",
+            "version": __version__,
+            "pid": os.getpid(),
+            "started": sup.started,
+            "uptime": round(time.time() - sup.started, 3),
+            "config": os.path.abspath(sup.opts.config_path),
+            "state_file": os.path.abspath(sup.opts.state_path),
+            "implementation": IMPLEMENTATION,
+            "drain_timeout": sup.opts.drain_timeout,
+            "stopping": sup.stopping,
+            "slot_blocks": sup.block_names(),  # in /dev/shm: for diagnostics
+            "shovels": len(sup.shovels),
+            "workers": positions,
+            "shovels_per_process": sup.opts.shovels_per_process,
+            "worker_processes": processes,
+        }
+
+    def shovel_list(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        return [shovel_doc(shovel_view(s, now)) for s in self.sup.shovels.values()]
+
+    def shovel(self, name: str) -> dict[str, Any] | None:
+        s = self.sup.shovels.get(name)
+        return shovel_doc(shovel_view(s, time.monotonic())) if s is not None else None
+
+    def metrics(self) -> str:
+        from ..dataplane.fastpath import IMPLEMENTATION
+
+        now = time.monotonic()
+        return metrics_text([shovel_view(s, now) for s in self.sup.shovels.values()],
+                            IMPLEMENTATION)
+
+    def restart(self, name: str) -> Reply:
+        sup = self.sup
+        if sup.stopping:
+            return error(503, "pumpd is stopping")
+        s = sup.shovels.get(name)
+        if s is None or s.removing:
+            return error(404, f"no shovel {name!r}")
+        now = time.monotonic()
+        log.info("shovel %s: restart requested", name, extra={"event": "restart_requested",
+                                                                "shovel": name})
+        for w in list(s.workers):
+            if w.process is None and w.done:  # terminated by design: this is a new attempt
+                w.restarts += 1
+                w.last_exit = f"restarted on request ({w.last_exit})"
+            w.done, w.failures = False, 0
+            sup.stop_worker(s, w, "restart", now)
+        sup.wake_loop()
+        return Reply(202, shovel_doc(shovel_view(s, now)))
+
+    def put(self, name: str, body: bytes) -> Reply:
+        sup = self.sup
+        if sup.stopping:
+            return error(503, "pumpd is stopping")
+        existing = sup.shovels.get(name)
+        if existing is not None and existing.definition.origin == "config" and \
+                not existing.removing:
+            return error(409, f"shovel {name!r} is defined in {sup.opts.config_path}: change it "
+                              "there and send SIGHUP")
+        try:
+            new = daemon_config.parse_put_body(name, body, sup.opts.default_workers)
+        except (daemon_config.BodyNotJson, ConfigError) as exc:
+            return error(400, str(exc))
+        runtime = {n: d.definition for n, d in sup.runtime_definitions().items()}
+        runtime[name] = new.definition
+        try:
+            statefile.save(sup.opts.state_path, runtime)
+        except statefile.StateFileError as exc:
+            log.error("%s", exc)
+            return error(500, str(exc))
+        now = time.monotonic()
+        if existing is None:
+            s = sup.add(name, new, now)
+            status = 201
+            log.info("shovel %s: added at run time", name, extra={"event": "added", "shovel": name})
+        elif not existing.removing and existing.definition.cfg == new.cfg:
+            existing.definition = new
+            s, status = existing, 200
+        else:
+            sup.replace(existing, new, now)
+            s, status = existing, 200
+            log.info("shovel %s: replaced at run time (restarting)", name,
+                     extra={"event": "replaced", "shovel": name})
+        sup.wake_loop()
+        return Reply(status, shovel_doc(shovel_view(s, now)))
+
+    def delete(self, name: str) -> Reply:
+        sup = self.sup
+        if sup.stopping:
+            return error(503, "pumpd is stopping")
+        s = sup.shovels.get(name)
+        if s is None or s.removing:
+            return error(404, f"no shovel {name!r}")
+        if s.definition.origin == "config":
+            return error(409, f"shovel {name!r} is defined in {sup.opts.config_path}: remove it "
+                              "there and send SIGHUP")
+        runtime = {n: d.definition for n, d in sup.runtime_definitions().items() if n != name}
+        try:
+            statefile.save(sup.opts.state_path, runtime)
+        except statefile.StateFileError as exc:
+            log.error("%s", exc)
+            return error(500, str(exc))
+        log.info("shovel %s: deleted at run time (draining)", name,
+                 extra={"event": "deleted", "shovel": name})
+        sup.remove(s, time.monotonic())
+        sup.wake_loop()
+        return Reply(204)

@@ -1,0 +1,111 @@
+"""What the coordinator supervises: shovels, their worker positions, and the processes that run
+them (a worker process of one position, or a worker host of several).
+
+A position (:class:`Worker`) is one competing consumer of a shovel with its own slot; successive
+processes run it. With ``--shovels-per-process 1`` (the default) every position has a process of
+its own, stopped with SIGTERM. With K > 1 a position without ``own_process`` runs inside a
+:class:`Host` (:mod:`pumpd.daemon.host`), controlled through the host's pipe; the position's
+``process`` and ``pid`` are then the host's, shared with the other positions it runs.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Literal
+
+from ..engine.status import Counters, State
+from .definitions import ShovelDefinition
+from .report import RateMeter, add_counters
+from .slots import SlotRecord, SlotRef
+
+
+@dataclass(eq=False)
+class Host:
+    """A worker host process and the positions it runs now."""
+
+    process: BaseProcess
+    pid: int
+    conn: Connection  # the coordinator's end of the control pipe
+    spawned_at: float
+    positions: dict[SlotRef, tuple[Shovel, Worker]] = field(default_factory=dict)
+    kill_reason: str | None = None
+    exiting: bool = False  # told to exit (no position left): takes no new one
+    eof: bool = False  # the pipe is closed: the host is gone or going
+
+    def takes(self, capacity: int, now: float, stale: float) -> bool:
+        """Whether a new position may start here: room, not going away, and beating (a hung
+        host would not read its pipe, and a coordinator writing to a full pipe would block)."""
+        return (not self.exiting and not self.eof and self.kill_reason is None
+                and len(self.positions) < capacity
+                and all(now - w.record.heartbeat < stale for _s, w in self.positions.values()
+                        if w.live_record()))
+
+    def hosts_shovel(self, name: str) -> bool:
+        return any(s.name == name for s, _w in self.positions.values())
+
+
+@dataclass(eq=False)
+class Worker:
+    """One worker position of a shovel: successive processes, one slot."""
+
+    index: int
+    slot: SlotRef
+    process: BaseProcess | None = None
+    pid: int = 0
+    host: Host | None = None  # the worker host running this position, if any
+    ended: tuple[int, str | None] | None = None  # the host's report that this position ended
+    start_at: float | None = 0.0  # monotonic time of the next start; None: not scheduled
+    spawned_at: float = 0.0
+    stop_sent_at: float | None = None
+    then: Literal["restart", "retire"] | None = None  # what follows the requested stop
+    done: bool = False  # terminated by design: not started again until restarted or changed
+    restarts: int = 0
+    failures: int = 0  # consecutive crashes, for the backoff
+    kill_reason: str | None = None
+    last_exit: str | None = None
+    carried: Counters = field(default_factory=Counters)  # earlier processes' totals
+    meter: RateMeter = field(default_factory=RateMeter)
+    sampled_at: float = 0.0
+    record: SlotRecord = field(default_factory=SlotRecord)  # the last consistent slot read
+    seen_seq: int = -1  # the slot's sequence number when ``record`` was read
+
+    def live_record(self) -> bool:
+        """Whether the slot holds the running process's own report."""
+        return self.process is not None and self.record.pid == self.pid
+
+    @property
+    def moving(self) -> bool:
+        """Whether a live process of this worker reports running (or blocked): a worker that is
+        starting, reconnecting or gone moves nothing, whatever its last counters say."""
+        return self.live_record() and self.record.state in (State.RUNNING, State.BLOCKED)
+
+    def counters(self) -> Counters:
+        return add_counters(self.carried, self.record.counters) if self.live_record() \
+            else self.carried
+
+
+@dataclass(eq=False)
+class Shovel:
+    name: str
+    definition: ShovelDefinition
+    workers: list[Worker] = field(default_factory=list)
+    removing: bool = False
+    state: State = State.STARTING
+    reason: str = ""
+    since: float = field(default_factory=time.time)
+
+
+def describe_exit(code: int, kill_reason: str | None) -> str:
+    if kill_reason is not None:
+        return f"killed by pumpd: {kill_reason}"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "?"
+        return f"killed by signal {-code} ({name})"
+    return f"exited with status {code}"
