@@ -45,72 +45,36 @@ from .model import (
     UndeliverablePolicy,
 )
 from .uri import URIError, format_uri, parse_uri, redact, uri_notes
+from .vocabulary import (
+    AMQP10_KEYS,
+    BASIC_PROPERTIES,
+    BIT,
+    DECLARATION_METHODS,
+    DYNAMIC_KEYS,
+    LEGACY_DYNAMIC_KEYS,
+    PUBLISH_FIELDS,
+    REQUIRED_FIELDS,
+    SEED_CLAUSES,
+    SEED_EXTRAS,
+    SHORTSTR,
+    USES_LAST_QUEUE,
+)
 
 __all__ = ["ConfigError", "load_config", "parse_config", "shovel_to_json"]
 
-# AMQP 0-9-1 field types of the declaration methods (the reserved "ticket" field left out).
-_BIT, _STR, _TABLE = "a boolean", "a string", "an object (AMQP table)"
-_BIND_FIELDS = {"routing_key": _STR, "nowait": _BIT, "arguments": _TABLE}
-METHOD_FIELDS: dict[str, dict[str, str]] = {
-    "exchange.declare": {"exchange": _STR, "type": _STR, "passive": _BIT, "durable": _BIT,
-                         "auto_delete": _BIT, "internal": _BIT, "nowait": _BIT,
-                         "arguments": _TABLE},
-    "exchange.delete": {"exchange": _STR, "if_unused": _BIT, "nowait": _BIT},
-    "exchange.bind": {"destination": _STR, "source": _STR, **_BIND_FIELDS},
-    "exchange.unbind": {"destination": _STR, "source": _STR, **_BIND_FIELDS},
-    "queue.declare": {"queue": _STR, "passive": _BIT, "durable": _BIT, "exclusive": _BIT,
-                      "auto_delete": _BIT, "nowait": _BIT, "arguments": _TABLE},
-    "queue.bind": {"queue": _STR, "exchange": _STR, **_BIND_FIELDS},
-    "queue.unbind": {"queue": _STR, "exchange": _STR, "routing_key": _STR, "arguments": _TABLE},
-    "queue.purge": {"queue": _STR, "nowait": _BIT},
-    "queue.delete": {"queue": _STR, "if_unused": _BIT, "if_empty": _BIT, "nowait": _BIT},
-}
-# Fields whose AMQP default ("") the broker always refuses: caught here rather than on connect.
-_REQUIRED_FIELDS = {
-    "exchange.declare": ("exchange",),
-    "exchange.delete": ("exchange",),
-    "exchange.bind": ("destination", "source"),
-    "exchange.unbind": ("destination", "source"),
-    "queue.bind": ("exchange",),
-    "queue.unbind": ("exchange",),
-}
-# The methods whose "queue": "" (or no queue) means the queue most recently declared.
-_USES_LAST_QUEUE = ("queue.bind", "queue.unbind", "queue.purge", "queue.delete")
+_SHORTSTR_PROPERTIES = tuple(name for name, kind in BASIC_PROPERTIES.items()
+                             if kind == SHORTSTR and name != "expiration")
 
-_SHORTSTR_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to",
-                        "message_id", "type", "user_id", "app_id", "cluster_id")
-BASIC_PROPERTIES = ("content_type", "content_encoding", "headers", "delivery_mode", "priority",
-                    "correlation_id", "reply_to", "expiration", "message_id", "timestamp", "type",
-                    "user_id", "app_id", "cluster_id")
-
-SEED_CLAUSES = ("sources", "destinations", "queue", "prefetch_count", "ack_mode",
-                "publish_properties", "publish_fields", "reconnect_delay")
-_SEED_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header",
-                # the plugin's current static format (source: [...]) reads these too
-                "delete_after_duration", "consumer_args", "consumer_name")
-# pumpd's own: allowed in both forms
 # A worker process hosts at most this many shovels (one event loop; each shovel holds two
 # connections, so the process's descriptors bound it too).
 MAX_SHOVELS_PER_PROCESS = 1000
+# pumpd's own: allowed in both forms
 _COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable", "own_process")
-_SEED_ALL = SEED_CLAUSES + _SEED_EXTRAS + _COMMON_CLAUSES
-# Dynamic-shovel keys (AMQP 0-9-1), as rabbit_amqp091_shovel validates them; the legacy pre-3.7
-# names are accepted as the plugin does, but not together with their current name.
-DYNAMIC_KEYS = ("src-uri", "src-protocol", "src-queue", "src-queue-args", "src-exchange",
-                "src-exchange-key", "src-prefetch-count", "src-delete-after", "src-predeclared",
-                "src-delete-after-duration", "src-consumer-args", "src-consumer-name",
-                "dest-uri", "dest-protocol", "dest-queue", "dest-queue-args", "dest-exchange",
-                "dest-exchange-key", "dest-publish-properties", "dest-add-forward-headers",
-                "dest-add-timestamp-header", "dest-predeclared", "ack-mode", "reconnect-delay")
-_LEGACY_KEYS = {"prefetch-count": "src-prefetch-count", "delete-after": "src-delete-after",
-                "publish-properties": "dest-publish-properties",
-                "add-forward-headers": "dest-add-forward-headers",
-                "add-timestamp-header": "dest-add-timestamp-header"}
-_LEGACY_NAME = {current: legacy for legacy, current in _LEGACY_KEYS.items()}
-_DYNAMIC_ALL = DYNAMIC_KEYS + tuple(_LEGACY_KEYS) + _COMMON_CLAUSES
-# Keys only an AMQP 1.0 shovel has (rabbit_amqp10_shovel): refused with the reason, not as typos.
-_AMQP10_KEYS = ("src-address", "dest-address", "dest-application-properties",
-                "dest-message-annotations", "dest-properties")
+_SEED_ALL = SEED_CLAUSES + SEED_EXTRAS + _COMMON_CLAUSES
+# The legacy pre-3.7 dynamic names are accepted as the plugin does, but not together with their
+# current name.
+_LEGACY_NAME = {current: legacy for legacy, current in LEGACY_DYNAMIC_KEYS.items()}
+_DYNAMIC_ALL = DYNAMIC_KEYS + tuple(LEGACY_DYNAMIC_KEYS) + _COMMON_CLAUSES
 # The plugin's floor for delete_after_duration (rabbit_shovel.hrl, SOFT_..._FLOOR), in seconds.
 PLUGIN_DURATION_FLOOR = 60
 MAX_DURATION = 315_360_000  # ten years: rabbit_misc:check_expiry on the value in milliseconds
@@ -334,10 +298,11 @@ def _declaration(ctx: _Ctx, clause: str, item: object, declared_queue: bool) -> 
             ctx.fail(clause, f"the fields of {method} must be an object, got {_show(fields_obj)}")
     else:
         ctx.fail(clause, f"a declaration is a method name or an object, got {_show(item)}")
-    if method not in METHOD_FIELDS:
-        ctx.fail(clause, f"unsupported method {method!r}{_suggest(method, list(METHOD_FIELDS))}; "
-                         f"supported: {', '.join(METHOD_FIELDS)}")
-    spec = METHOD_FIELDS[method]
+    if method not in DECLARATION_METHODS:
+        ctx.fail(clause, f"unsupported method {method!r}"
+                         f"{_suggest(method, list(DECLARATION_METHODS))}; "
+                         f"supported: {', '.join(DECLARATION_METHODS)}")
+    spec = DECLARATION_METHODS[method]
     fields: dict[str, Any] = {}
     for name, value in fields_obj.items():
         where = f"{clause}.{method}.{name}"
@@ -345,16 +310,16 @@ def _declaration(ctx: _Ctx, clause: str, item: object, declared_queue: bool) -> 
             ctx.fail(where, f"{method} has no field {name!r}{_suggest(name, list(spec))}; "
                             f"its fields: {', '.join(spec)}")
         kind = spec[name]
-        if kind == _BIT:
+        if kind == BIT:
             fields[name] = _bool(ctx, where, value)
-        elif kind == _STR:
+        elif kind == SHORTSTR:
             fields[name] = _shortstr(ctx, where, value)
         else:
             fields[name] = _table(ctx, where, value)
-    for name in _REQUIRED_FIELDS.get(method, ()):
+    for name in REQUIRED_FIELDS.get(method, ()):
         if not fields.get(name):
             ctx.fail(clause, f"{method} needs a non-empty {name!r}")
-    if method in _USES_LAST_QUEUE and not fields.get("queue") and not declared_queue:
+    if method in USES_LAST_QUEUE and not fields.get("queue") and not declared_queue:
         ctx.fail(clause, f"{method} with queue \"\" means the most recently declared queue, but "
                          "no queue.declare comes before it")
     return Declaration(method, fields, if_missing=if_missing)
@@ -408,7 +373,7 @@ def _publish_properties(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]
     """
     # [] is how an export writes "none" (an empty Erlang property list)
     obj = _object(ctx, clause, {} if value == [] else value)
-    _check_keys(ctx, f"{clause}.", obj, BASIC_PROPERTIES, "not a basic property")
+    _check_keys(ctx, f"{clause}.", obj, tuple(BASIC_PROPERTIES), "not a basic property")
     props: dict[str, Any] = {}
     for name, v in obj.items():
         where = f"{clause}.{name}"
@@ -436,8 +401,7 @@ def _publish_fields(
     ctx: _Ctx, clause: str, value: object
 ) -> tuple[str | None, str | None, bool]:
     obj = _object(ctx, clause, value)
-    _check_keys(ctx, f"{clause}.", obj, ("exchange", "routing_key", "mandatory"),
-                "not a publish field")
+    _check_keys(ctx, f"{clause}.", obj, tuple(PUBLISH_FIELDS), "not a publish field")
     exchange = routing_key = None
     if "exchange" in obj:  # "" is the default exchange
         exchange = _shortstr(ctx, f"{clause}.exchange", obj["exchange"])
@@ -551,7 +515,7 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
 
     :raises ConfigError: on the first bad key.
     """
-    amqp10 = [k for k in obj if k in _AMQP10_KEYS]
+    amqp10 = [k for k in obj if k in AMQP10_KEYS]
     if amqp10:
         ctx.fail(amqp10[0], "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only (an "
                             "AMQP 1.0 source or destination cannot be moved to pumpd)")
@@ -562,7 +526,7 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
                 ctx.fail(key, f"{obj[key]} shovels are not supported: pumpd speaks AMQP 0-9-1 only "
                               '(use "amqp091")')
             ctx.fail(key, f'must be "amqp091", got {_show(obj[key])}')
-    for legacy, current in _LEGACY_KEYS.items():
+    for legacy, current in LEGACY_DYNAMIC_KEYS.items():
         if legacy in obj and current in obj:
             ctx.fail(legacy, f"give {current!r} or its legacy name {legacy!r}, not both")
 

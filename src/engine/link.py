@@ -33,10 +33,25 @@ from pika.adapters.utils import nbio_interface
 
 from ..config.model import BrokerURI, Declaration
 from ..config.uri import EMPTY_VHOST_NOTE
+from ..config.vocabulary import (
+    BIT,
+    DECLARATION_METHODS,
+    REQUIRED_FIELDS,
+    SHORTSTR,
+    TABLE,
+    USES_LAST_QUEUE,
+)
 
 log = logging.getLogger("pumpd.amqp_link")
 
 Interceptor = Callable[[bytes], bytes]
+
+# What pika is given for a field a declaration leaves out: AMQP's default for its type (pika
+# would put the queue name for a missing routing key), or this field's own default.
+_OMITTED_KIND: dict[str, Any] = {BIT: False, SHORTSTR: "", TABLE: None}
+_OMITTED = {"type": "direct"}
+# pika's keyword for a field, where it is not the field's own name.
+_PIKA_KEYWORD = {"type": "exchange_type"}
 
 
 class LinkError(Exception):
@@ -321,87 +336,34 @@ class Link:
             await self._declare_one(decl)
 
     async def _declare_one(self, decl: Declaration) -> None:
-        a = dict(decl.arguments)
-        a.pop("nowait", None)  # pika always waits for the -ok; a declaration must succeed
-        ch = self.channel
-        what = f"{decl.method} on {self.uri.redacted()}"
-        if decl.method == "queue.declare" and decl.if_missing and await self._queue_exists(a):
-            self.last_declared_queue = a["queue"]
-            return
-        if decl.method == "queue.declare":
-            frame = await self._call(
-                lambda cb: ch.queue_declare(
-                    queue=a.get("queue", ""),
-                    passive=a.get("passive", False),
-                    durable=a.get("durable", False),
-                    exclusive=a.get("exclusive", False),
-                    auto_delete=a.get("auto_delete", False),
-                    arguments=a.get("arguments"),
-                    callback=cb,
-                ),
-                what,
-            )
-            self.last_declared_queue = frame.method.queue
-            return
-        queue = a.get("queue")
-        if queue == "":
-            a["queue"] = self.last_declared_queue
-        calls: dict[str, Callable[[Callable[[Any], None]], None]] = {
-            "exchange.declare": lambda cb: ch.exchange_declare(
-                exchange=a["exchange"],
-                exchange_type=a.get("type", "direct"),
-                passive=a.get("passive", False),
-                durable=a.get("durable", False),
-                auto_delete=a.get("auto_delete", False),
-                internal=a.get("internal", False),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "exchange.delete": lambda cb: ch.exchange_delete(
-                exchange=a.get("exchange"), if_unused=a.get("if_unused", False), callback=cb
-            ),
-            "exchange.bind": lambda cb: ch.exchange_bind(
-                destination=a["destination"],
-                source=a["source"],
-                routing_key=a.get("routing_key", ""),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "exchange.unbind": lambda cb: ch.exchange_unbind(
-                destination=a.get("destination"),
-                source=a.get("source"),
-                routing_key=a.get("routing_key", ""),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "queue.bind": lambda cb: ch.queue_bind(
-                queue=a.get("queue", self.last_declared_queue),
-                exchange=a["exchange"],
-                # AMQP's default; pika would substitute the queue name for None
-                routing_key=a.get("routing_key", ""),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "queue.unbind": lambda cb: ch.queue_unbind(
-                queue=a.get("queue", self.last_declared_queue),
-                exchange=a.get("exchange"),
-                routing_key=a.get("routing_key", ""),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "queue.purge": lambda cb: ch.queue_purge(
-                queue=a.get("queue", self.last_declared_queue), callback=cb
-            ),
-            "queue.delete": lambda cb: ch.queue_delete(
-                queue=a.get("queue", self.last_declared_queue),
-                if_unused=a.get("if_unused", False),
-                if_empty=a.get("if_empty", False),
-                callback=cb,
-            ),
-        }
-        if decl.method not in calls:
+        if decl.method not in DECLARATION_METHODS:
             raise LinkError(f"unsupported declaration {decl.method}")
-        await self._call(calls[decl.method], what)
+        kwargs = self._pika_arguments(decl)
+        what = f"{decl.method} on {self.uri.redacted()}"
+        if decl.method == "queue.declare" and decl.if_missing and await self._queue_exists(kwargs):
+            self.last_declared_queue = kwargs["queue"]
+            return
+        start = getattr(self.channel, decl.method.replace(".", "_"))  # queue.bind: queue_bind
+        frame = await self._call(lambda cb: start(**kwargs, callback=cb), what)
+        if decl.method == "queue.declare":
+            self.last_declared_queue = frame.method.queue
+
+    def _pika_arguments(self, decl: Declaration) -> dict[str, Any]:
+        """The keyword arguments of pika's call for ``decl``, every field of its method given."""
+        kwargs: dict[str, Any] = {}
+        required = REQUIRED_FIELDS.get(decl.method, ())
+        a = decl.arguments
+        for name, kind in DECLARATION_METHODS[decl.method].items():
+            if name == "nowait":
+                continue  # pika always waits for the -ok; a declaration must succeed
+            if name in required:
+                value = a[name]
+            elif name == "queue" and decl.method in USES_LAST_QUEUE:
+                value = a.get(name) or self.last_declared_queue
+            else:
+                value = a.get(name, _OMITTED.get(name, _OMITTED_KIND[kind]))
+            kwargs[_PIKA_KEYWORD.get(name, name)] = value
+        return kwargs
 
     async def _queue_exists(self, a: dict[str, Any]) -> bool:
         """A passive declare on a channel of its own: a missing queue closes the channel (404),

@@ -10,20 +10,10 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import quote
 
+from ..config.vocabulary import LEGACY_DYNAMIC_KEYS
 from .errors import JSON, ConfigImportError
 
 __all__ = ["import_definitions"]
-
-# Older dynamic-shovel names and the current names the plugin reads first (when both are set,
-# the current one wins, as in rabbit_shovel_parameters).
-_LEGACY_DYNAMIC_KEYS = {
-    "prefetch-count": "src-prefetch-count",
-    "delete-after": "src-delete-after",
-    "add-forward-headers": "dest-add-forward-headers",
-    "add-timestamp-header": "dest-add-timestamp-header",
-    "publish-properties": "dest-publish-properties",
-}
-
 
 def _explicit_local_uri(uri: str) -> str:
     """Spell out the virtual host of a host-less ``amqp://`` URI that leaves it out.
@@ -57,7 +47,7 @@ def _explicit_local_uri(uri: str) -> str:
 def _dynamic_value(value: dict[str, JSON]) -> dict[str, JSON]:
     out: dict[str, JSON] = {}
     for key, sub in value.items():
-        current = _LEGACY_DYNAMIC_KEYS.get(key)
+        current = LEGACY_DYNAMIC_KEYS.get(key)
         if current is not None:
             if current in value:
                 continue  # the current name is set too and takes precedence

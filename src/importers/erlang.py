@@ -15,7 +15,19 @@ from typing import NoReturn
 from urllib.parse import urlsplit
 
 from ..config.model import AckMode
-from ..config.parse import MAX_DURATION, SEED_CLAUSES
+from ..config.parse import MAX_DURATION
+from ..config.vocabulary import (
+    BASIC_PROPERTIES,
+    BIT,
+    DECLARATION_METHODS,
+    LONGLONG,
+    OCTET,
+    PUBLISH_FIELDS,
+    SEED_CLAUSES,
+    SEED_EXTRAS,
+    SHORTSTR,
+    TABLE,
+)
 from .erlang_terms import (
     Atom,
     ErlangSyntaxError,
@@ -29,69 +41,23 @@ from .errors import JSON, ConfigImportError
 
 __all__ = ["import_erlang_config"]
 
-# Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in this format;
-# pumpd's JSON takes them under the same names.
-_EXTRA_CLAUSES = ("delete_after", "add_forward_headers", "add_timestamp_header",
-                  "delete_after_duration")
+# Clauses the plugin (3.7+) also reads in this format; pumpd's JSON takes them under the same
+# names (consumer_args / consumer_name only in the current format, see _CURRENT_SOURCE).
+_EXTRA_CLAUSES = SEED_EXTRAS[:4]
 _MANDATORY_CLAUSES = ("sources", "destinations", "queue")
 # The clauses the older plugin's ``defaults`` application setting may supply.
 _DEFAULTABLE_CLAUSES = SEED_CLAUSES[3:]
 _ACK_MODES = tuple(mode.value for mode in AckMode)
 
-# Field types, for declarations, publish_properties and publish_fields.
-_TEXT, _BOOL, _OCTET, _LONGLONG, _TABLE = "text", "bool", "octet", "longlong", "table"
-
-# The AMQP 0-9-1 methods that make sense as declarations, with their fields as the Erlang client
-# names them (rabbit_framing_amqp_0_9_1 records). The deprecated `ticket` field, which brokers
-# ignore, is accepted and left out of the output (see _DROPPED_FIELDS).
-_METHODS: dict[str, dict[str, str]] = {
-    "exchange.declare": {
-        "exchange": _TEXT, "type": _TEXT, "passive": _BOOL,
-        "durable": _BOOL, "auto_delete": _BOOL, "internal": _BOOL, "nowait": _BOOL,
-        "arguments": _TABLE,
-    },
-    "exchange.delete": {"exchange": _TEXT, "if_unused": _BOOL, "nowait": _BOOL},
-    "exchange.bind": {
-        "destination": _TEXT, "source": _TEXT, "routing_key": _TEXT,
-        "nowait": _BOOL, "arguments": _TABLE,
-    },
-    "exchange.unbind": {
-        "destination": _TEXT, "source": _TEXT, "routing_key": _TEXT,
-        "nowait": _BOOL, "arguments": _TABLE,
-    },
-    "queue.declare": {
-        "queue": _TEXT, "passive": _BOOL, "durable": _BOOL,
-        "exclusive": _BOOL, "auto_delete": _BOOL, "nowait": _BOOL, "arguments": _TABLE,
-    },
-    "queue.bind": {
-        "queue": _TEXT, "exchange": _TEXT, "routing_key": _TEXT,
-        "nowait": _BOOL, "arguments": _TABLE,
-    },
-    "queue.unbind": {
-        "queue": _TEXT, "exchange": _TEXT, "routing_key": _TEXT,
-        "arguments": _TABLE,
-    },
-    "queue.purge": {"queue": _TEXT, "nowait": _BOOL},
-    "queue.delete": {
-        "queue": _TEXT, "if_unused": _BOOL, "if_empty": _BOOL, "nowait": _BOOL,
-    },
-}  # fmt: skip
-
-# basic.properties (the Erlang client's #'P_basic'{} fields) and basic.publish fields.
-_PUBLISH_PROPERTIES = {
-    "content_type": _TEXT, "content_encoding": _TEXT, "headers": _TABLE, "delivery_mode": _OCTET,
-    "priority": _OCTET, "correlation_id": _TEXT, "reply_to": _TEXT, "expiration": _TEXT,
-    "message_id": _TEXT, "timestamp": _LONGLONG, "type": _TEXT, "user_id": _TEXT, "app_id": _TEXT,
-    "cluster_id": _TEXT,
-}  # fmt: skip
-_PUBLISH_FIELDS = {"exchange": _TEXT, "routing_key": _TEXT, "mandatory": _BOOL}
+# The deprecated `ticket` field of the declaration methods, which brokers ignore, is accepted
+# and left out of the output (the vocabulary's field lists leave it out).
 _DROPPED_FIELDS = ("ticket",)
 # basic.publish fields the importer refuses, and why.
 _REFUSED_PUBLISH_FIELDS = {
     "immediate": "RabbitMQ does not support immediate (it closes the connection); remove the field",
 }
 
-_UNSIGNED_RANGES = {_OCTET: 0xFF, _LONGLONG: (1 << 64) - 1}
+_UNSIGNED_RANGES = {OCTET: 0xFF, LONGLONG: (1 << 64) - 1}
 
 # AMQP field-table value types of the Erlang client (rabbit_binary_generator), with the integer
 # range of each integer type.
@@ -393,9 +359,9 @@ class _ErlangImporter:
                 item,
             )
         if key == "publish_properties":
-            return self._fields(ctx, value, item, _PUBLISH_PROPERTIES, "basic.properties")
+            return self._fields(ctx, value, item, BASIC_PROPERTIES, "basic.properties")
         if key == "publish_fields":
-            return self._fields(ctx, value, item, _PUBLISH_FIELDS, "basic.publish")
+            return self._fields(ctx, value, item, PUBLISH_FIELDS, "basic.publish")
         if key == "delete_after":
             if isinstance(value, Atom) and value in ("never", "queue-length"):
                 return str(value)
@@ -517,13 +483,13 @@ class _ErlangImporter:
         return {**fields, "exclusive": True}
 
     def _method(self, ctx: str, method: Atom, *at: Term) -> dict[str, str]:
-        if method not in _METHODS:
+        if method not in DECLARATION_METHODS:
             self.fail(
-                f"{ctx}: unknown AMQP method '{method}' (known: {', '.join(_METHODS)})",
+                f"{ctx}: unknown AMQP method '{method}' (known: {', '.join(DECLARATION_METHODS)})",
                 method,
                 *at,
             )
-        return _METHODS[method]
+        return DECLARATION_METHODS[method]
 
     def _fields(
         self, ctx: str, value: Term, item: Term, types: dict[str, str], what: str
@@ -543,11 +509,11 @@ class _ErlangImporter:
                 )
             field_ctx = f"{ctx}: {key}"
             kind = types[key]
-            if kind == _TEXT:
+            if kind == SHORTSTR:
                 out[key] = self._text(field_ctx, sub, sub_item)
-            elif kind == _BOOL:
+            elif kind == BIT:
                 out[key] = self._bool(field_ctx, sub, sub_item)
-            elif kind == _TABLE:
+            elif kind == TABLE:
                 out[key] = self._table(field_ctx, sub, sub_item)
             else:
                 out[key] = self._int(field_ctx, sub, sub_item, 0, _UNSIGNED_RANGES[kind])
