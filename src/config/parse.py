@@ -515,20 +515,8 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
 
     :raises ConfigError: on the first bad key.
     """
-    amqp10 = [k for k in obj if k in AMQP10_KEYS]
-    if amqp10:
-        ctx.fail(amqp10[0], "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only (an "
-                            "AMQP 1.0 source or destination cannot be moved to pumpd)")
-    _check_keys(ctx, "", obj, _DYNAMIC_ALL, "unknown key")
-    for key in ("src-protocol", "dest-protocol"):
-        if key in obj and obj[key] != "amqp091":
-            if obj[key] in ("amqp10", "local"):
-                ctx.fail(key, f"{obj[key]} shovels are not supported: pumpd speaks AMQP 0-9-1 only "
-                              '(use "amqp091")')
-            ctx.fail(key, f'must be "amqp091", got {_show(obj[key])}')
-    for legacy, current in LEGACY_DYNAMIC_KEYS.items():
-        if legacy in obj and current in obj:
-            ctx.fail(legacy, f"give {current!r} or its legacy name {legacy!r}, not both")
+    _check_dynamic_keys(ctx, obj)
+    _warn_dynamic_ignored(ctx, obj)
 
     def where(key: str) -> str:
         """The name this definition uses for ``key``: the current one or its legacy one."""
@@ -538,71 +526,15 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
     def get(key: str, default: object) -> object:
         return obj.get(where(key), default)
 
-    for key in ("src-uri", "dest-uri"):
-        if key not in obj:
-            ctx.fail(key, "missing (it is mandatory)")
-    if ("src-queue" in obj) == ("src-exchange" in obj):
-        ctx.fail("src-queue", "give exactly one of 'src-queue' and 'src-exchange'")
-    if "dest-queue" in obj and "dest-exchange" in obj:
-        ctx.fail("dest-queue", "give at most one of 'dest-queue' and 'dest-exchange'")
-    # Keys the plugin silently ignores in these combinations. The broker accepted them, so a
-    # definitions export has them: said at check time, not refused.
-    # (dest-exchange-key alone is meaningful: it replaces the routing key, keeping the exchange.)
-    for key, needs in (("src-exchange-key", "src-exchange"), ("src-queue-args", "src-queue"),
-                       ("dest-queue-args", "dest-queue")):
-        if key in obj and needs not in obj:
-            ctx.warn(key, f"ignored, as the plugin does: it only applies together with {needs!r}")
-    if "dest-exchange-key" in obj and "dest-queue" in obj:
-        ctx.warn("dest-exchange-key", "ignored, as the plugin does: with 'dest-queue' messages go "
-                                      "to that queue through the default exchange")
-    for side in ("src", "dest"):
-        key = f"{side}-predeclared"
-        if _bool(ctx, key, obj.get(key, False)):
-            if f"{side}-queue" not in obj:
-                ctx.warn(key, f"ignored, as the plugin does: it only applies together with "
-                              f"'{side}-queue'")
-            elif f"{side}-queue-args" in obj:  # the plugin's check_queue ignores them
-                ctx.warn(f"{side}-queue-args", f"ignored with {key}, as the plugin does: the "
-                                               "queue is only checked, never declared")
-
-    src_decls: list[Declaration] = []
-    if "src-queue" in obj:
-        queue = _shortstr(ctx, "src-queue", obj["src-queue"])
-        if not queue:
-            ctx.fail("src-queue", "must not be empty")
-        src_decls.append(_ensure_queue(ctx, "src", obj, queue))
-    else:
-        exchange = _shortstr(ctx, "src-exchange", obj["src-exchange"])
-        if not exchange:
-            ctx.fail("src-exchange", "must not be empty (the default exchange cannot be bound)")
-        key = _shortstr(ctx, "src-exchange-key", obj.get("src-exchange-key", ""))
-        queue = ""  # the server-named queue declared just before
-        src_decls += [Declaration("queue.declare", {"exclusive": True}),
-                      Declaration("queue.bind",
-                                  {"queue": "", "exchange": exchange, "routing_key": key})]
-
-    dest_decls: list[Declaration] = []
-    publish_exchange: str | None = None
-    publish_routing_key: str | None = None
-    if "dest-queue" in obj:
-        dest_queue = _shortstr(ctx, "dest-queue", obj["dest-queue"])
-        if not dest_queue:
-            ctx.fail("dest-queue", "must not be empty")
-        dest_decls.append(_ensure_queue(ctx, "dest", obj, dest_queue))
-        publish_exchange, publish_routing_key = "", dest_queue
-    else:
-        if "dest-exchange" in obj:
-            publish_exchange = _shortstr(ctx, "dest-exchange", obj["dest-exchange"])
-        if "dest-exchange-key" in obj:
-            publish_routing_key = _shortstr(ctx, "dest-exchange-key", obj["dest-exchange-key"])
-
+    queue, src_decls = _dynamic_source(ctx, obj)
+    dest_decls, publish_exchange, publish_routing_key = _dynamic_destination(ctx, obj)
     ack_mode = _enum_value(ctx, "ack-mode", obj.get("ack-mode", "on-confirm"),
                            ("on-confirm", "on-publish", "no-ack"))
     consumer_args, consumer_tag = _consumer(ctx, "src-consumer-args", "src-consumer-name", obj)
     return ShovelConfig(
         name=ctx.shovel or "",
-        source=Endpoint(_uri_list(ctx, "src-uri", obj["src-uri"]), tuple(src_decls)),
-        destination=Endpoint(_uri_list(ctx, "dest-uri", obj["dest-uri"]), tuple(dest_decls)),
+        source=Endpoint(_uri_list(ctx, "src-uri", obj["src-uri"]), src_decls),
+        destination=Endpoint(_uri_list(ctx, "dest-uri", obj["dest-uri"]), dest_decls),
         queue=queue,
         prefetch_count=_int(ctx, where("src-prefetch-count"),
                             get("src-prefetch-count", DEFAULT_PREFETCH), 0, _MAX_PREFETCH),
@@ -630,6 +562,90 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         own_process=_bool(ctx, "own_process", obj.get("own_process", False)),
         undeliverable=_undeliverable(ctx, obj.get("undeliverable", {})),
     )
+
+
+def _check_dynamic_keys(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
+    """The keys a dynamic shovel may have, which it must have, and which exclude each other.
+
+    :raises ConfigError: on the first key that is unknown, missing, or in conflict.
+    """
+    amqp10 = [k for k in obj if k in AMQP10_KEYS]
+    if amqp10:
+        ctx.fail(amqp10[0], "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only (an "
+                            "AMQP 1.0 source or destination cannot be moved to pumpd)")
+    _check_keys(ctx, "", obj, _DYNAMIC_ALL, "unknown key")
+    for key in ("src-protocol", "dest-protocol"):
+        if key in obj and obj[key] != "amqp091":
+            if obj[key] in ("amqp10", "local"):
+                ctx.fail(key, f"{obj[key]} shovels are not supported: pumpd speaks AMQP 0-9-1 only "
+                              '(use "amqp091")')
+            ctx.fail(key, f'must be "amqp091", got {_show(obj[key])}')
+    for legacy, current in LEGACY_DYNAMIC_KEYS.items():
+        if legacy in obj and current in obj:
+            ctx.fail(legacy, f"give {current!r} or its legacy name {legacy!r}, not both")
+    for key in ("src-uri", "dest-uri"):
+        if key not in obj:
+            ctx.fail(key, "missing (it is mandatory)")
+    if ("src-queue" in obj) == ("src-exchange" in obj):
+        ctx.fail("src-queue", "give exactly one of 'src-queue' and 'src-exchange'")
+    if "dest-queue" in obj and "dest-exchange" in obj:
+        ctx.fail("dest-queue", "give at most one of 'dest-queue' and 'dest-exchange'")
+
+
+def _warn_dynamic_ignored(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
+    """Keys the plugin silently ignores in these combinations. The broker accepted them, so a
+    definitions export has them: said at check time, not refused."""
+    # (dest-exchange-key alone is meaningful: it replaces the routing key, keeping the exchange.)
+    for key, needs in (("src-exchange-key", "src-exchange"), ("src-queue-args", "src-queue"),
+                       ("dest-queue-args", "dest-queue")):
+        if key in obj and needs not in obj:
+            ctx.warn(key, f"ignored, as the plugin does: it only applies together with {needs!r}")
+    if "dest-exchange-key" in obj and "dest-queue" in obj:
+        ctx.warn("dest-exchange-key", "ignored, as the plugin does: with 'dest-queue' messages go "
+                                      "to that queue through the default exchange")
+    for side in ("src", "dest"):
+        key = f"{side}-predeclared"
+        if _bool(ctx, key, obj.get(key, False)):
+            if f"{side}-queue" not in obj:
+                ctx.warn(key, f"ignored, as the plugin does: it only applies together with "
+                              f"'{side}-queue'")
+            elif f"{side}-queue-args" in obj:  # the plugin's check_queue ignores them
+                ctx.warn(f"{side}-queue-args", f"ignored with {key}, as the plugin does: the "
+                                               "queue is only checked, never declared")
+
+
+def _dynamic_source(ctx: _Ctx, obj: Mapping[str, Any]) -> tuple[str, tuple[Declaration, ...]]:
+    """The queue to consume from and the source's declarations (parse_source)."""
+    if "src-queue" in obj:
+        queue = _shortstr(ctx, "src-queue", obj["src-queue"])
+        if not queue:
+            ctx.fail("src-queue", "must not be empty")
+        return queue, (_ensure_queue(ctx, "src", obj, queue),)
+    exchange = _shortstr(ctx, "src-exchange", obj["src-exchange"])
+    if not exchange:
+        ctx.fail("src-exchange", "must not be empty (the default exchange cannot be bound)")
+    key = _shortstr(ctx, "src-exchange-key", obj.get("src-exchange-key", ""))
+    # "": the server-named queue declared just before
+    return "", (Declaration("queue.declare", {"exclusive": True}),
+                Declaration("queue.bind", {"queue": "", "exchange": exchange, "routing_key": key}))
+
+
+def _dynamic_destination(
+    ctx: _Ctx, obj: Mapping[str, Any]
+) -> tuple[tuple[Declaration, ...], str | None, str | None]:
+    """The destination's declarations, and the exchange and routing key to publish with
+    (parse_dest; None keeps the message's own)."""
+    if "dest-queue" in obj:
+        dest_queue = _shortstr(ctx, "dest-queue", obj["dest-queue"])
+        if not dest_queue:
+            ctx.fail("dest-queue", "must not be empty")
+        return (_ensure_queue(ctx, "dest", obj, dest_queue),), "", dest_queue
+    exchange = routing_key = None
+    if "dest-exchange" in obj:
+        exchange = _shortstr(ctx, "dest-exchange", obj["dest-exchange"])
+    if "dest-exchange-key" in obj:
+        routing_key = _shortstr(ctx, "dest-exchange-key", obj["dest-exchange-key"])
+    return (), exchange, routing_key
 
 
 def _ensure_queue(ctx: _Ctx, side: str, obj: Mapping[str, Any], queue: str) -> Declaration:
