@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import urlsplit
 
+from ..config.clauses import MAX_DURATION
 from ..config.model import AckMode
-from ..config.parse import MAX_DURATION
 from ..config.vocabulary import (
     BASIC_PROPERTIES,
     BIT,
