@@ -430,7 +430,6 @@ class _ErlangImporter(TermReader):
         return DECLARATION_METHODS[method]
 
 
-
 def import_erlang_config(
     text: str, *, source: str, warnings: list[str] | None = None
 ) -> dict[str, JSON]:
