@@ -25,17 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pumpd.testing.localnode import LocalNode, LocalNodeError
 
 from common import QueueProbe
-from shovel import (
+from shovel_run import (
     ALL_CASES,
     BENCH_PLUGINS,
     DST,
     SRC,
     VHOST,
     Case,
-    LocalNode,
-    LocalNodeError,
     results_file,
     run_once,
     start_bench_node,
