@@ -285,6 +285,18 @@ def _undeliverable(ctx: _Ctx, value: object) -> UndeliverablePolicy:
     return UndeliverablePolicy(Disposition(policy), park_queue, Disposition(unroutable))
 
 
+def _common_clauses(ctx: _Ctx, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """pumpd's own clauses, named alike in both forms, as :class:`ShovelConfig` fields."""
+    return {
+        "workers": _int(ctx, "workers", obj.get("workers", 1), 1),
+        "source_read_hold_ms": _int(ctx, "source_read_hold_ms",
+                                    obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
+                                    MAX_READ_HOLD_MS),
+        "own_process": _bool(ctx, "own_process", obj.get("own_process", False)),
+        "undeliverable": _undeliverable(ctx, obj.get("undeliverable", {})),
+    }
+
+
 def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
     """A shovel in the seed's clauses.
 
@@ -326,10 +338,5 @@ def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
                                   obj.get("add_forward_headers", False)),
         add_timestamp_header=_bool(ctx, "add_timestamp_header",
                                    obj.get("add_timestamp_header", False)),
-        workers=_int(ctx, "workers", obj.get("workers", 1), 1),
-        source_read_hold_ms=_int(ctx, "source_read_hold_ms",
-                                 obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
-                                 MAX_READ_HOLD_MS),
-        own_process=_bool(ctx, "own_process", obj.get("own_process", False)),
-        undeliverable=_undeliverable(ctx, obj.get("undeliverable", {})),
+        **_common_clauses(ctx, obj),
     )

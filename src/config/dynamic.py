@@ -12,16 +12,14 @@ from typing import Any
 from .clauses import (
     COMMON_CLAUSES,
     DEFAULT_PREFETCH,
-    DEFAULT_READ_HOLD_MS,
     DEFAULT_RECONNECT_DELAY,
     MAX_PREFETCH,
-    MAX_READ_HOLD_MS,
+    _common_clauses,
     _consumer,
     _delete_after,
     _duration,
     _publish_properties,
     _reconnect_delay,
-    _undeliverable,
     _uri,
 )
 from .model import AckMode, BrokerURI, Declaration, Endpoint, ShovelConfig
@@ -86,12 +84,7 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
                                   get("dest-add-forward-headers", False)),
         add_timestamp_header=_bool(ctx, where("dest-add-timestamp-header"),
                                    get("dest-add-timestamp-header", False)),
-        workers=_int(ctx, "workers", obj.get("workers", 1), 1),
-        source_read_hold_ms=_int(ctx, "source_read_hold_ms",
-                                 obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
-                                 MAX_READ_HOLD_MS),
-        own_process=_bool(ctx, "own_process", obj.get("own_process", False)),
-        undeliverable=_undeliverable(ctx, obj.get("undeliverable", {})),
+        **_common_clauses(ctx, obj),
     )
 
 
