@@ -35,23 +35,19 @@ import pika
 from pumpd.testing.localnode import LocalNode
 
 from common import (
-    QueueProbe,
     common_fields,
 )
 from shovel_run import (
     ALL_CASES,
-    BENCH_PLUGINS,
     CASES,
     EXTRA_CASES,
     MAX_OTHER_CORES,
     QUIET_WAIT,
     RETRIES,
     SYSTEMS,
-    VHOST,
+    BenchNode,
     Case,
     results_file,
-    run_once,
-    start_bench_node,
 )
 
 
@@ -232,20 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     out_path = results_file("shovel", args.output)
     total = len(cases) * len(systems) * args.reps
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)
-    node = LocalNode(plugins=BENCH_PLUGINS)
     records: list[dict[str, Any]] = []
-    probe: QueueProbe | None = None
-    try:
-        beam_pid = start_bench_node(node)
+    with BenchNode() as bench:
+        node = bench.node
         host = host_info(node)
         print(
-            f"node {node.nodename} (RabbitMQ {host['rabbitmq_version']}, beam.smp pid {beam_pid}"
+            f"node {node.nodename} (RabbitMQ {host['rabbitmq_version']}, beam.smp pid "
+            f"{bench.beam_pid}"
             f"), {host['nproc']} CPUs, pumpd data plane: {host['pumpd_data_plane']}\n"
             f"{total} runs: {len(cases)} cases x {len(systems)} systems x {args.reps} reps; "
             f"results -> {out_path}",
             flush=True,
         )
-        probe = QueueProbe(node.uri(VHOST))
         done = 0
         with tempfile.TemporaryDirectory(prefix="pumpd-bench-") as tmp, out_path.open("ab") as out:
             for rep in range(1, args.reps + 1):
@@ -257,13 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                     batch = []
                     for system in order:
                         for attempt in range(1, args.retries + 2):
-                            rec = run_once(
-                                node, beam_pid, probe, case, system, messages, rep, Path(tmp),
-                                args.quiet_wait, args.variants.get(system),
-                            )
-                            if not rec["ok"]:  # start the next run on a fresh probe connection
-                                probe.close()
-                                probe = QueueProbe(node.uri(VHOST))
+                            rec = bench.run(case, system, messages, rep, Path(tmp),
+                                            args.quiet_wait, args.variants.get(system))
                             other = rec.get("other_cpu_cores")
                             rec["noisy"] = other is not None and other > args.max_other_cores
                             rec["attempt"] = attempt
@@ -290,12 +279,6 @@ def main(argv: list[str] | None = None) -> int:
                         out.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
                     out.flush()
                     records.extend(batch)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-    finally:
-        if probe is not None:
-            probe.close()
-        node.close(graceful=False)
     print()
     print(summary_table(records, cases, systems))
     print(f"\nresults: {out_path}")

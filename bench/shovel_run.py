@@ -20,6 +20,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pika
@@ -442,6 +443,50 @@ def start_bench_node(node: LocalNode) -> int:
     if beam_pid is None:
         raise SystemExit("cannot find the node's beam.smp process")
     return beam_pid
+
+
+class BenchNode:
+    """The benchmark's node and a probe connection to it, for ``with``: started on entry, killed
+    on exit. An interrupt (Ctrl-C) ends the ``with`` block quietly, keeping what was recorded."""
+
+    def __init__(self) -> None:
+        self.node = LocalNode(plugins=BENCH_PLUGINS)
+        self.beam_pid = 0
+        self._probe: QueueProbe | None = None
+
+    def __enter__(self) -> BenchNode:
+        try:
+            self.beam_pid = start_bench_node(self.node)
+            self._probe = QueueProbe(self.node.uri(VHOST))
+        except BaseException as exc:
+            if self.__exit__(type(exc), exc, exc.__traceback__):
+                raise SystemExit(1) from None  # interrupted while starting: nothing to run
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        try:
+            if self._probe is not None:
+                self._probe.close()
+        finally:
+            self.node.close(graceful=False)
+        if exc_type is KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return True
+        return False
+
+    def run(self, case: Case, system: str, messages: int, rep: int, workdir: Path,
+            quiet_wait: float = QUIET_WAIT,
+            pumpd_clauses: dict[str, Any] | None = None) -> dict[str, Any]:
+        """:func:`run_once` on this node; a failed run leaves the next a fresh probe connection."""
+        assert self._probe is not None
+        rec = run_once(self.node, self.beam_pid, self._probe, case, system, messages, rep,
+                       workdir, quiet_wait, pumpd_clauses)
+        if not rec["ok"]:
+            self._probe.close()
+            self._probe = QueueProbe(self.node.uri(VHOST))
+        return rec
 
 
 def results_file(kind: str, output: Path | None) -> Path:
