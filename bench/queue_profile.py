@@ -25,20 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pumpd.testing.localnode import LocalNode, LocalNodeError
 
-from common import QueueProbe
-from shovel import (
+from shovel_run import (
     ALL_CASES,
-    BENCH_PLUGINS,
     DST,
     SRC,
     VHOST,
+    BenchNode,
     Case,
-    LocalNode,
-    LocalNodeError,
     results_file,
-    run_once,
-    start_bench_node,
 )
 
 # Waits until the destination queue is empty (the run's purge) and then holds ``threshold``
@@ -181,12 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     messages = args.messages or case.default_messages
     out_path = results_file("queue-profile", args.output)
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)
-    node = LocalNode(plugins=BENCH_PLUGINS)
     records: list[dict[str, Any]] = []
-    probe: QueueProbe | None = None
-    try:
-        beam_pid = start_bench_node(node)
-        probe = QueueProbe(node.uri(VHOST))
+    with BenchNode() as bench:
         with (
             tempfile.TemporaryDirectory(prefix="pumpd-qprofile-") as tmp,
             out_path.open("ab") as out,
@@ -196,26 +188,17 @@ def main(argv: list[str] | None = None) -> int:
                 for system in args.systems[shift:] + args.systems[:shift]:
                     profile: dict[str, Any] = {}
                     thread = profile_in_background(
-                        node, int(messages * args.at), args.window, profile
+                        bench.node, int(messages * args.at), args.window, profile
                     )
-                    rec = run_once(node, beam_pid, probe, case, system, messages, rep, Path(tmp))
+                    rec = bench.run(case, system, messages, rep, Path(tmp))
                     thread.join(timeout=120)
                     if thread.is_alive():
                         profile["error"] = "the traced window did not end within 120 s of the run"
                     rec["queue_profile"] = profile
-                    if not rec["ok"]:
-                        probe.close()
-                        probe = QueueProbe(node.uri(VHOST))
                     records.append(rec)
                     out.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
                     out.flush()
                     print(line(rec), flush=True)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-    finally:
-        if probe is not None:
-            probe.close()
-        node.close(graceful=False)
     print()
     print(table(records, args.systems))
     print(f"\nresults: {out_path}")

@@ -21,6 +21,7 @@ from pumpd.dataplane.frames import (
     encode_property_overrides,
     frame,
 )
+from pumpd.engine.status import Counters
 
 from amqp_helpers import naive
 from impls import IMPLEMENTATIONS, relay_class
@@ -230,6 +231,18 @@ def test_buffered_until_taken(Relay: Any) -> None:
     assert (r.buffered, r.published, r.has_output()) == (3, 0, True)
     r.take_publishes()
     assert (r.buffered, r.published) == (0, 3)
+
+
+def test_the_status_counters_are_read_off_either_relay(Relay: Any) -> None:
+    r = make(Relay)
+    r.feed_source(deliver(1, b"ab", redelivered=True) + deliver(2, b"c"))
+    r.take_publishes()
+    c = Counters.of_relay(r, parked=1)  # what the session counted beside the relay
+    assert (c.consumed, c.published, c.in_flight, c.redelivered, c.bytes) == (2, 2, 2, 1, 3)
+    assert (c.confirmed, c.acked, c.parked, c.reconnects, c.remaining) == (0, 0, 1, 0, -1)
+    # a finished session's totals are carried, its gauges (2 in flight) are not
+    assert Counters(reconnects=1).carry(c) == Counters(
+        consumed=2, published=2, redelivered=1, bytes=3, parked=1, reconnects=1)
 
 
 def test_limit_holds_later_deliveries_unpublished(Relay: Any) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Any
 from urllib.parse import quote, unquote
 
 from .model import BrokerURI, TLSOptions
@@ -300,6 +301,36 @@ def parse_uri(text: str) -> BrokerURI:
     :returns: the parsed URI; user, password, host and vhost percent-decoded.
     :raises URIError: (a :class:`ValueError`) naming what is wrong, quoting the URI redacted.
     """
+    scheme, after_scheme = _scheme(text)
+    userinfo, rest, suspicious = _split_userinfo(after_scheme)
+    if suspicious:
+        raise URIError(text, "the user or password contains an unencoded '/', '?' or '#' "
+                             "(percent-encode it: %2F, %3F, %23)")
+    if "#" in rest:
+        raise URIError(text, "a URI fragment ('#...') is not allowed")
+    rest, has_query, query = rest.partition("?")
+    hostport, has_path, path = rest.partition("/")
+    username, password = _credentials(userinfo, text)
+    host, port = _parse_host_port(hostport, scheme, text)
+    vhost = _vhost(path, text) if has_path else DEFAULT_VHOST  # "amqp://host": no path at all
+    if host is None and has_port_in(hostport):
+        # amqp_uri.erl: port_requires_host. Without a host the URI is the plugin's direct
+        # (in-broker) connection, which has no port; "amqp://:1234" is a mistake either way.
+        raise URIError(text, "a port needs a host (port_requires_host): write "
+                             "amqp://localhost:PORT, or leave the port out for the local broker")
+    params, mechanisms = _parse_query(query, scheme, text) if has_query else ({}, ())
+    limits = _connection_limits(params, text)
+    tls = _parse_tls(params, text) if scheme == "amqps" else None
+    if mechanisms and mechanisms[0] == "external" and (tls is None or tls.certfile is None):
+        # EXTERNAL logs in as the client certificate's subject: without one it cannot succeed.
+        raise URIError(text, "auth_mechanism=external logs in with a client certificate: it needs "
+                             "amqps and a certfile (and keyfile) in the query")
+    return BrokerURI(scheme=scheme, host=host, port=port, username=username, password=password,
+                     vhost=vhost, **limits, tls=tls, auth_mechanisms=mechanisms)
+
+
+def _scheme(text: str) -> tuple[str, str]:
+    """The scheme (lower case) and what follows ``://``, once the whole text is known clean."""
     if not isinstance(text, str):
         raise URIError(repr(text), "a URI must be a string")
     m = _SCHEME.match(text)
@@ -311,79 +342,53 @@ def parse_uri(text: str) -> BrokerURI:
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in text):
         raise URIError(text, "a URI must not contain whitespace or control characters "
                              "(percent-encode them)")
-    userinfo, rest, suspicious = _split_userinfo(text[m.end():])
-    if suspicious:
-        raise URIError(text, "the user or password contains an unencoded '/', '?' or '#' "
-                             "(percent-encode it: %2F, %3F, %23)")
-    if "#" in rest:
-        raise URIError(text, "a URI fragment ('#...') is not allowed")
-    rest, has_query, query = rest.partition("?")
-    hostport, has_path, path = rest.partition("/")
+    return scheme, text[m.end():]
 
+
+def _credentials(userinfo: str | None, uri: str) -> tuple[str, str]:
+    """User and password; each left out is ``guest``, each given empty stays empty."""
     username, password = DEFAULT_USER, DEFAULT_PASSWORD
     if userinfo is not None:
         raw_user, has_password, raw_password = userinfo.partition(":")
-        username = _decode(raw_user, "user", text)
+        username = _decode(raw_user, "user", uri)
         if has_password:
-            password = _decode(raw_password, "password", text)
+            password = _decode(raw_password, "password", uri)
+    return username, password
 
-    host, port = _parse_host_port(hostport, scheme, text)
 
-    vhost = DEFAULT_VHOST  # "amqp://host": no path at all
-    if has_path:  # "amqp://host/" is the empty vhost; "amqp://host/%2f" is "/"
-        if "/" in path:
-            raise URIError(text, "the vhost must be a single path segment (write '/' inside a "
-                                 "vhost name as %2F)")
-        vhost = _decode(path, "vhost", text)
+def _vhost(path: str, uri: str) -> str:
+    """The vhost a path names: ``amqp://host/`` the empty one, ``amqp://host/%2f`` ``/``."""
+    if "/" in path:
+        raise URIError(uri, "the vhost must be a single path segment (write '/' inside a "
+                            "vhost name as %2F)")
+    return _decode(path, "vhost", uri)
 
-    if host is None and has_port_in(hostport):
-        # amqp_uri.erl: port_requires_host. Without a host the URI is the plugin's direct
-        # (in-broker) connection, which has no port; "amqp://:1234" is a mistake either way.
-        raise URIError(text, "a port needs a host (port_requires_host): write "
-                             "amqp://localhost:PORT, or leave the port out for the local broker")
-    params, mechanisms = _parse_query(query, scheme, text) if has_query else ({}, ())
-    heartbeat: int | None = None
-    channel_max: int | None = None
-    frame_max: int | None = None
-    connection_timeout: float | None = None
-    if "heartbeat" in params:  # seconds; 0 disables heartbeats
-        heartbeat = _parse_int("heartbeat", params["heartbeat"], 0, 65535, text)
-    if "channel_max" in params:  # 0 = no limit (the protocol maximum)
-        channel_max = _parse_int("channel_max", params["channel_max"], 0, 65535, text)
-    if "frame_max" in params:
-        frame_max = _parse_int("frame_max", params["frame_max"], 0, FRAME_MAX_SIZE, text)
-        if 0 < frame_max < FRAME_MIN_SIZE:
-            raise URIError(text, f"query parameter 'frame_max' must be 0 (no limit) or from "
-                                 f"{FRAME_MIN_SIZE} to {FRAME_MAX_SIZE}, "
-                                 f"got {frame_max}")
+
+# The query's integer parameters that limit the connection: name, lowest, highest. heartbeat
+# is in seconds (0 disables heartbeats); channel_max 0 means no limit (the protocol maximum).
+_LIMIT_PARAMS = (("heartbeat", 0, 65535), ("channel_max", 0, 65535),
+                 ("frame_max", 0, FRAME_MAX_SIZE))
+
+
+def _connection_limits(params: dict[str, str], uri: str) -> dict[str, Any]:
+    """heartbeat, channel_max, frame_max and connection_timeout (seconds), None where not given."""
+    limits: dict[str, Any] = {name: _parse_int(name, params[name], low, high, uri)
+                              if name in params else None
+                              for name, low, high in _LIMIT_PARAMS}
+    frame_max = limits["frame_max"]
+    if frame_max is not None and 0 < frame_max < FRAME_MIN_SIZE:
+        raise URIError(uri, f"query parameter 'frame_max' must be 0 (no limit) or from "
+                            f"{FRAME_MIN_SIZE} to {FRAME_MAX_SIZE}, got {frame_max}")
+    limits["connection_timeout"] = None
     if "connection_timeout" in params:
-        ms = _parse_int("connection_timeout", params["connection_timeout"], 1, None, text)
+        ms = _parse_int("connection_timeout", params["connection_timeout"], 1, None, uri)
         if ms < _MIN_CONNECTION_TIMEOUT_MS:
-            raise URIError(text, f"query parameter 'connection_timeout' is in milliseconds (as in "
-                                 f"RabbitMQ's Erlang client) and must be at least "
-                                 f"{_MIN_CONNECTION_TIMEOUT_MS}, got {ms}; for {ms} seconds "
-                                 f"write {ms * 1000}")
-        connection_timeout = ms / 1000.0
-    tls = _parse_tls(params, text) if scheme == "amqps" else None
-    if mechanisms and mechanisms[0] == "external" and (tls is None or tls.certfile is None):
-        # EXTERNAL logs in as the client certificate's subject: without one it cannot succeed.
-        raise URIError(text, "auth_mechanism=external logs in with a client certificate: it needs "
-                             "amqps and a certfile (and keyfile) in the query")
-
-    return BrokerURI(
-        scheme=scheme,
-        host=host,
-        port=port,
-        username=username,
-        password=password,
-        vhost=vhost,
-        heartbeat=heartbeat,
-        channel_max=channel_max,
-        frame_max=frame_max,
-        connection_timeout=connection_timeout,
-        tls=tls,
-        auth_mechanisms=mechanisms,
-    )
+            raise URIError(uri, f"query parameter 'connection_timeout' is in milliseconds (as in "
+                                f"RabbitMQ's Erlang client) and must be at least "
+                                f"{_MIN_CONNECTION_TIMEOUT_MS}, got {ms}; for {ms} seconds "
+                                f"write {ms * 1000}")
+        limits["connection_timeout"] = ms / 1000.0
+    return limits
 
 
 def has_port_in(hostport: str) -> bool:

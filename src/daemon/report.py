@@ -17,7 +17,7 @@ from typing import Any
 from ..config.model import ShovelConfig
 from ..engine.status import Counters, State
 from ..version import __version__
-from .slots import COUNTER_FIELDS, GAUGES, LEVELS, SlotRecord
+from .slots import LEVELS, SlotRecord
 
 # Counters that have a rate (per second) in the status; "msg_per_s" is the published rate.
 RATE_FIELDS = ("consumed", "published", "confirmed", "acked", "bytes")
@@ -72,16 +72,13 @@ class RateMeter:
 
 
 def add_counters(a: Counters, b: Counters) -> Counters:
-    return Counters(**{f: (max(getattr(a, f), getattr(b, f)) if f in LEVELS
-                           else getattr(a, f) + getattr(b, f)) for f in COUNTER_FIELDS})
+    return a.add(b)
 
 
 def carry(totals: Counters, last: Counters) -> Counters:
     """Fold a finished process's counters into the totals of its worker position (gauges are
     about the present, so they are not carried)."""
-    return Counters(**{f: getattr(totals, f) if f in LEVELS
-                       else getattr(totals, f) + (0 if f in GAUGES else getattr(last, f))
-                       for f in COUNTER_FIELDS})
+    return totals.carry(last)
 
 
 @dataclass(frozen=True)

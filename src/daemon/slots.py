@@ -101,11 +101,9 @@ BODY = struct.Struct(f"<IBxHddd{len(COUNTER_FIELDS)}Q{IMPLEMENTATION_BYTES}s{REA
 assert BODY_OFFSET + BODY.size <= SLOT_SIZE
 HEARTBEAT_AT = 16  # the heartbeat's offset within BODY: a heartbeat alone patches these 8 bytes
 HEARTBEAT = struct.Struct("<d")
-# Gauges describe the present moment; everything else accumulates.
-# Levels are gauges whose -1 means unknown; workers of one shovel report the same level, so
-# they are combined with max(), never added.
-LEVELS = frozenset({"remaining", "remaining_unacked", "source_backlog"})
-GAUGES = frozenset({"in_flight", "buffered"}) | LEVELS
+# Gauges and levels (-1: unknown, stored as the largest u64): the counters type's own rules.
+LEVELS = Counters.LEVELS
+GAUGES = Counters.GAUGES
 _U64 = 0xFFFFFFFFFFFFFFFF
 
 # Readers retry this many times while a write is in progress, then give up: a writer killed in

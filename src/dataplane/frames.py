@@ -14,6 +14,8 @@ from typing import Any
 
 import pika.data
 
+from ..config.vocabulary import BASIC_PROPERTIES, LONGLONG, OCTET, SHORTSTR, TABLE
+
 FRAME_METHOD = 1
 FRAME_HEADER = 2
 FRAME_BODY = 3
@@ -35,25 +37,11 @@ ACK_MODE_ON_PUBLISH = 1
 ACK_MODE_ON_CONFIRM = 2
 
 # The 14 basic properties in wire order; flag bit for index i is 1 << (15 - i).
-PROPERTY_NAMES: tuple[str, ...] = (
-    "content_type",
-    "content_encoding",
-    "headers",
-    "delivery_mode",
-    "priority",
-    "correlation_id",
-    "reply_to",
-    "expiration",
-    "message_id",
-    "timestamp",
-    "type",
-    "user_id",
-    "app_id",
-    "cluster_id",
-)
+PROPERTY_NAMES: tuple[str, ...] = tuple(BASIC_PROPERTIES)
 PROPERTY_INDEX = {name: i for i, name in enumerate(PROPERTY_NAMES)}
 # Wire kinds: s = shortstr, t = table, o = octet, q = 64-bit (timestamp).
-PROPERTY_KINDS = "sstoossssqssss"
+_WIRE_KIND = {SHORTSTR: "s", TABLE: "t", OCTET: "o", LONGLONG: "q"}
+PROPERTY_KINDS = "".join(_WIRE_KIND[kind] for kind in BASIC_PROPERTIES.values())
 HEADERS_INDEX = PROPERTY_INDEX["headers"]
 
 _FRAME_HEAD = struct.Struct(">BHI")

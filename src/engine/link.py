@@ -32,23 +32,28 @@ from pika.adapters.asyncio_connection import AsyncioConnection, _AsyncioIOServic
 from pika.adapters.utils import nbio_interface
 
 from ..config.model import BrokerURI, Declaration
-from ..config.uri import EMPTY_VHOST_NOTE
+from ..config.vocabulary import (
+    BIT,
+    DECLARATION_METHODS,
+    REQUIRED_FIELDS,
+    SHORTSTR,
+    TABLE,
+    USES_LAST_QUEUE,
+)
+from .link_errors import LinkError, closed_how, describe, quiet_pika_errors, reply_code
+
+__all__ = ["Interceptor", "Link", "LinkError", "open_link", "quiet_pika_errors"]
 
 log = logging.getLogger("pumpd.amqp_link")
 
 Interceptor = Callable[[bytes], bytes]
 
-
-class LinkError(Exception):
-    """A connection or channel failed, was refused, or was closed by the broker.
-
-    ``reply_code`` is the broker's AMQP reply code when the broker closed the channel or the
-    connection (406 PRECONDITION_FAILED, 501 FRAME_ERROR, ...), else None.
-    """
-
-    def __init__(self, message: str, *, reply_code: int | None = None) -> None:
-        super().__init__(message)
-        self.reply_code = reply_code
+# What pika is given for a field a declaration leaves out: AMQP's default for its type (pika
+# would put the queue name for a missing routing key), or this field's own default.
+_OMITTED_KIND: dict[str, Any] = {BIT: False, SHORTSTR: "", TABLE: None}
+_OMITTED = {"type": "direct"}
+# pika's keyword for a field, where it is not the field's own name.
+_PIKA_KEYWORD = {"type": "exchange_type"}
 
 
 class _PikaTransport(nbio_interface.AbstractStreamTransport):  # type: ignore[misc]
@@ -241,12 +246,12 @@ class Link:
                              f"failed on its byte stream: {exc}"))
 
     def _on_connection_closed(self, exc: BaseException) -> None:
-        self._fail(LinkError(f"connection to {self.uri.redacted()} {_closed_how(exc)}",
-                             reply_code=_reply_code(exc)))
+        self._fail(LinkError(f"connection to {self.uri.redacted()} {closed_how(exc)}",
+                             reply_code=reply_code(exc)))
 
     def _on_channel_closed(self, _channel: Any, exc: BaseException) -> None:
-        self._fail(LinkError(f"channel on {self.uri.redacted()} {_closed_how(exc)}",
-                             reply_code=_reply_code(exc)))
+        self._fail(LinkError(f"channel on {self.uri.redacted()} {closed_how(exc)}",
+                             reply_code=reply_code(exc)))
         if self.connection.is_open:
             try:
                 self.connection.close()
@@ -313,7 +318,7 @@ class Link:
         cause = self.closed.result()
         if isinstance(cause, LinkError):  # already says what happened and where
             raise LinkError(f"{cause} (while {what})", reply_code=cause.reply_code)
-        raise LinkError(f"{what} failed: {_describe(cause)}", reply_code=_reply_code(cause))
+        raise LinkError(f"{what} failed: {describe(cause)}", reply_code=reply_code(cause))
 
     async def declare(self, declarations: Sequence[Declaration]) -> None:
         """Issue every declaration in order; ``queue: ""`` means the last queue declared."""
@@ -321,87 +326,34 @@ class Link:
             await self._declare_one(decl)
 
     async def _declare_one(self, decl: Declaration) -> None:
-        a = dict(decl.arguments)
-        a.pop("nowait", None)  # pika always waits for the -ok; a declaration must succeed
-        ch = self.channel
-        what = f"{decl.method} on {self.uri.redacted()}"
-        if decl.method == "queue.declare" and decl.if_missing and await self._queue_exists(a):
-            self.last_declared_queue = a["queue"]
-            return
-        if decl.method == "queue.declare":
-            frame = await self._call(
-                lambda cb: ch.queue_declare(
-                    queue=a.get("queue", ""),
-                    passive=a.get("passive", False),
-                    durable=a.get("durable", False),
-                    exclusive=a.get("exclusive", False),
-                    auto_delete=a.get("auto_delete", False),
-                    arguments=a.get("arguments"),
-                    callback=cb,
-                ),
-                what,
-            )
-            self.last_declared_queue = frame.method.queue
-            return
-        queue = a.get("queue")
-        if queue == "":
-            a["queue"] = self.last_declared_queue
-        calls: dict[str, Callable[[Callable[[Any], None]], None]] = {
-            "exchange.declare": lambda cb: ch.exchange_declare(
-                exchange=a["exchange"],
-                exchange_type=a.get("type", "direct"),
-                passive=a.get("passive", False),
-                durable=a.get("durable", False),
-                auto_delete=a.get("auto_delete", False),
-                internal=a.get("internal", False),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "exchange.delete": lambda cb: ch.exchange_delete(
-                exchange=a.get("exchange"), if_unused=a.get("if_unused", False), callback=cb
-            ),
-            "exchange.bind": lambda cb: ch.exchange_bind(
-                destination=a["destination"],
-                source=a["source"],
-                routing_key=a.get("routing_key", ""),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "exchange.unbind": lambda cb: ch.exchange_unbind(
-                destination=a.get("destination"),
-                source=a.get("source"),
-                routing_key=a.get("routing_key", ""),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "queue.bind": lambda cb: ch.queue_bind(
-                queue=a.get("queue", self.last_declared_queue),
-                exchange=a["exchange"],
-                # AMQP's default; pika would substitute the queue name for None
-                routing_key=a.get("routing_key", ""),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "queue.unbind": lambda cb: ch.queue_unbind(
-                queue=a.get("queue", self.last_declared_queue),
-                exchange=a.get("exchange"),
-                routing_key=a.get("routing_key", ""),
-                arguments=a.get("arguments"),
-                callback=cb,
-            ),
-            "queue.purge": lambda cb: ch.queue_purge(
-                queue=a.get("queue", self.last_declared_queue), callback=cb
-            ),
-            "queue.delete": lambda cb: ch.queue_delete(
-                queue=a.get("queue", self.last_declared_queue),
-                if_unused=a.get("if_unused", False),
-                if_empty=a.get("if_empty", False),
-                callback=cb,
-            ),
-        }
-        if decl.method not in calls:
+        if decl.method not in DECLARATION_METHODS:
             raise LinkError(f"unsupported declaration {decl.method}")
-        await self._call(calls[decl.method], what)
+        kwargs = self._pika_arguments(decl)
+        what = f"{decl.method} on {self.uri.redacted()}"
+        if decl.method == "queue.declare" and decl.if_missing and await self._queue_exists(kwargs):
+            self.last_declared_queue = kwargs["queue"]
+            return
+        start = getattr(self.channel, decl.method.replace(".", "_"))  # queue.bind: queue_bind
+        frame = await self._call(lambda cb: start(**kwargs, callback=cb), what)
+        if decl.method == "queue.declare":
+            self.last_declared_queue = frame.method.queue
+
+    def _pika_arguments(self, decl: Declaration) -> dict[str, Any]:
+        """The keyword arguments of pika's call for ``decl``, every field of its method given."""
+        kwargs: dict[str, Any] = {}
+        required = REQUIRED_FIELDS.get(decl.method, ())
+        a = decl.arguments
+        for name, kind in DECLARATION_METHODS[decl.method].items():
+            if name == "nowait":
+                continue  # pika always waits for the -ok; a declaration must succeed
+            if name in required:
+                value = a[name]
+            elif name == "queue" and decl.method in USES_LAST_QUEUE:
+                value = a.get(name) or self.last_declared_queue
+            else:
+                value = a.get(name, _OMITTED.get(name, _OMITTED_KIND[kind]))
+            kwargs[_PIKA_KEYWORD.get(name, name)] = value
+        return kwargs
 
     async def _queue_exists(self, a: dict[str, Any]) -> bool:
         """A passive declare on a channel of its own: a missing queue closes the channel (404),
@@ -416,7 +368,7 @@ class Link:
                 if isinstance(exc, pika.exceptions.ChannelClosedByBroker) and exc.reply_code == 404:
                     answer.set_result(False)
                 else:
-                    answer.set_exception(LinkError(f"checking queue {a['queue']!r}: {_describe(exc)}"))
+                    answer.set_exception(LinkError(f"checking queue {a['queue']!r}: {describe(exc)}"))
 
         probe.add_on_close_callback(on_close)
         def declared(_frame: Any) -> None:
@@ -509,132 +461,6 @@ class Link:
             self._stream.transport.abort()
 
 
-def _root_cause(exc: BaseException) -> BaseException:
-    """pika wraps connect failures in workflow exceptions; the last attempt's inner exception is
-    what the user needs to see (refused, certificate rejected, timed out...)."""
-    for _ in range(5):
-        inner = getattr(exc, "exceptions", None)
-        if inner:
-            exc = inner[-1]
-            continue
-        inner_one = getattr(exc, "exception", None)
-        if isinstance(inner_one, BaseException):
-            exc = inner_one
-            continue
-        if isinstance(exc, pika.exceptions.AMQPConnectionError) and exc.args and isinstance(
-            exc.args[0], BaseException
-        ):
-            exc = exc.args[0]
-            continue
-        break
-    return exc
-
-
-def _reply_code(exc: BaseException) -> int | None:
-    exc = _root_cause(exc)
-    if isinstance(exc, (pika.exceptions.ConnectionClosedByBroker,
-                        pika.exceptions.ChannelClosedByBroker)):
-        return int(exc.reply_code)
-    return None
-
-
-def _closed_how(exc: BaseException) -> str:
-    """How a connection or channel ended, in words: by the broker (with its reply), reset,
-    or lost, never a Python exception's repr."""
-    root = _root_cause(exc)
-    if isinstance(root, (pika.exceptions.ConnectionClosedByBroker,
-                         pika.exceptions.ChannelClosedByBroker)):
-        return f"closed by the broker: {root.reply_code} {root.reply_text}"
-    if isinstance(root, pika.exceptions.StreamLostError):
-        inner = root.args[0] if root.args else ""
-        text = str(inner)
-        if "ConnectionResetError" in text or "reset" in text.lower():
-            return "reset by the peer"
-        if "EOF" in text or "eof" in text:
-            return "closed by the peer (end of stream)"
-        return "lost (the TCP connection ended)"
-    if isinstance(root, ConnectionResetError):
-        return "reset by the peer"
-    if isinstance(root, pika.exceptions.ConnectionClosedByClient):
-        return "closed by pumpd"
-    if isinstance(root, LinkError):
-        return f"closed: {root}"
-    return f"closed: {_describe(root)}"
-
-
-def _describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
-    exc = _root_cause(exc)
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"TLS certificate rejected: {exc.verify_message or exc}"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS handshake failed: {exc.reason or exc}"
-    if isinstance(exc, ConnectionResetError):
-        return "connection reset by the peer (a load balancer or proxy with no broker behind it?)"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused (is the broker running on that host and port?)"
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return "timed out"
-    if isinstance(exc, pika.exceptions.ConnectionClosedByBroker):
-        return f"{exc.reply_code} {exc.reply_text}"
-    if isinstance(exc, pika.exceptions.ChannelClosedByBroker):
-        return f"{exc.reply_code} {exc.reply_text}"
-    if isinstance(exc, (pika.exceptions.StreamLostError,
-                        pika.exceptions.IncompatibleProtocolError)):
-        text = str(exc)
-        if "ConnectionResetError" in text:
-            return ("connection reset by the peer before the AMQP handshake finished (a load "
-                    "balancer or proxy with no broker behind it?)")
-        if "EOF" in text:
-            return ("connection closed by the peer before the AMQP handshake finished (not an "
-                    "AMQP 0-9-1 broker, or a proxy with no broker behind it?)")
-        if isinstance(exc, pika.exceptions.IncompatibleProtocolError):
-            return "the peer does not speak AMQP 0-9-1"
-        return "connection lost during the AMQP handshake"
-    if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
-        if uri is None:
-            return "authentication refused (wrong username or password?)"
-        # The user and vhost are named (never the password), as the plugin's reason does.
-        return (f"authentication refused for user {uri.username!r} (vhost {uri.vhost!r}): wrong "
-                "username or password?")
-    if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
-        if uri is None:
-            return "access refused (does the user have access to the vhost?)"
-        text = (f"access refused to vhost {uri.vhost!r} for user {uri.username!r} (does the vhost "
-                "exist, and does the user have permissions on it?)")
-        if uri.vhost == "":
-            text += f"; {EMPTY_VHOST_NOTE}"
-        return text
-    text = str(exc) or type(exc).__name__
-    return text
-
-
-def quiet_pika_errors(loop: asyncio.AbstractEventLoop) -> None:
-    """Keep pika's internal callback errors out of the ERROR log.
-
-    After a failure pumpd already reports in one line (a reset during the handshake, a connection
-    lost mid-stream), pika's own timers can still fire on the dead connection and raise
-    (``ConnectionWrongStateError`` from ``AMQPConnector._on_overall_timeout``, an
-    ``AssertionError`` in ``_on_stream_terminated``, the heartbeat checker writing to a closed
-    transport). The event loop would log each with a traceback at ERROR; they are logged at
-    DEBUG instead. Errors from anything but pika keep the loop's default handling.
-    """
-
-    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        tb = getattr(exc, "__traceback__", None)
-        from_pika = isinstance(exc, pika.exceptions.AMQPError)
-        while tb is not None and not from_pika:
-            from_pika = "/pika/" in tb.tb_frame.f_code.co_filename
-            tb = tb.tb_next
-        if from_pika:
-            log.debug("pika, after a failure already reported: %s: %s",
-                      context.get("message"), exc)
-            return
-        loop.default_exception_handler(context)
-
-    loop.set_exception_handler(handler)
-
-
 async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Link:
     """Connect, open one channel, and return the :class:`Link`.
 
@@ -652,14 +478,14 @@ async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Li
     def on_open_error(_conn: Any, exc: BaseException) -> None:
         if not opened.done():
             opened.set_exception(
-                LinkError(f"cannot connect to {uri.redacted()}: {_describe(exc, uri)}")
+                LinkError(f"cannot connect to {uri.redacted()}: {describe(exc, uri)}")
             )
 
     def on_close(_conn: Any, exc: BaseException) -> None:
         if closed_holder:
             closed_holder[0]._on_connection_closed(exc)
         elif not opened.done():
-            opened.set_exception(LinkError(f"connection to {uri.redacted()} closed: {_describe(exc)}"))
+            opened.set_exception(LinkError(f"connection to {uri.redacted()} closed: {describe(exc)}"))
 
     connection = AsyncioConnection(
         parameters,

@@ -76,13 +76,9 @@ class Pump:
             )
 
     def counters(self) -> Counters:
-        c = Counters(**self._totals.as_dict())
-        if self._session is not None:
-            for name, value in self._session.counters().items():
-                if name in ("in_flight", "buffered"):
-                    setattr(c, name, value)
-                else:
-                    setattr(c, name, getattr(c, name) + value)
+        c = Counters(**self._totals.as_dict())  # a copy: _levels writes to it
+        if self._session is not None:  # the totals' gauges stay 0: carry() keeps them
+            c = c.add(self._session.counters())
         self._levels(c)
         return c
 
@@ -292,6 +288,4 @@ class Pump:
             self._session = None
 
     def _fold(self, session: Session) -> None:
-        for name, value in session.counters().items():
-            if name not in ("in_flight", "buffered"):
-                setattr(self._totals, name, getattr(self._totals, name) + value)
+        self._totals = self._totals.carry(session.counters())

@@ -22,6 +22,7 @@ from .forwarding import relay_options
 from .link import Link, LinkError, open_link
 from .parameters import to_pika_parameters
 from .parking import Parker, message_id
+from .status import Counters
 
 log = logging.getLogger("pumpd.session")
 
@@ -566,20 +567,8 @@ class Session:
                     log.debug("closing %s: %s", link.uri.redacted(), exc)
                     link.abort()
 
-    def counters(self) -> dict[str, Any]:
-        r = self.relay
-        if r is None:
-            return {}
-        return {
-            **self.policy_counts,
-            "consumed": r.consumed,
-            "published": r.published,
-            "confirmed": r.confirmed,
-            "acked": r.acked,
-            "nacked": r.nacked,
-            "returned": r.returned,
-            "redelivered": r.redelivered,
-            "in_flight": r.in_flight,
-            "buffered": r.buffered,
-            "bytes": r.bytes,
-        }
+    def counters(self) -> Counters:
+        """What this session moved: its relay's counters and the undeliverable ones it handled."""
+        if self.relay is None:
+            return Counters()
+        return Counters.of_relay(self.relay, **self.policy_counts)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field, fields
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 
 class State(enum.IntEnum):
@@ -70,12 +70,44 @@ class Counters:
     remaining_unacked: int = -1
     source_backlog: int = -1
 
+    # Levels are gauges whose -1 means unknown; workers of one shovel report the same level, so
+    # they are combined with max(), never added.
+    LEVELS: ClassVar[frozenset[str]] = frozenset({"remaining", "remaining_unacked",
+                                                  "source_backlog"})
+    # Gauges describe the present moment; everything else accumulates.
+    GAUGES: ClassVar[frozenset[str]] = frozenset({"in_flight", "buffered"}) | LEVELS
+    # What a relay counts itself: attributes of both the native and the reference relay.
+    RELAY_FIELDS: ClassVar[tuple[str, ...]] = (
+        "consumed", "published", "confirmed", "acked", "nacked", "returned", "redelivered",
+        "in_flight", "buffered", "bytes")
+
     @classmethod
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
 
+    @classmethod
+    def of_relay(cls, relay: object, **handled: int) -> Counters:
+        """A relay's counters, plus what the session counted beside it (``handled``)."""
+        return cls(**{name: getattr(relay, name) for name in cls.RELAY_FIELDS}, **handled)
+
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.names()}
+
+    def add(self, other: Counters) -> Counters:
+        """Both together, as two workers of one shovel: totals and gauges add up, levels take
+        the larger (-1, unknown, loses to any known level)."""
+        return Counters(**{name: max(mine, theirs) if name in self.LEVELS else mine + theirs
+                           for name, mine, theirs in self._pairs(other)})
+
+    def carry(self, finished: Counters) -> Counters:
+        """These totals with those of a ``finished`` process or session folded in: its gauges
+        were about its own present, so they end with it and these are kept."""
+        return Counters(**{name: mine if name in self.GAUGES else mine + theirs
+                           for name, mine, theirs in self._pairs(other=finished)})
+
+    def _pairs(self, other: Counters) -> list[tuple[str, int, int]]:
+        return [(name, getattr(self, name), getattr(other, name)) for name in self.names()]
+
 
 
 class StatusSink(Protocol):

@@ -10,20 +10,10 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import quote
 
+from ..config.vocabulary import LEGACY_DYNAMIC_KEYS
 from .errors import JSON, ConfigImportError
 
 __all__ = ["import_definitions"]
-
-# Older dynamic-shovel names and the current names the plugin reads first (when both are set,
-# the current one wins, as in rabbit_shovel_parameters).
-_LEGACY_DYNAMIC_KEYS = {
-    "prefetch-count": "src-prefetch-count",
-    "delete-after": "src-delete-after",
-    "add-forward-headers": "dest-add-forward-headers",
-    "add-timestamp-header": "dest-add-timestamp-header",
-    "publish-properties": "dest-publish-properties",
-}
-
 
 def _explicit_local_uri(uri: str) -> str:
     """Spell out the virtual host of a host-less ``amqp://`` URI that leaves it out.
@@ -57,7 +47,7 @@ def _explicit_local_uri(uri: str) -> str:
 def _dynamic_value(value: dict[str, JSON]) -> dict[str, JSON]:
     out: dict[str, JSON] = {}
     for key, sub in value.items():
-        current = _LEGACY_DYNAMIC_KEYS.get(key)
+        current = LEGACY_DYNAMIC_KEYS.get(key)
         if current is not None:
             if current in value:
                 continue  # the current name is set too and takes precedence
@@ -98,33 +88,7 @@ def import_definitions(obj: dict[str, JSON], *, source: str) -> dict[str, JSON]:
         names that the ``VHOST:NAME`` scheme cannot resolve.
     """
 
-    def fail(reason: str) -> NoReturn:
-        raise ConfigImportError(reason, source=source)
-
-    if not isinstance(obj, dict):
-        fail("expected a JSON object (the output of rabbitmqctl export_definitions)")
-    parameters = obj.get("parameters", [])
-    if not isinstance(parameters, list):
-        fail('"parameters" is not a list')
-    found: list[tuple[str, str, dict[str, JSON]]] = []
-    seen: set[tuple[str, str]] = set()
-    for index, param in enumerate(parameters):
-        if not isinstance(param, dict) or param.get("component") != "shovel":
-            continue
-        name, vhost, value = param.get("name"), param.get("vhost"), param.get("value")
-        if not isinstance(name, str) or not name:
-            fail(f"parameters[{index}]: a shovel parameter without a name")
-        if not isinstance(vhost, str):
-            fail(f"shovel {name!r}: the parameter has no vhost")
-        if not isinstance(value, dict):
-            fail(f'shovel {name!r} in vhost {vhost!r}: "value" is not an object')
-        if (vhost, name) in seen:
-            fail(f"shovel {name!r} in vhost {vhost!r} appears twice")
-        seen.add((vhost, name))
-        found.append((vhost, name, value))
-    if not found:
-        fail('no shovels found: no entry of "parameters" has "component": "shovel"')
-
+    found = _shovel_parameters(obj, source)
     vhosts_per_name: dict[str, int] = {}
     for _, name, _ in found:
         vhosts_per_name[name] = vhosts_per_name.get(name, 0) + 1
@@ -132,9 +96,45 @@ def import_definitions(obj: dict[str, JSON], *, source: str) -> dict[str, JSON]:
     for vhost, name, value in found:
         key = name if vhosts_per_name[name] == 1 else f"{vhost}:{name}"
         if key in shovels:
-            fail(
+            _fail(
+                source,
                 f"shovel {name!r} in vhost {vhost!r} would be named {key!r}, which another "
-                "shovel already has"
+                "shovel already has",
             )
         shovels[key] = _dynamic_value(value)
     return {"shovels": shovels}
+
+
+def _shovel_parameters(obj: dict[str, JSON], source: str) -> list[tuple[str, str, dict[str, JSON]]]:
+    """The (vhost, name, value) of every shovel parameter, in file order.
+
+    :raises ConfigImportError: no shovel found, or a malformed or repeated shovel parameter.
+    """
+    if not isinstance(obj, dict):
+        _fail(source, "expected a JSON object (the output of rabbitmqctl export_definitions)")
+    parameters = obj.get("parameters", [])
+    if not isinstance(parameters, list):
+        _fail(source, '"parameters" is not a list')
+    found: list[tuple[str, str, dict[str, JSON]]] = []
+    seen: set[tuple[str, str]] = set()
+    for index, param in enumerate(parameters):
+        if not isinstance(param, dict) or param.get("component") != "shovel":
+            continue
+        name, vhost, value = param.get("name"), param.get("vhost"), param.get("value")
+        if not isinstance(name, str) or not name:
+            _fail(source, f"parameters[{index}]: a shovel parameter without a name")
+        if not isinstance(vhost, str):
+            _fail(source, f"shovel {name!r}: the parameter has no vhost")
+        if not isinstance(value, dict):
+            _fail(source, f'shovel {name!r} in vhost {vhost!r}: "value" is not an object')
+        if (vhost, name) in seen:
+            _fail(source, f"shovel {name!r} in vhost {vhost!r} appears twice")
+        seen.add((vhost, name))
+        found.append((vhost, name, value))
+    if not found:
+        _fail(source, 'no shovels found: no entry of "parameters" has "component": "shovel"')
+    return found
+
+
+def _fail(source: str, reason: str) -> NoReturn:
+    raise ConfigImportError(reason, source=source)

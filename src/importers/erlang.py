@@ -11,11 +11,17 @@ current format's own ``ack_mode`` default (no_ack, with a warning). Anything tha
 
 from __future__ import annotations
 
-from typing import NoReturn
 from urllib.parse import urlsplit
 
+from ..config.clauses import MAX_DURATION
 from ..config.model import AckMode
-from ..config.parse import MAX_DURATION, SEED_CLAUSES
+from ..config.vocabulary import (
+    BASIC_PROPERTIES,
+    DECLARATION_METHODS,
+    PUBLISH_FIELDS,
+    SEED_CLAUSES,
+    SEED_EXTRAS,
+)
 from .erlang_terms import (
     Atom,
     ErlangSyntaxError,
@@ -25,90 +31,18 @@ from .erlang_terms import (
     format_term,
     parse_term_with_positions,
 )
+from .erlang_values import Pair, TermReader
 from .errors import JSON, ConfigImportError
 
 __all__ = ["import_erlang_config"]
 
-# Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in this format;
-# pumpd's JSON takes them under the same names.
-_EXTRA_CLAUSES = ("delete_after", "add_forward_headers", "add_timestamp_header",
-                  "delete_after_duration")
+# Clauses the plugin (3.7+) also reads in this format; pumpd's JSON takes them under the same
+# names (consumer_args / consumer_name only in the current format, see _CURRENT_SOURCE).
+_EXTRA_CLAUSES = SEED_EXTRAS[:4]
 _MANDATORY_CLAUSES = ("sources", "destinations", "queue")
 # The clauses the older plugin's ``defaults`` application setting may supply.
 _DEFAULTABLE_CLAUSES = SEED_CLAUSES[3:]
 _ACK_MODES = tuple(mode.value for mode in AckMode)
-
-# Field types, for declarations, publish_properties and publish_fields.
-_TEXT, _BOOL, _OCTET, _LONGLONG, _TABLE = "text", "bool", "octet", "longlong", "table"
-
-# The AMQP 0-9-1 methods that make sense as declarations, with their fields as the Erlang client
-# names them (rabbit_framing_amqp_0_9_1 records). The deprecated `ticket` field, which brokers
-# ignore, is accepted and left out of the output (see _DROPPED_FIELDS).
-_METHODS: dict[str, dict[str, str]] = {
-    "exchange.declare": {
-        "exchange": _TEXT, "type": _TEXT, "passive": _BOOL,
-        "durable": _BOOL, "auto_delete": _BOOL, "internal": _BOOL, "nowait": _BOOL,
-        "arguments": _TABLE,
-    },
-    "exchange.delete": {"exchange": _TEXT, "if_unused": _BOOL, "nowait": _BOOL},
-    "exchange.bind": {
-        "destination": _TEXT, "source": _TEXT, "routing_key": _TEXT,
-        "nowait": _BOOL, "arguments": _TABLE,
-    },
-    "exchange.unbind": {
-        "destination": _TEXT, "source": _TEXT, "routing_key": _TEXT,
-        "nowait": _BOOL, "arguments": _TABLE,
-    },
-    "queue.declare": {
-        "queue": _TEXT, "passive": _BOOL, "durable": _BOOL,
-        "exclusive": _BOOL, "auto_delete": _BOOL, "nowait": _BOOL, "arguments": _TABLE,
-    },
-    "queue.bind": {
-        "queue": _TEXT, "exchange": _TEXT, "routing_key": _TEXT,
-        "nowait": _BOOL, "arguments": _TABLE,
-    },
-    "queue.unbind": {
-        "queue": _TEXT, "exchange": _TEXT, "routing_key": _TEXT,
-        "arguments": _TABLE,
-    },
-    "queue.purge": {"queue": _TEXT, "nowait": _BOOL},
-    "queue.delete": {
-        "queue": _TEXT, "if_unused": _BOOL, "if_empty": _BOOL, "nowait": _BOOL,
-    },
-}  # fmt: skip
-
-# basic.properties (the Erlang client's #'P_basic'{} fields) and basic.publish fields.
-_PUBLISH_PROPERTIES = {
-    "content_type": _TEXT, "content_encoding": _TEXT, "headers": _TABLE, "delivery_mode": _OCTET,
-    "priority": _OCTET, "correlation_id": _TEXT, "reply_to": _TEXT, "expiration": _TEXT,
-    "message_id": _TEXT, "timestamp": _LONGLONG, "type": _TEXT, "user_id": _TEXT, "app_id": _TEXT,
-    "cluster_id": _TEXT,
-}  # fmt: skip
-_PUBLISH_FIELDS = {"exchange": _TEXT, "routing_key": _TEXT, "mandatory": _BOOL}
-_DROPPED_FIELDS = ("ticket",)
-# basic.publish fields the importer refuses, and why.
-_REFUSED_PUBLISH_FIELDS = {
-    "immediate": "RabbitMQ does not support immediate (it closes the connection); remove the field",
-}
-
-_UNSIGNED_RANGES = {_OCTET: 0xFF, _LONGLONG: (1 << 64) - 1}
-
-# AMQP field-table value types of the Erlang client (rabbit_binary_generator), with the integer
-# range of each integer type.
-_TABLE_INT_RANGES = {
-    "byte": (-(1 << 7), (1 << 7) - 1),
-    "unsignedbyte": (0, (1 << 8) - 1),
-    "short": (-(1 << 15), (1 << 15) - 1),
-    "unsignedshort": (0, (1 << 16) - 1),
-    "signedint": (-(1 << 31), (1 << 31) - 1),
-    "unsignedint": (0, (1 << 32) - 1),
-    "long": (-(1 << 63), (1 << 63) - 1),
-    "timestamp": (0, (1 << 64) - 1),
-}
-_TABLE_TYPES = (
-    "longstr", "binary", "bool", "float", "double", "decimal", "table", "array", "void",
-    *_TABLE_INT_RANGES,
-)  # fmt: skip
 
 # RabbitMQ 3.7+'s static format (rabbit_shovel_config:parse_current and
 # rabbit_amqp091_shovel:parse/2): its top-level clauses, and those of source and destination.
@@ -121,43 +55,13 @@ _CURRENT_DEST = ("protocol", "uris", "declarations", "publish_properties", "publ
 # The current format's ack_mode default (parse_current), unlike the legacy format's on_confirm.
 CURRENT_FORMAT_ACK_MODE = "no_ack"
 
-Pair = tuple[str, Term, Term]  # (key, value, the item it came from -- for error positions)
 
-
-class _ErlangImporter:
-    """Walks the parsed term; every failure names where it happened in the file."""
+class _ErlangImporter(TermReader):
+    """Walks the ``rabbitmq_shovel`` clause into pumpd's JSON."""
 
     def __init__(self, positions: Positions, source: str) -> None:
-        self._positions = positions
-        self._source = source
-        self.warnings: list[str] = []
+        super().__init__(positions, source)
         self._predeclared = False  # the application's {topology, [{predeclared, true}]}
-
-    def warn(self, message: str, *at: object) -> None:
-        for term in at:
-            position = self._positions.of(term)
-            if position is not None:
-                self.warnings.append(f"{self._source}:{position[0]}:{position[1]}: {message}")
-                return
-        self.warnings.append(f"{self._source}: {message}")
-
-    def fail(self, reason: str, *at: object) -> NoReturn:
-        """Raise, positioned at the first of ``at`` whose position is known."""
-        for term in at:
-            position = self._positions.of(term)
-            if position is not None:
-                raise ConfigImportError(
-                    reason, source=self._source, line=position[0], column=position[1]
-                )
-        raise ConfigImportError(reason, source=self._source)
-
-    def _list(self, ctx: str, value: Term, item: Term, expected: str) -> list[Term]:
-        """``value`` as an Erlang list (``""`` is ``[]`` in Erlang), or fail naming ``expected``."""
-        if isinstance(value, ErlString) and not value:
-            return []
-        if not isinstance(value, list):
-            self.fail(f"{ctx}: expected {expected}, found {format_term(value, 60)}", value, item)
-        return value
 
     # -- the file ----------------------------------------------------------------------------
 
@@ -393,9 +297,9 @@ class _ErlangImporter:
                 item,
             )
         if key == "publish_properties":
-            return self._fields(ctx, value, item, _PUBLISH_PROPERTIES, "basic.properties")
+            return self._fields(ctx, value, item, BASIC_PROPERTIES, "basic.properties")
         if key == "publish_fields":
-            return self._fields(ctx, value, item, _PUBLISH_FIELDS, "basic.publish")
+            return self._fields(ctx, value, item, PUBLISH_FIELDS, "basic.publish")
         if key == "delete_after":
             if isinstance(value, Atom) and value in ("never", "queue-length"):
                 return str(value)
@@ -517,187 +421,13 @@ class _ErlangImporter:
         return {**fields, "exclusive": True}
 
     def _method(self, ctx: str, method: Atom, *at: Term) -> dict[str, str]:
-        if method not in _METHODS:
+        if method not in DECLARATION_METHODS:
             self.fail(
-                f"{ctx}: unknown AMQP method '{method}' (known: {', '.join(_METHODS)})",
+                f"{ctx}: unknown AMQP method '{method}' (known: {', '.join(DECLARATION_METHODS)})",
                 method,
                 *at,
             )
-        return _METHODS[method]
-
-    def _fields(
-        self, ctx: str, value: Term, item: Term, types: dict[str, str], what: str
-    ) -> dict[str, JSON]:
-        """A property list of named AMQP fields, each converted by its type."""
-        out: dict[str, JSON] = {}
-        for key, sub, sub_item in self._proplist(value, ctx, item):
-            if key in _DROPPED_FIELDS:
-                continue  # deprecated, ignored by the broker
-            if what == "basic.publish" and key in _REFUSED_PUBLISH_FIELDS:
-                self.fail(f"{ctx}: {key}: {_REFUSED_PUBLISH_FIELDS[key]}", sub_item)
-            if key not in types:
-                of = f" of {what}" if what else ""
-                self.fail(
-                    f"{ctx}: unknown field '{key}'{of} (expected one of {', '.join(types)})",
-                    sub_item,
-                )
-            field_ctx = f"{ctx}: {key}"
-            kind = types[key]
-            if kind == _TEXT:
-                out[key] = self._text(field_ctx, sub, sub_item)
-            elif kind == _BOOL:
-                out[key] = self._bool(field_ctx, sub, sub_item)
-            elif kind == _TABLE:
-                out[key] = self._table(field_ctx, sub, sub_item)
-            else:
-                out[key] = self._int(field_ctx, sub, sub_item, 0, _UNSIGNED_RANGES[kind])
-        return out
-
-    # -- AMQP tables -------------------------------------------------------------------------
-
-    def _table(self, ctx: str, value: Term, item: Term) -> dict[str, JSON]:
-        """``[{Name, Type, Value}, ...]`` as the Erlang client writes a field table."""
-        value = self._list(ctx, value, item, "a field table [{Name, Type, Value}, ...]")
-        out: dict[str, JSON] = {}
-        for entry in value:
-            if not (isinstance(entry, tuple) and len(entry) == 3):
-                self.fail(
-                    f'{ctx}: expected a typed table entry {{<<"name">>, Type, Value}}, found '
-                    f"{format_term(entry, 60)}",
-                    entry,
-                    value,
-                    item,
-                )
-            name = self._text(ctx, entry[0], entry, what="a binary name")
-            if name in out:
-                self.fail(f"{ctx}: the table has the key {name!r} twice", entry, value, item)
-            out[name] = self._typed_value(f"{ctx}: {name}", entry[1], entry[2], entry)
-        return out
-
-    def _typed_value(self, ctx: str, type_: Term, value: Term, item: Term) -> JSON:
-        """One AMQP table value given as ``Type, Value`` (see ``rabbit_binary_generator``)."""
-        if not (isinstance(type_, Atom) and type_ in _TABLE_TYPES):
-            self.fail(
-                f"{ctx}: unknown field type {format_term(type_, 30)} (expected one of "
-                f"{', '.join(_TABLE_TYPES)})",
-                type_,
-                item,
-            )
-        found = format_term(value, 40)
-        if type_ in ("longstr", "binary"):
-            return self._text(ctx, value, item, what=f"a binary for type {type_}")
-        if type_ in _TABLE_INT_RANGES:
-            low, high = _TABLE_INT_RANGES[type_]
-            return self._int(ctx, value, item, low, high, what=f"an integer of type {type_}")
-        if type_ == "bool":
-            return self._bool(ctx, value, item)
-        if type_ in ("float", "double"):
-            if isinstance(value, (int, float)):
-                return float(value)
-            self.fail(f"{ctx}: expected a number of type {type_}, found {found}", value, item)
-        if type_ == "decimal":
-            # The Erlang client writes a decimal as {Scale, Unscaled}: Unscaled / 10^Scale.
-            # JSON has no decimal type, so the value is written as a number.
-            if isinstance(value, tuple) and len(value) == 2:
-                scale, unscaled = value
-                if (
-                    isinstance(scale, int)
-                    and isinstance(unscaled, int)
-                    and 0 <= scale <= 255
-                    and -(1 << 31) <= unscaled < (1 << 31)
-                ):
-                    return unscaled if scale == 0 else unscaled / 10**scale
-            self.fail(f"{ctx}: expected a decimal {{Scale, Value}}, found {found}", value, item)
-        if type_ == "table":
-            return self._table(ctx, value, item)
-        if type_ == "array":
-            return self._array(ctx, value, item)
-        assert type_ == "void"
-        return None
-
-    def _array(self, ctx: str, value: Term, item: Term) -> list[JSON]:
-        value = self._list(ctx, value, item, "an array [{Type, Value}, ...]")
-        out: list[JSON] = []
-        for index, entry in enumerate(value):
-            if not (isinstance(entry, tuple) and len(entry) == 2):
-                self.fail(
-                    f"{ctx}: expected a typed array element {{Type, Value}}, found "
-                    f"{format_term(entry, 60)}",
-                    entry,
-                    value,
-                    item,
-                )
-            out.append(self._typed_value(f"{ctx}[{index}]", entry[0], entry[1], entry))
-        return out
-
-    # -- scalars and property lists ----------------------------------------------------------
-
-    def _proplist(self, value: Term, ctx: str, item: Term) -> list[Pair]:
-        """``[{key, Value}, bare_atom, ...]``: a bare atom means ``{atom, true}``.
-
-        Keys must be atoms and may appear only once.
-        """
-        value = self._list(ctx, value, item, "a property list [{Key, Value}, ...]")
-        pairs: list[Pair] = []
-        seen: set[str] = set()
-        for entry in value:
-            sub: Term
-            if isinstance(entry, Atom):
-                key, sub = str(entry), Atom("true")
-            elif isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], Atom):
-                key, sub = str(entry[0]), entry[1]
-            else:
-                self.fail(
-                    f"{ctx}: expected {{key, Value}} or an atom, found {format_term(entry, 60)}",
-                    entry,
-                    value,
-                    item,
-                )
-            if key in seen:
-                self.fail(f"{ctx}: '{key}' is given twice", entry, value, item)
-            seen.add(key)
-            pairs.append((key, sub, entry))
-        return pairs
-
-    def _text(self, ctx: str, value: Term, item: Term, *, what: str = "a binary or string") -> str:
-        """A binary (UTF-8) or a string (a character list) as a Python string."""
-        if isinstance(value, bytes):
-            try:
-                return value.decode("utf-8")
-            except UnicodeDecodeError:
-                self.fail(
-                    f"{ctx}: the binary {format_term(value, 40)} is not valid UTF-8 (write "
-                    'non-ASCII text as <<"..."/utf8>>)',
-                    item,
-                )
-        if isinstance(value, ErlString):
-            return str(value)
-        if isinstance(value, list) and all(
-            isinstance(c, int) and 0 <= c <= 0x10FFFF and not 0xD800 <= c <= 0xDFFF for c in value
-        ):
-            return "".join(chr(c) for c in value if isinstance(c, int))
-        self.fail(f"{ctx}: expected {what}, found {format_term(value, 40)}", value, item)
-
-    def _bool(self, ctx: str, value: Term, item: Term) -> bool:
-        if isinstance(value, Atom) and value in ("true", "false"):
-            return value == "true"
-        self.fail(f"{ctx}: expected true or false, found {format_term(value, 40)}", value, item)
-
-    def _int(
-        self,
-        ctx: str,
-        value: Term,
-        item: Term,
-        low: int,
-        high: int,
-        *,
-        what: str = "an integer",
-    ) -> int:
-        if isinstance(value, int) and low <= value <= high:
-            return value
-        if isinstance(value, int):
-            self.fail(f"{ctx}: {value} is out of range {low}..{high}", item)
-        self.fail(f"{ctx}: expected {what}, found {format_term(value, 40)}", value, item)
+        return DECLARATION_METHODS[method]
 
 
 def import_erlang_config(

@@ -44,11 +44,8 @@ import atexit
 import base64
 import json
 import os
-import random
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -61,6 +58,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from .errors import LocalNodeError, ManagementHTTPError
+from .ports import LOCALHOST, broker_answers, find_free_port, port_is_free
+from .processes import kill_group, tail, wait_leader
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -80,18 +81,6 @@ SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 #: The control CLI that talks to a node with the cookie found in ``$HOME``.
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
-LOCALHOST = "127.0.0.1"
-
-# Ports find_free_port never returns: the usual RabbitMQ ports of a system node (AMQP, AMQPS,
-# distribution, management, epmd) and the range rabbitmqctl binds for its own distribution
-# listener (RABBITMQ_CTL_DIST_PORT_MIN..MAX, 35672..35682 by default).
-_RESERVED_PORTS = frozenset({4369, 5671, 5672, 15672, 25672, *range(35672, 35683)})
-# Picked below Linux's default ephemeral range (32768..60999), so that an outgoing connection's
-# automatically bound local port cannot take a port between find_free_port and the node's bind.
-_PORT_RANGE = (20000, 32767)
-_ports_handed_out: set[int] = set()
-_ports_lock = threading.Lock()
-
 # Nodes created and not yet closed; the atexit hook kills them and removes their directories.
 _open_nodes: set[LocalNode] = set()
 _open_lock = threading.Lock()
@@ -106,104 +95,6 @@ class TLSListener:
     certfile: str
     keyfile: str
     require_client_cert: bool = True
-
-
-class LocalNodeError(RuntimeError):
-    """A private node could not be started, stopped or controlled."""
-
-
-class ManagementHTTPError(LocalNodeError):
-    """The management HTTP API answered with an error status."""
-
-    def __init__(self, method: str, url: str, status: int, body: str) -> None:
-        super().__init__(f"{method} {url} -> HTTP {status}: {body[:2000]}")
-        self.status = status
-        self.body = body
-
-
-def _port_is_free(port: int) -> bool:
-    """Whether a listener could bind ``port`` on every interface (SO_REUSEADDR, like the node)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # With SO_REUSEADDR, TIME_WAIT leftovers (e.g. after kill()) do not count as "in use";
-        # a LISTEN socket on the port, on any address, still does. RabbitMQ's listeners also
-        # set SO_REUSEADDR, so this mirrors what the node's own bind will see.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-def find_free_port() -> int:
-    """Return a TCP port that is free now on every interface, below the ephemeral range.
-
-    A port is never handed out twice by one Python process, so nodes created concurrently
-    (e.g. from threads) never pick the same port. Another process can still take the port
-    before the node binds it; :meth:`LocalNode.start` then picks new ports and tries again.
-    """
-    rng = random.SystemRandom()
-    low, high = _PORT_RANGE
-    for _ in range(1000):
-        port = rng.randint(low, high)
-        with _ports_lock:
-            if port in _RESERVED_PORTS or port in _ports_handed_out:
-                continue
-            if _port_is_free(port):
-                _ports_handed_out.add(port)
-                return port
-    raise LocalNodeError(f"no free TCP port found in {low}..{high}")
-
-
-def broker_answers(host: str = LOCALHOST, port: int = 5672, timeout: float = 1.0) -> bool:
-    """Whether something accepts TCP connections on ``host:port`` within ``timeout`` seconds.
-
-    A cheap "is a broker there?" probe; it does not speak AMQP.
-    """
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    """The last ``lines`` lines of a text file, or a note that it does not exist."""
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 16384))
-            data = f.read().decode("utf-8", errors="replace")
-    except OSError as exc:
-        return f"<{path}: {exc.strerror}>"
-    return "\n".join(data.splitlines()[-lines:])
-
-
-def _group_members(pgid: int) -> list[int]:
-    """PIDs of the processes in process group ``pgid`` that still hold resources (Linux /proc).
-
-    A zombie whose threads have all exited no longer holds files or ports and is left out; a
-    multi-threaded process like ``beam.smp`` can show its main thread as a zombie while its
-    other threads are still tearing down (and still hold its sockets), so that one counts.
-    """
-    members: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path("/proc", entry, "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state(3) ppid(4) pgrp(5) ...
-        # num_threads(20); index = field number - 3.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) < 18 or int(fields[2]) != pgid:
-            continue
-        if fields[0] in ("Z", "X") and int(fields[17]) <= 1:
-            continue
-        members.append(int(entry))
-    return members
 
 
 class LocalNode:
@@ -399,7 +290,7 @@ class LocalNode:
         first_start = not self.mnesia_base.joinpath(self.nodename).exists()
         attempts = 3 if first_start else 1
         for attempt in range(attempts):
-            busy = [p for p in self._ports() if not _port_is_free(p)]
+            busy = [p for p in self._ports() if not port_is_free(p)]
             if busy:
                 if first_start and attempt + 1 < attempts:
                     self._pick_ports()
@@ -486,8 +377,8 @@ class LocalNode:
 
     def _log_tails(self) -> str:
         return (
-            f"--- {self.console_log} ---\n{_tail(self.console_log)}\n"
-            f"--- {self.node_log} ---\n{_tail(self.node_log)}"
+            f"--- {self.console_log} ---\n{tail(self.console_log)}\n"
+            f"--- {self.node_log} ---\n{tail(self.node_log)}"
         )
 
     def is_running(self) -> bool:
@@ -515,8 +406,12 @@ class LocalNode:
             except subprocess.TimeoutExpired:
                 stopped = False
             if stopped:
-                self._wait_leader(timeout)
+                wait_leader(self._proc, timeout)
         self._kill_group()
+
+    def _kill_group(self) -> None:
+        if self._proc is not None:
+            kill_group(self._proc, self._ports())
 
     def kill(self) -> None:
         """SIGKILL the node's whole process group (an unclean crash), leaving no orphan."""
@@ -549,54 +444,6 @@ class LocalNode:
                 _open_nodes.discard(self)
             if self._owns_dir:
                 shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def _wait_leader(self, timeout: float) -> bool:
-        """Wait until the server script exits, *without reaping it*; True if it did.
-
-        Not reaping keeps its PID (the process group id) reserved, so :meth:`_kill_group` can
-        never signal an unrelated group that reused the number.
-        """
-        assert self._proc is not None
-        if self._proc.returncode is not None:
-            return True
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                info = os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return True
-            if info is not None and info.si_pid != 0:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-
-    def _kill_group(self) -> None:
-        """SIGKILL every process in the node's group, then reap the script."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.returncode is None:
-            # The group leader is unreaped (alive or zombie), so its PID, which is the group id,
-            # cannot have been reused: the signal reaches only this node's processes.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            # Orphaned members (e.g. beam.smp after the script died) stay in the group. Wait
-            # until they are gone and the node's listeners are closed, so that a restart()
-            # right after finds its ports free.
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                if _group_members(proc.pid):
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                elif all(_port_is_free(p) for p in self._ports()):
-                    break
-                time.sleep(0.02)
-            proc.wait()
 
     # ---------------------------------------------------------------------------- control
 

@@ -1,0 +1,342 @@
+"""The clauses of a shovel, each read and checked, and a shovel in the seed's clauses.
+
+The dynamic form (:mod:`.dynamic`) reads the same values under RabbitMQ's flat names with the
+same checks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .model import (
+    AckMode,
+    BrokerURI,
+    Declaration,
+    DeleteAfter,
+    Disposition,
+    Endpoint,
+    ShovelConfig,
+    UndeliverablePolicy,
+)
+from .uri import URIError, parse_uri, uri_notes
+from .values import (
+    _INT64,
+    _bool,
+    _check_keys,
+    _Ctx,
+    _enum_value,
+    _int,
+    _is_int,
+    _number,
+    _object,
+    _shortstr,
+    _show,
+    _suggest,
+    _table,
+)
+from .vocabulary import (
+    BASIC_PROPERTIES,
+    BIT,
+    DECLARATION_METHODS,
+    PUBLISH_FIELDS,
+    REQUIRED_FIELDS,
+    SEED_CLAUSES,
+    SEED_EXTRAS,
+    SHORTSTR,
+    USES_LAST_QUEUE,
+)
+
+_SHORTSTR_PROPERTIES = tuple(name for name, kind in BASIC_PROPERTIES.items()
+                             if kind == SHORTSTR and name != "expiration")
+
+# pumpd's own: allowed in both forms
+COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable", "own_process")
+SEED_ALL = SEED_CLAUSES + SEED_EXTRAS + COMMON_CLAUSES
+# The plugin's floor for delete_after_duration (rabbit_shovel.hrl, SOFT_..._FLOOR), in seconds.
+PLUGIN_DURATION_FLOOR = 60
+MAX_DURATION = 315_360_000  # ten years: rabbit_misc:check_expiry on the value in milliseconds
+
+DEFAULT_PREFETCH = 1000
+DEFAULT_RECONNECT_DELAY = 5.0  # seed; also ?DEFAULT_RECONNECT_DELAY in rabbit_shovel.hrl
+MAX_PREFETCH = 65535  # basic.qos prefetch-count is a short
+DEFAULT_READ_HOLD_MS = 1  # the event loop's timers count whole milliseconds
+MAX_READ_HOLD_MS = 1000
+
+
+def _reconnect_delay(ctx: _Ctx, clause: str, value: object) -> float:
+    """The plugin restarts a worker only for a positive integer delay (rabbit_shovel_worker_sup,
+    rabbit_shovel_dyn_worker_sup): anything else means "never reconnect" there."""
+    if (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value < 0):
+        ctx.warn(clause, f"{value:g} is read as 0, as the plugin does: the shovel stops for good "
+                         "after its first failure")
+        return 0.0
+    delay = _number(ctx, clause, value)
+    if delay > 0 and not float(delay).is_integer():
+        ctx.warn(clause, f"{delay:g} s: pumpd reconnects after {delay:g} s, where the plugin "
+                         "never reconnects (it restarts a shovel only for a whole number of "
+                         "seconds)")
+    return delay
+
+
+def _duration(ctx: _Ctx, clause: str, value: object) -> float | None:
+    """delete_after_duration: a positive whole number of seconds, as the plugin validates it."""
+    if value is None:
+        return None
+    if not _is_int(value) or not isinstance(value, int) or value <= 0:
+        ctx.fail(clause, f"must be a positive integer (seconds), got {_show(value)}")
+    if value > MAX_DURATION:
+        ctx.fail(clause, f"must be at most {MAX_DURATION} seconds, got {value}")
+    if value < PLUGIN_DURATION_FLOOR:
+        ctx.warn(clause, f"{value} s: pumpd stops after {value} s; the plugin raises any value "
+                         f"under {PLUGIN_DURATION_FLOOR} s to {PLUGIN_DURATION_FLOOR} s "
+                         "(delete_after_duration_floor)")
+    return float(value)
+
+
+def _consumer(ctx: _Ctx, args_clause: str, name_clause: str,
+              obj: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """basic.consume's arguments (an AMQP table; [] is the plugin's "none") and tag."""
+    raw = obj.get(args_clause, {})
+    args = {} if raw == [] else _table(ctx, args_clause, raw)
+    priority = args.get("x-priority")
+    if priority is not None and not _is_int(priority):
+        ctx.fail(f"{args_clause}.x-priority", f"must be an integer, got {_show(priority)}")
+    offset = args.get("x-stream-offset")
+    if offset is not None and not (_is_int(offset) or isinstance(offset, str)):
+        ctx.fail(f"{args_clause}.x-stream-offset",
+                 'must be "first", "last", "next", an offset (integer) or an interval such as '
+                 f'"1h", got {_show(offset)}')
+    tag = _shortstr(ctx, name_clause, obj.get(name_clause, ""))
+    return args, tag
+
+
+def _declaration(ctx: _Ctx, clause: str, item: object, declared_queue: bool) -> Declaration:
+    """One element of a ``declarations`` list: ``"queue.declare"`` or ``{"queue.bind": {...}}``.
+
+    pumpd extension: ``{"queue.declare": {...}, "if_missing": true}`` (see
+    :attr:`Declaration.if_missing`).
+
+    :param declared_queue: whether a queue.declare comes earlier in the same list.
+    :raises ConfigError: on an unknown method or field, a wrong type, or a missing field.
+    """
+    if_missing = False
+    if isinstance(item, str):
+        method, fields_obj = item, {}
+    elif isinstance(item, dict):
+        keys = [k for k in item if k != "if_missing"]
+        if len(keys) != 1:
+            ctx.fail(clause, "a declaration object must have exactly one key, the method name "
+                             f"(e.g. {{\"queue.declare\": {{...}}}}), got {len(keys)}")
+        method = keys[0]
+        if "if_missing" in item:
+            if_missing = _bool(ctx, f"{clause}.if_missing", item["if_missing"])
+            if if_missing and method != "queue.declare":
+                ctx.fail(f"{clause}.if_missing", "applies to queue.declare only")
+        fields_obj = item[method]
+        if not isinstance(fields_obj, dict):
+            ctx.fail(clause, f"the fields of {method} must be an object, got {_show(fields_obj)}")
+    else:
+        ctx.fail(clause, f"a declaration is a method name or an object, got {_show(item)}")
+    if method not in DECLARATION_METHODS:
+        ctx.fail(clause, f"unsupported method {method!r}"
+                         f"{_suggest(method, list(DECLARATION_METHODS))}; "
+                         f"supported: {', '.join(DECLARATION_METHODS)}")
+    spec = DECLARATION_METHODS[method]
+    fields: dict[str, Any] = {}
+    for name, value in fields_obj.items():
+        where = f"{clause}.{method}.{name}"
+        if name not in spec:
+            ctx.fail(where, f"{method} has no field {name!r}{_suggest(name, list(spec))}; "
+                            f"its fields: {', '.join(spec)}")
+        kind = spec[name]
+        if kind == BIT:
+            fields[name] = _bool(ctx, where, value)
+        elif kind == SHORTSTR:
+            fields[name] = _shortstr(ctx, where, value)
+        else:
+            fields[name] = _table(ctx, where, value)
+    for name in REQUIRED_FIELDS.get(method, ()):
+        if not fields.get(name):
+            ctx.fail(clause, f"{method} needs a non-empty {name!r}")
+    if method in USES_LAST_QUEUE and not fields.get("queue") and not declared_queue:
+        ctx.fail(clause, f"{method} with queue \"\" means the most recently declared queue, but "
+                         "no queue.declare comes before it")
+    return Declaration(method, fields, if_missing=if_missing)
+
+
+def _endpoint(ctx: _Ctx, clause: str, value: object) -> Endpoint:
+    """``sources`` / ``destinations``: ``brokers`` (or ``broker``) and optional ``declarations``.
+
+    :raises ConfigError: on a bad shape, an unknown key, a malformed URI or declaration.
+    """
+    obj = _object(ctx, clause, value)
+    _check_keys(ctx, f"{clause}.", obj, ("brokers", "broker", "declarations"), "unknown key")
+    if "brokers" in obj and "broker" in obj:
+        ctx.fail(clause, "give 'brokers' (a list) or 'broker' (one URI), not both")
+    if "brokers" in obj:
+        raw = obj["brokers"]
+        if not isinstance(raw, list) or not raw:
+            ctx.fail(f"{clause}.brokers", f"must be a non-empty list of URIs, got {_show(raw)}")
+        pairs = [(f"{clause}.brokers[{i}]", u) for i, u in enumerate(raw)]
+    elif "broker" in obj:
+        pairs = [(f"{clause}.broker", obj["broker"])]
+    else:
+        ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
+    brokers = tuple(_uri(ctx, where, u) for where, u in pairs)
+    declarations: list[Declaration] = []
+    raw_decls = obj.get("declarations", [])
+    if not isinstance(raw_decls, list):
+        ctx.fail(f"{clause}.declarations", f"must be a list, got {_show(raw_decls)}")
+    for i, item in enumerate(raw_decls):
+        declared = any(d.method == "queue.declare" for d in declarations)
+        declarations.append(_declaration(ctx, f"{clause}.declarations[{i}]", item, declared))
+    return Endpoint(brokers=brokers, declarations=tuple(declarations))
+
+
+def _uri(ctx: _Ctx, clause: str, value: object) -> BrokerURI:
+    if not isinstance(value, str):
+        ctx.fail(clause, f"must be an AMQP URI string, got {_show(value)}")
+    try:
+        uri = parse_uri(value)
+    except URIError as exc:
+        ctx.fail(clause, str(exc))
+    for note in uri_notes(uri):
+        ctx.warn(clause, note)
+    return uri
+
+
+def _publish_properties(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
+    """The basic properties to set on every re-published message, each type-checked.
+
+    :raises ConfigError: on an unknown property or a value the property cannot hold.
+    """
+    # [] is how an export writes "none" (an empty Erlang property list)
+    obj = _object(ctx, clause, {} if value == [] else value)
+    _check_keys(ctx, f"{clause}.", obj, tuple(BASIC_PROPERTIES), "not a basic property")
+    props: dict[str, Any] = {}
+    for name, v in obj.items():
+        where = f"{clause}.{name}"
+        if name in _SHORTSTR_PROPERTIES:
+            props[name] = _shortstr(ctx, where, v)
+        elif name == "expiration":  # RabbitMQ wants milliseconds as a string of digits
+            s = _shortstr(ctx, where, v, 'must be a string of digits (milliseconds), e.g. "60000"')
+            if not (s.isascii() and s.isdigit()):
+                ctx.fail(where, f'must be a string of digits (milliseconds), got {_show(s)}')
+            props[name] = s
+        elif name == "delivery_mode":
+            if not _is_int(v) or v not in (1, 2):
+                ctx.fail(where, f"must be 1 (transient) or 2 (persistent), got {_show(v)}")
+            props[name] = v
+        elif name == "priority":
+            props[name] = _int(ctx, where, v, 0, 255)
+        elif name == "timestamp":  # seconds since the epoch, an AMQP 64-bit timestamp
+            props[name] = _int(ctx, where, v, 0, _INT64 - 1)
+        else:  # headers
+            props[name] = _table(ctx, where, v)
+    return props
+
+
+def _publish_fields(
+    ctx: _Ctx, clause: str, value: object
+) -> tuple[str | None, str | None, bool]:
+    obj = _object(ctx, clause, value)
+    _check_keys(ctx, f"{clause}.", obj, tuple(PUBLISH_FIELDS), "not a publish field")
+    exchange = routing_key = None
+    if "exchange" in obj:  # "" is the default exchange
+        exchange = _shortstr(ctx, f"{clause}.exchange", obj["exchange"])
+    if "routing_key" in obj:
+        routing_key = _shortstr(ctx, f"{clause}.routing_key", obj["routing_key"])
+    mandatory = _bool(ctx, f"{clause}.mandatory", obj.get("mandatory", True))
+    return exchange, routing_key, mandatory
+
+
+def _delete_after(ctx: _Ctx, clause: str, value: object) -> DeleteAfter | int:
+    if value in ("never", "queue-length"):
+        return DeleteAfter(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    ctx.fail(clause, f'must be "never", "queue-length" or a non-negative integer, '
+                     f"got {_show(value)}")
+
+
+_POLICIES = (Disposition.PARK.value, Disposition.DEAD_LETTER.value, Disposition.STOP.value)
+_UNROUTABLE_POLICIES = (Disposition.DROP.value, Disposition.PARK.value, Disposition.STOP.value)
+
+
+def _undeliverable(ctx: _Ctx, value: object) -> UndeliverablePolicy:
+    """``"undeliverable": "stop"`` or ``{"policy": ..., "park_queue": ..., "unroutable": ...}``."""
+    clause = "undeliverable"
+    if isinstance(value, str):
+        value = {"policy": value}
+    obj = _object(ctx, clause, value)
+    _check_keys(ctx, f"{clause}.", obj, ("policy", "park_queue", "unroutable"))
+    default = UndeliverablePolicy()
+    policy = _enum_value(ctx, f"{clause}.policy", obj.get("policy", default.policy.value),
+                         _POLICIES)
+    unroutable = _enum_value(ctx, f"{clause}.unroutable",
+                             obj.get("unroutable", default.unroutable.value), _UNROUTABLE_POLICIES)
+    park_queue = _shortstr(ctx, f"{clause}.park_queue", obj.get("park_queue", default.park_queue))
+    if not park_queue:
+        ctx.fail(f"{clause}.park_queue", "must name a queue (the server-named \"\" cannot be "
+                                         "found again)")
+    return UndeliverablePolicy(Disposition(policy), park_queue, Disposition(unroutable))
+
+
+def _common_clauses(ctx: _Ctx, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """pumpd's own clauses, named alike in both forms, as :class:`ShovelConfig` fields."""
+    return {
+        "workers": _int(ctx, "workers", obj.get("workers", 1), 1),
+        "source_read_hold_ms": _int(ctx, "source_read_hold_ms",
+                                    obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
+                                    MAX_READ_HOLD_MS),
+        "own_process": _bool(ctx, "own_process", obj.get("own_process", False)),
+        "undeliverable": _undeliverable(ctx, obj.get("undeliverable", {})),
+    }
+
+
+def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
+    """A shovel in the seed's clauses.
+
+    :raises ConfigError: on the first bad clause.
+    """
+    _check_keys(ctx, "", obj, SEED_ALL)
+    for clause in ("sources", "destinations", "queue"):
+        if clause not in obj:
+            ctx.fail(clause, "missing (it is mandatory)")
+    source = _endpoint(ctx, "sources", obj["sources"])
+    destination = _endpoint(ctx, "destinations", obj["destinations"])
+    queue = _shortstr(ctx, "queue", obj["queue"])
+    exchange, routing_key, mandatory = _publish_fields(
+        ctx, "publish_fields", obj.get("publish_fields", {})
+    )
+    modes = [m.value for m in AckMode]
+    consumer_args, consumer_tag = _consumer(ctx, "consumer_args", "consumer_name", obj)
+    return ShovelConfig(
+        name=ctx.shovel or "",
+        source=source,
+        destination=destination,
+        queue=queue,
+        prefetch_count=_int(ctx, "prefetch_count", obj.get("prefetch_count", DEFAULT_PREFETCH),
+                            0, MAX_PREFETCH),
+        ack_mode=AckMode(_enum_value(ctx, "ack_mode", obj.get("ack_mode", "on_confirm"), modes)),
+        publish_properties=_publish_properties(ctx, "publish_properties",
+                                               obj.get("publish_properties", {})),
+        publish_exchange=exchange,
+        publish_routing_key=routing_key,
+        publish_mandatory=mandatory,
+        reconnect_delay=_reconnect_delay(ctx, "reconnect_delay",
+                                         obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
+        delete_after=_delete_after(ctx, "delete_after", obj.get("delete_after", "never")),
+        delete_after_duration=_duration(ctx, "delete_after_duration",
+                                        obj.get("delete_after_duration")),
+        consumer_arguments=consumer_args,
+        consumer_tag=consumer_tag,
+        add_forward_headers=_bool(ctx, "add_forward_headers",
+                                  obj.get("add_forward_headers", False)),
+        add_timestamp_header=_bool(ctx, "add_timestamp_header",
+                                   obj.get("add_timestamp_header", False)),
+        **_common_clauses(ctx, obj),
+    )

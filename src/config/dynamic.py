@@ -1,0 +1,190 @@
+"""A shovel in the flat names of a RabbitMQ dynamic shovel (``src-uri``, ``dest-exchange``, ...).
+
+AMQP 0-9-1 only, normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does; the
+values are checked as the seed's clauses are (:mod:`.clauses`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .clauses import (
+    COMMON_CLAUSES,
+    DEFAULT_PREFETCH,
+    DEFAULT_RECONNECT_DELAY,
+    MAX_PREFETCH,
+    _common_clauses,
+    _consumer,
+    _delete_after,
+    _duration,
+    _publish_properties,
+    _reconnect_delay,
+    _uri,
+)
+from .model import AckMode, BrokerURI, Declaration, Endpoint, ShovelConfig
+from .values import _bool, _check_keys, _Ctx, _enum_value, _int, _shortstr, _show, _table
+from .vocabulary import AMQP10_KEYS, DYNAMIC_KEYS, LEGACY_DYNAMIC_KEYS
+
+# The legacy pre-3.7 dynamic names are accepted as the plugin does, but not together with their
+# current name.
+_LEGACY_NAME = {current: legacy for legacy, current in LEGACY_DYNAMIC_KEYS.items()}
+DYNAMIC_ALL = DYNAMIC_KEYS + tuple(LEGACY_DYNAMIC_KEYS) + COMMON_CLAUSES
+
+
+def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
+    """A shovel in RabbitMQ's dynamic-shovel names, normalised as the plugin does.
+
+    Replicates rabbit_amqp091_shovel:parse_source/parse_dest: ``src-queue`` is checked with a
+    passive declare and created durable (with ``src-queue-args``) when missing, or only checked
+    with ``src-predeclared``; ``src-exchange`` gets a server-named exclusive queue bound with
+    ``src-exchange-key`` (default ""); ``dest-queue`` is ensured the same way and published to
+    through the default exchange with the queue name as routing key; ``dest-exchange`` and
+    ``dest-exchange-key`` each replace the original exchange / routing key when given.
+
+    :raises ConfigError: on the first bad key.
+    """
+    _check_dynamic_keys(ctx, obj)
+    _warn_dynamic_ignored(ctx, obj)
+
+    def where(key: str) -> str:
+        """The name this definition uses for ``key``: the current one or its legacy one."""
+        legacy = _LEGACY_NAME.get(key)
+        return legacy if legacy is not None and legacy in obj else key
+
+    def get(key: str, default: object) -> object:
+        return obj.get(where(key), default)
+
+    queue, src_decls = _dynamic_source(ctx, obj)
+    dest_decls, publish_exchange, publish_routing_key = _dynamic_destination(ctx, obj)
+    ack_mode = _enum_value(ctx, "ack-mode", obj.get("ack-mode", "on-confirm"),
+                           ("on-confirm", "on-publish", "no-ack"))
+    consumer_args, consumer_tag = _consumer(ctx, "src-consumer-args", "src-consumer-name", obj)
+    return ShovelConfig(
+        name=ctx.shovel or "",
+        source=Endpoint(_uri_list(ctx, "src-uri", obj["src-uri"]), src_decls),
+        destination=Endpoint(_uri_list(ctx, "dest-uri", obj["dest-uri"]), dest_decls),
+        queue=queue,
+        prefetch_count=_int(ctx, where("src-prefetch-count"),
+                            get("src-prefetch-count", DEFAULT_PREFETCH), 0, MAX_PREFETCH),
+        ack_mode=AckMode(ack_mode.replace("-", "_")),
+        publish_properties=_publish_properties(ctx, where("dest-publish-properties"),
+                                               get("dest-publish-properties", {})),
+        publish_exchange=publish_exchange,
+        publish_routing_key=publish_routing_key,
+        reconnect_delay=_reconnect_delay(ctx, "reconnect-delay",
+                                         obj.get("reconnect-delay", DEFAULT_RECONNECT_DELAY)),
+        delete_after=_delete_after(ctx, where("src-delete-after"),
+                                   get("src-delete-after", "never")),
+        delete_after_duration=_duration(ctx, "src-delete-after-duration",
+                                        obj.get("src-delete-after-duration")),
+        consumer_arguments=consumer_args,
+        consumer_tag=consumer_tag,
+        add_forward_headers=_bool(ctx, where("dest-add-forward-headers"),
+                                  get("dest-add-forward-headers", False)),
+        add_timestamp_header=_bool(ctx, where("dest-add-timestamp-header"),
+                                   get("dest-add-timestamp-header", False)),
+        **_common_clauses(ctx, obj),
+    )
+
+
+def _check_dynamic_keys(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
+    """The keys a dynamic shovel may have, which it must have, and which exclude each other.
+
+    :raises ConfigError: on the first key that is unknown, missing, or in conflict.
+    """
+    amqp10 = [k for k in obj if k in AMQP10_KEYS]
+    if amqp10:
+        ctx.fail(amqp10[0], "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only (an "
+                            "AMQP 1.0 source or destination cannot be moved to pumpd)")
+    _check_keys(ctx, "", obj, DYNAMIC_ALL, "unknown key")
+    for key in ("src-protocol", "dest-protocol"):
+        if key in obj and obj[key] != "amqp091":
+            if obj[key] in ("amqp10", "local"):
+                ctx.fail(key, f"{obj[key]} shovels are not supported: pumpd speaks AMQP 0-9-1 only "
+                              '(use "amqp091")')
+            ctx.fail(key, f'must be "amqp091", got {_show(obj[key])}')
+    for legacy, current in LEGACY_DYNAMIC_KEYS.items():
+        if legacy in obj and current in obj:
+            ctx.fail(legacy, f"give {current!r} or its legacy name {legacy!r}, not both")
+    for key in ("src-uri", "dest-uri"):
+        if key not in obj:
+            ctx.fail(key, "missing (it is mandatory)")
+    if ("src-queue" in obj) == ("src-exchange" in obj):
+        ctx.fail("src-queue", "give exactly one of 'src-queue' and 'src-exchange'")
+    if "dest-queue" in obj and "dest-exchange" in obj:
+        ctx.fail("dest-queue", "give at most one of 'dest-queue' and 'dest-exchange'")
+
+
+def _warn_dynamic_ignored(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
+    """Keys the plugin silently ignores in these combinations. The broker accepted them, so a
+    definitions export has them: said at check time, not refused."""
+    # (dest-exchange-key alone is meaningful: it replaces the routing key, keeping the exchange.)
+    for key, needs in (("src-exchange-key", "src-exchange"), ("src-queue-args", "src-queue"),
+                       ("dest-queue-args", "dest-queue")):
+        if key in obj and needs not in obj:
+            ctx.warn(key, f"ignored, as the plugin does: it only applies together with {needs!r}")
+    if "dest-exchange-key" in obj and "dest-queue" in obj:
+        ctx.warn("dest-exchange-key", "ignored, as the plugin does: with 'dest-queue' messages go "
+                                      "to that queue through the default exchange")
+    for side in ("src", "dest"):
+        key = f"{side}-predeclared"
+        if _bool(ctx, key, obj.get(key, False)):
+            if f"{side}-queue" not in obj:
+                ctx.warn(key, f"ignored, as the plugin does: it only applies together with "
+                              f"'{side}-queue'")
+            elif f"{side}-queue-args" in obj:  # the plugin's check_queue ignores them
+                ctx.warn(f"{side}-queue-args", f"ignored with {key}, as the plugin does: the "
+                                               "queue is only checked, never declared")
+
+
+def _dynamic_source(ctx: _Ctx, obj: Mapping[str, Any]) -> tuple[str, tuple[Declaration, ...]]:
+    """The queue to consume from and the source's declarations (parse_source)."""
+    if "src-queue" in obj:
+        queue = _shortstr(ctx, "src-queue", obj["src-queue"])
+        if not queue:
+            ctx.fail("src-queue", "must not be empty")
+        return queue, (_ensure_queue(ctx, "src", obj, queue),)
+    exchange = _shortstr(ctx, "src-exchange", obj["src-exchange"])
+    if not exchange:
+        ctx.fail("src-exchange", "must not be empty (the default exchange cannot be bound)")
+    key = _shortstr(ctx, "src-exchange-key", obj.get("src-exchange-key", ""))
+    # "": the server-named queue declared just before
+    return "", (Declaration("queue.declare", {"exclusive": True}),
+                Declaration("queue.bind", {"queue": "", "exchange": exchange, "routing_key": key}))
+
+
+def _dynamic_destination(
+    ctx: _Ctx, obj: Mapping[str, Any]
+) -> tuple[tuple[Declaration, ...], str | None, str | None]:
+    """The destination's declarations, and the exchange and routing key to publish with
+    (parse_dest; None keeps the message's own)."""
+    if "dest-queue" in obj:
+        dest_queue = _shortstr(ctx, "dest-queue", obj["dest-queue"])
+        if not dest_queue:
+            ctx.fail("dest-queue", "must not be empty")
+        return (_ensure_queue(ctx, "dest", obj, dest_queue),), "", dest_queue
+    exchange = routing_key = None
+    if "dest-exchange" in obj:
+        exchange = _shortstr(ctx, "dest-exchange", obj["dest-exchange"])
+    if "dest-exchange-key" in obj:
+        routing_key = _shortstr(ctx, "dest-exchange-key", obj["dest-exchange-key"])
+    return (), exchange, routing_key
+
+
+def _ensure_queue(ctx: _Ctx, side: str, obj: Mapping[str, Any], queue: str) -> Declaration:
+    """The plugin's ensure_queue (passive, then durable if missing) or check_queue (predeclared)."""
+    if obj.get(f"{side}-predeclared", False):
+        return Declaration("queue.declare", {"queue": queue, "passive": True})
+    fields: dict[str, Any] = {"queue": queue, "durable": True}
+    if obj.get(f"{side}-queue-args") not in (None, [], {}):
+        fields["arguments"] = _table(ctx, f"{side}-queue-args", obj[f"{side}-queue-args"])
+    return Declaration("queue.declare", fields, if_missing=True)
+
+
+def _uri_list(ctx: _Ctx, clause: str, value: object) -> tuple[BrokerURI, ...]:
+    if isinstance(value, str):
+        return (_uri(ctx, clause, value),)
+    if not isinstance(value, list) or not value:
+        ctx.fail(clause, f"must be a URI or a non-empty list of URIs, got {_show(value)}")
+    return tuple(_uri(ctx, f"{clause}[{i}]", u) for i, u in enumerate(value))
