@@ -110,13 +110,20 @@ class CoordinatorApi:
         return metrics_text([shovel_view(s, now) for s in self.sup.shovels.values()],
                             IMPLEMENTATION)
 
-    def restart(self, name: str) -> Reply:
-        sup = self.sup
-        if sup.stopping:
+    def _changeable(self, name: str) -> Shovel | Reply:
+        """The shovel a restart or DELETE acts on, or the refusal to send instead."""
+        if self.sup.stopping:
             return error(503, "pumpd is stopping")
-        s = sup.shovels.get(name)
+        s = self.sup.shovels.get(name)
         if s is None or s.removing:
             return error(404, f"no shovel {name!r}")
+        return s
+
+    def restart(self, name: str) -> Reply:
+        sup = self.sup
+        s = self._changeable(name)
+        if isinstance(s, Reply):
+            return s
         now = time.monotonic()
         log.info("shovel %s: restart requested", name, extra={"event": "restart_requested",
                                                                 "shovel": name})
@@ -167,11 +174,9 @@ class CoordinatorApi:
 
     def delete(self, name: str) -> Reply:
         sup = self.sup
-        if sup.stopping:
-            return error(503, "pumpd is stopping")
-        s = sup.shovels.get(name)
-        if s is None or s.removing:
-            return error(404, f"no shovel {name!r}")
+        s = self._changeable(name)
+        if isinstance(s, Reply):
+            return s
         if s.definition.origin == "config":
             return error(409, f"shovel {name!r} is defined in {sup.opts.config_path}: remove it "
                               "there and send SIGHUP")
