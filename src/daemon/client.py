@@ -141,6 +141,8 @@ def render_summary(summary: dict[str, Any]) -> str:
     seconds = summary["seconds_to_empty"]
     if seconds == 0:
         line += "the source queues are empty"
+    elif seconds is not None and seconds < 1:
+        line += "under a second to empty"
     elif seconds is not None:
         line += f"about {_duration(seconds)} to empty"
     elif backlog is not None and summary["msg_per_s"] == 0:

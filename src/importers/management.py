@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import math
 import os
 import re
@@ -153,6 +154,9 @@ def fetch_queues(base_url: str, uri: BrokerURI,
                     "--management-port or its address with --management-url")
         raise ConfigImportError(f"cannot reach the management API: {why}{hint}",
                                 source=url) from None
+    except http.client.HTTPException as exc:  # something answered, but not in HTTP
+        raise ConfigImportError(f"the answer is not HTTP ({type(exc).__name__}): is this the "
+                                "management API's port?", source=url) from None
     try:
         queues = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
