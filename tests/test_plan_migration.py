@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from pumpd import exitcodes
+from pumpd.config.parse import parse_config
 from pumpd.importers.management import plan_migration
 from pumpd.testing.localnode import LocalNode, find_free_port
 
@@ -253,8 +254,9 @@ def test_many_queues_share_processes_and_the_option_overrides() -> None:
     assert plan_migration(queues(25), source=uri, destination=uri + "2"
                           ).document["shovels_per_process"] == 25
     # at most 16 processes
-    assert plan_migration(queues(1000), source=uri, destination=uri + "2"
-                          ).document["shovels_per_process"] == 63
+    many = plan_migration(queues(1000), source=uri, destination=uri + "2").document
+    assert many["shovels_per_process"] == 63
+    assert parse_config(many).shovels_per_process == 63  # what pumpd check reads
     assert plan_migration(queues(3), source=uri, destination=uri + "2", shovels_per_process=2
                           ).document["shovels_per_process"] == 2
     # names stay unique and usable as shovel names
