@@ -27,6 +27,9 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`
   pumpd check --config shovels.json    validate a configuration and print what it means
+  pumpd plan-migration --source URI --destination URI
+                                       plan a vhost's move: one shovel per queue, from the
+                                       source's management API (see --help)
 
 The daemon: the coordinator starts a worker process per shovel and supervises it through a slot
 in shared memory (state, heartbeat, counters). A worker that exits or stops heartbeating is
@@ -216,6 +219,12 @@ def _check(args: list[str]) -> int:
     return exitcodes.OK
 
 
+def _plan_migration(args: list[str]) -> int:
+    from .importers.management import main as plan_main
+
+    return plan_main(args)
+
+
 def _status(args: list[str]) -> int:
     from .daemon.client import main as status_main
 
@@ -228,6 +237,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "import-definitions": _import_definitions,
     "check": _check,
     "status": _status,
+    "plan-migration": _plan_migration,
 }
 
 

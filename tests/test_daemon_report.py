@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pumpd.config.parse import ConfigError
 from pumpd.daemon import statefile
-from pumpd.daemon.client import render_table
+from pumpd.daemon.client import render_summary, render_table
 from pumpd.daemon.definitions import (
     BodyNotJson,
     load_file,
@@ -30,6 +30,7 @@ from pumpd.daemon.report import (
     metrics_text,
     plugin_figures,
     shovel_doc,
+    summary_doc,
 )
 from pumpd.daemon.slots import SlotRecord, SlotTable
 from pumpd.engine.status import Counters, State
@@ -177,3 +178,41 @@ def test_slot_keeps_unknown_levels() -> None:
         assert (got.acked, got.source_backlog, got.remaining) == (5, 9, -1)
     finally:
         table.close()
+
+
+def test_migration_summary_sums_backlogs_and_rates_and_says_unknown() -> None:
+    """Issue 14: the summary over every shovel, from the documents /api/shovels serves."""
+    base = shovel_doc(view("orders"))
+
+    def doc(state: str, backlog: int | None, rate: float) -> dict[str, object]:
+        return {**base, "state": state, "source_backlog": backlog, "msg_per_s": rate}
+
+    docs = ([doc("running", 400, 1000.0)] * 290 + [doc("starting", None, 0.0)] * 10)
+    summary = summary_doc(docs)
+    assert summary == {"shovels": 300, "states": {"starting": 10, "running": 290},
+                       "source_backlog": 116_000, "source_backlog_known": 290,
+                       "msg_per_s": 290_000.0, "seconds_to_empty": 0.4}
+    assert render_summary(summary) == (
+        "300 shovels: 10 starting, 290 running; 116,000 messages left in the source queues "
+        "(known for 290 of 300 shovels), 290,000 msg/s, under a second to empty\n")
+    slow = summary_doc([doc("running", 123_456, 12.5), doc("blocked", 0, 0.0)])
+    assert slow["seconds_to_empty"] == 9876.5
+    assert render_summary(slow).endswith("123,456 messages left in the source queues, 12 msg/s, "
+                                         "about 2 h 45 min to empty\n")
+    assert render_summary(summary_doc([doc("running", 12_000, 10.0)])).endswith(
+        "10 msg/s, about 20 min to empty\n")
+    unknown = summary_doc([doc("starting", None, 0.0)])
+    assert unknown["source_backlog"] is None and unknown["seconds_to_empty"] is None
+    assert render_summary(unknown) == (
+        "1 shovel: 1 starting; messages left in the source queues: unknown (not read yet), "
+        "0 msg/s, time to empty unknown\n")
+    stuck = summary_doc([doc("blocked", 5, 0.0)])
+    assert render_summary(stuck).endswith("0 msg/s, time to empty unknown (nothing is moving)\n")
+    done = summary_doc([doc("running", 0, 0.0), doc("terminated", 0, 0.0)])
+    assert done["seconds_to_empty"] == 0.0
+    assert render_summary(done) == ("2 shovels: 1 running, 1 terminated; 0 messages left in the "
+                                    "source queues, 0 msg/s, the source queues are empty\n")
+    # an unknown backlog beside empty ones is not "empty"
+    assert summary_doc([doc("running", 0, 0.0), doc("starting", None, 0.0)]
+                       )["seconds_to_empty"] is None
+    assert summary_doc([])["shovels"] == 0

@@ -32,12 +32,10 @@ from typing import Any
 import orjson
 
 from .clauses import COMMON_CLAUSES, SEED_ALL, _seed_shovel
-from .clauses import _declaration as _declaration  # re-exported: pumpd.spark.options uses it
 from .dynamic import DYNAMIC_ALL, _dynamic_shovel
 from .model import AckMode, DeleteAfter, Disposition, Endpoint, PumpConfig, ShovelConfig
 from .uri import format_uri
-from .values import ConfigError, _check_keys, _int, _show
-from .values import _Ctx as _Ctx  # re-exported: pumpd.spark.options uses it
+from .values import ConfigError, _check_keys, _Ctx, _int, _show
 
 __all__ = ["ConfigError", "load_config", "parse_config", "shovel_to_json"]
 

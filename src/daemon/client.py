@@ -2,8 +2,11 @@
 
 The table reads like ``rabbitmqctl shovel_status``: one line per shovel with its state, where it
 moves messages from and to, when its state last changed, and pumpd's additions (messages per
-second, messages in flight, workers alive out of configured, restarts). ``--json`` prints the
-daemon's own document, ``{"shovels": [...]}``, each shovel as ``GET /api/shovels`` gives it.
+second, messages in flight, workers alive out of configured, restarts). Above the table, one
+line says where a migration stands (shovels by state, messages left in the source queues, the
+rate, the time to empty them). ``--json`` prints ``{"summary": {...}, "shovels": [...]}``: the
+same summary (:func:`pumpd.daemon.report.summary_doc`) and each shovel as ``GET /api/shovels``
+gives it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import orjson
 
 from .. import exitcodes
 from .http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
+from .report import summary_doc
 
 COLUMNS = ("name", "state", "source", "destination", "last change", "msg/s", "in flight",
            "backlog", "workers", "reason")
@@ -111,6 +115,43 @@ def render_table(shovels: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes} min"
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    """One line: ``300 shovels: 290 running, 10 starting; 123,456 messages left in the source
+    queues, 12,345 msg/s, about 10 s to empty``, saying "unknown" for what is not known."""
+    n = summary["shovels"]
+    states = ", ".join(f"{count} {state}" for state, count in summary["states"].items())
+    line = f"{n} shovel{'s' if n != 1 else ''}: {states}; "
+    backlog, known = summary["source_backlog"], summary["source_backlog_known"]
+    if backlog is None:
+        line += "messages left in the source queues: unknown (not read yet)"
+    else:
+        line += f"{backlog:,} message{'s' if backlog != 1 else ''} left in the source queues"
+        if known < n:
+            line += f" (known for {known} of {n} shovels)"
+    line += f", {summary['msg_per_s']:,.0f} msg/s, "
+    seconds = summary["seconds_to_empty"]
+    if seconds == 0:
+        line += "the source queues are empty"
+    elif seconds is not None and seconds < 1:
+        line += "under a second to empty"
+    elif seconds is not None:
+        line += f"about {_duration(seconds)} to empty"
+    elif backlog is not None and summary["msg_per_s"] == 0:
+        line += "time to empty unknown (nothing is moving)"
+    else:
+        line += "time to empty unknown"
+    return line + "\n"
+
+
 def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
         prog="pumpd status",
@@ -121,7 +162,8 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--http", default=f"{DEFAULT_HOST}:{DEFAULT_PORT}", metavar="HOST:PORT",
                    help=f"the daemon's status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT})")
     p.add_argument("--json", action="store_true",
-                   help='print {"shovels": [...]} as JSON instead of a table')
+                   help='print {"summary": {...}, "shovels": [...]} as JSON instead of the '
+                        "summary line and the table")
     ns = p.parse_args(list(argv))
     try:
         address = parse_address(ns.http)
@@ -134,9 +176,12 @@ def main(argv: Sequence[str]) -> int:
     except Unreachable as exc:
         print(f"pumpd status: {exc}", file=sys.stderr)
         return exitcodes.UNAVAILABLE
+    summary = summary_doc(shovels)
     if ns.json:
-        sys.stdout.write(orjson.dumps({"shovels": shovels}, option=orjson.OPT_INDENT_2).decode()
-                         + "\n")
+        sys.stdout.write(orjson.dumps({"summary": summary, "shovels": shovels},
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif shovels:
+        sys.stdout.write(render_summary(summary) + "\n" + render_table(shovels))
     else:
         sys.stdout.write(render_table(shovels))
     return exitcodes.OK

@@ -234,6 +234,43 @@ def plugin_figures(c: Counters, trend: float | None) -> dict[str, Any]:
     }
 
 
+def summary_doc(shovels: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Where a migration stands, over every shovel (issue 14): built from the shovel documents
+    (as :func:`shovel_doc` writes them), so ``pumpd status`` can make it from ``/api/shovels``.
+
+    ``states``: how many shovels are in each state (only the states some shovel is in);
+    ``source_backlog``: messages ready in the source queues, summed over the
+    ``source_backlog_known`` shovels that have read theirs (null when none has);
+    ``msg_per_s``: messages re-published per second, all shovels together;
+    ``seconds_to_empty``: source_backlog / msg_per_s, null when either is unknown or the rate
+    is 0 (0 once every backlog is known to be 0). Producers still publishing to the source make
+    it optimistic: the per-shovel ``source_backlog_trend`` shows that.
+    """
+    states = {s.label: 0 for s in State}
+    backlog, known, rate = 0, 0, 0.0
+    for doc in shovels:
+        states[doc["state"]] = states.get(doc["state"], 0) + 1
+        if doc.get("source_backlog") is not None:
+            backlog += doc["source_backlog"]
+            known += 1
+        rate += doc.get("msg_per_s") or 0.0
+    total: int | None = backlog if known else None
+    if total == 0 and known == len(shovels):
+        seconds: float | None = 0.0
+    elif total is not None and rate > 0:
+        seconds = round(total / rate, 1)
+    else:
+        seconds = None
+    return {
+        "shovels": len(shovels),
+        "states": {label: n for label, n in states.items() if n},
+        "source_backlog": total,
+        "source_backlog_known": known,
+        "msg_per_s": round(rate, 1),
+        "seconds_to_empty": seconds,
+    }
+
+
 # ------------------------------------------------------------------------------- Prometheus
 
 # (name, help, source) for per-worker series; source is a counter field or a callable key.

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..config.clauses import _declaration
 from ..config.model import Declaration
-from ..config.parse import ConfigError, _Ctx, _declaration
 from ..config.uri import parse_uri
+from ..config.values import ConfigError, _Ctx
 from ..dataplane.frames import PROPERTY_NAMES
 
 MessageIdMode = Literal["column", "deterministic", "none"]
