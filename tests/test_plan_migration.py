@@ -215,6 +215,11 @@ def test_errors_name_the_url_and_the_cause(node_a: LocalNode, vhost_a: str) -> N
     assert result.returncode == exitcodes.CONFIG_ERROR
     assert "the source and the destination are the same vhost" in result.stderr
 
+    # a trailing '/' is the empty vhost: listing it would list every vhost's queues
+    result = plan(node_a, f"amqp://guest:guest@127.0.0.1:{node_a.amqp_port}/", dst)
+    assert result.returncode == exitcodes.CONFIG_ERROR
+    assert "names the empty vhost" in result.stderr and "%2F" in result.stderr
+
 
 def test_an_answer_that_is_not_the_management_api_is_refused(node_a: LocalNode) -> None:
     class Page(http.server.BaseHTTPRequestHandler):

@@ -167,7 +167,8 @@ def fetch_queues(base_url: str, uri: BrokerURI,
                                                for q in queues):
         raise ConfigImportError("the answer is not a list of queues: is this the management "
                                 "API?", source=url)
-    return queues
+    # Only the vhost asked for, whatever the URL answered (a proxy in front may rewrite paths).
+    return [q for q in queues if q.get("vhost", uri.vhost) == uri.vhost]
 
 
 # ============================================================================================
@@ -381,6 +382,11 @@ def main(argv: Sequence[str]) -> int:
         source, destination = parse_uri(ns.source), parse_uri(ns.destination)
     except URIError as exc:
         parser.error(str(exc))
+    if source.vhost == "":
+        # `GET /api/queues/` would list the queues of every vhost: never plan from that.
+        parser.error(f"--source {source.redacted()!r} names the empty vhost (a URI ending in '/'):"
+                     " write the vhost after the host, e.g. amqp://host/%2F for the default "
+                     "vhost '/', or leave the path out (amqp://host)")
     if (source.effective_host, source.port, source.vhost) == \
             (destination.effective_host, destination.port, destination.vhost):
         parser.error("the source and the destination are the same vhost of the same broker: "
@@ -412,6 +418,7 @@ def main(argv: Sequence[str]) -> int:
     except OSError as exc:
         print(f"pumpd: plan-migration: {ns.output}: {exc.strerror or exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
-    print(f"pumpd: plan-migration: {source.redacted()}: {plan.summary()}" + (f"; written to {ns.output}" if ns.output else ""),
+    written = f"; written to {ns.output}" if ns.output else ""
+    print(f"pumpd: plan-migration: {source.redacted()}: {plan.summary()}{written}",
           file=sys.stderr)
     return exitcodes.OK
