@@ -6,6 +6,7 @@ Nothing here is part of pumpd; the benchmark only uses pumpd's :class:`~pumpd.te
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import threading
@@ -13,6 +14,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pika
 from pika import frame as amqp_frame
@@ -314,3 +316,44 @@ def prefill(
     finally:
         sock.close()
     return time.monotonic() - began
+
+
+def prefill_round_robin(uri: str, queues: list[str], total: int, size: int, persistent: bool) -> None:
+    """Publish ``total`` messages round-robin over ``queues`` (no confirms: a passive declare on
+    the same channel afterwards proves every publish has been routed)."""
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        ch = conn.channel()
+        props = pika.BasicProperties(delivery_mode=2 if persistent else 1)
+        body = b"x" * size
+        for i in range(total):
+            ch.basic_publish("", queues[i % len(queues)], body, props)
+            if i % 2000 == 1999:
+                conn.process_data_events(0)
+        for q in queues:
+            ch.queue_declare(q, passive=True)
+    finally:
+        conn.close()
+
+
+def bench_shovel(uri: str, src: str, dst: str) -> dict[str, Any]:
+    """A shovel definition moving queue ``src`` to queue ``dst`` on one broker (both declared
+    durable), prefetch 1000, on_confirm: the shovel the multi-shovel benchmarks run."""
+    return {
+        "sources": {"broker": uri, "declarations": [
+            {"queue.declare": {"queue": src, "durable": True}}]},
+        "destinations": {"broker": uri, "declarations": [
+            {"queue.declare": {"queue": dst, "durable": True}}]},
+        "queue": src,
+        "publish_fields": {"exchange": "", "routing_key": dst},
+        "ack_mode": "on_confirm",
+        "prefetch_count": 1000,
+    }
+
+
+def crossing(samples: list[tuple[float, int]], target: float) -> float:
+    """When the acked total reached ``target``, interpolated between the two polls around it."""
+    for (t0, n0), (t1, n1) in itertools.pairwise(samples):
+        if n0 < target <= n1:
+            return t0 + (t1 - t0) * (target - n0) / (n1 - n0)
+    raise ValueError(f"{target} never reached")

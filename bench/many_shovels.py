@@ -38,22 +38,9 @@ from typing import Any
 import pika
 from pumpd.testing.localnode import LocalNode, find_free_port
 
-from common import common_fields, prefill, process_tree, tree_cpu_seconds
+from common import bench_shovel, common_fields, prefill, process_tree, tree_cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def shovel(uri: str, src: str, dst: str) -> dict[str, Any]:
-    return {
-        "sources": {"broker": uri, "declarations": [
-            {"queue.declare": {"queue": src, "durable": True}}]},
-        "destinations": {"broker": uri, "declarations": [
-            {"queue.declare": {"queue": dst, "durable": True}}]},
-        "queue": src,
-        "publish_fields": {"exchange": "", "routing_key": dst},
-        "ack_mode": "on_confirm",
-        "prefetch_count": 1000,
-    }
 
 
 def shovels_doc(port: int) -> list[dict[str, Any]]:
@@ -134,7 +121,7 @@ def idle_run(node: LocalNode, n: int, k: int, idle_seconds: float, workdir: Path
     node.add_vhost(vhost)
     uri = node.uri(vhost)
     try:
-        shovels = {f"s{i:04d}": shovel(uri, f"src{i:04d}", f"dst{i:04d}") for i in range(n)}
+        shovels = {f"s{i:04d}": bench_shovel(uri, f"src{i:04d}", f"dst{i:04d}") for i in range(n)}
         pumpd = Pumpd(workdir, shovels, k)
         try:
             t_running = pumpd.poll("every shovel running", lambda docs: len(docs) == n and all(
@@ -176,11 +163,11 @@ def throughput_run(node: LocalNode, queues: int, per_queue: int, k: int, packed:
             declare(uri, [f"src-{q}" for q in names] + [f"dst-{q}" for q in names])
             for q in names:
                 prefill(uri, f"src-{q}", per_queue, 64, persistent=True)
-            shovels = {q: shovel(uri, f"src-{q}", f"dst-{q}") for q in names}
+            shovels = {q: bench_shovel(uri, f"src-{q}", f"dst-{q}") for q in names}
         else:
             declare(uri, ["src-all", "dst-all"])
             prefill(uri, "src-all", total, 64, persistent=True)
-            shovels = {"all": shovel(uri, "src-all", "dst-all")}
+            shovels = {"all": bench_shovel(uri, "src-all", "dst-all")}
         pumpd = Pumpd(workdir, shovels, k if packed else 1)
         try:
             t_done = pumpd.poll("every message acked", lambda docs: sum(

@@ -15,8 +15,9 @@ medians are printed. The processes pumpd ran and their RSS are recorded at the e
     python bench/migration.py                                # 300 queues x 1,000, 2 reps
     python bench/migration.py --queues 60 --messages-per-queue 5000 --reps 3
 
-Until the daemon packs shovels (``shovels_per_process``, issue 14), each shovel of the plan is a
-worker process of its own: on a small machine use fewer queues with the same total.
+The plan packs its shovels into a few worker processes (its ``"shovels_per_process"``;
+``--shovels-per-process K`` passes another K to plan-migration). Each run also records the CPU
+of pumpd's processes and of the broker per message, from the start to the last ack.
 """
 
 from __future__ import annotations
@@ -37,8 +38,16 @@ from typing import Any
 import pika
 from pumpd.testing.localnode import LocalNode, find_free_port
 
-from common import common_fields, process_tree
-from workers import crossing, prefill, shovel
+from common import (
+    bench_shovel,
+    common_fields,
+    crossing,
+    find_descendant,
+    prefill_round_robin,
+    process_cpu_seconds,
+    process_tree,
+    tree_cpu_seconds,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CASES = ("plan", "one shovel")
@@ -72,7 +81,8 @@ def declare(uri: str, queues: list[str]) -> None:
 
 
 def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
-            persistent: bool, rep: int, workdir: Path) -> dict[str, Any]:
+            persistent: bool, rep: int, workdir: Path,
+            shovels_per_process: int | None = None) -> dict[str, Any]:
     tag = f"{case.replace(' ', '-')}-{rep}-{os.getpid()}"
     src_vhost, dst_vhost = f"mig-src-{tag}", f"mig-dst-{tag}"
     for v in (src_vhost, dst_vhost):
@@ -83,20 +93,22 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
     try:
         names = [f"q{i:04d}" for i in range(queues)] if case == "plan" else ["all"]
         declare(src, names)
-        prefill(src, names, messages, size, persistent)
+        prefill_round_robin(src, names, messages, size, persistent)
         plan_seconds = None
         if case == "plan":
+            per_process = (("--shovels-per-process", str(shovels_per_process))
+                           if shovels_per_process else ())
             t0 = time.monotonic()
             made = subprocess.run(
                 [sys.executable, "-m", "pumpd", "plan-migration", "--source", src,
                  "--destination", dst, "--management-port", str(node.management_port),
-                 "-o", str(config)], capture_output=True, text=True, check=False)
+                 "-o", str(config), *per_process], capture_output=True, text=True, check=False)
             plan_seconds = round(time.monotonic() - t0, 3)
             if made.returncode != 0:
                 raise RuntimeError(f"plan-migration failed: {made.stderr}")
         else:
             declare(dst, ["all"])
-            config.write_text(json.dumps({"shovels": {"all": shovel(src, "all", "all") | {
+            config.write_text(json.dumps({"shovels": {"all": bench_shovel(src, "all", "all") | {
                 "destinations": {"broker": dst, "declarations": [
                     {"queue.declare": {"queue": "all", "durable": True}}]}}}}))
         plan_doc = json.loads(config.read_text())
@@ -104,10 +116,14 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
         args = [sys.executable, "-m", "pumpd", "--config", str(config), "--http",
                 f"127.0.0.1:{port}", "--log-level", "warning",
                 "--state-file", str(workdir / f"{tag}.state.json")]
+        beam = find_descendant(node.pid or 0, "beam.smp")
+        if beam is None:
+            raise RuntimeError("cannot find the node's beam.smp process")
+        beam_cpu0 = process_cpu_seconds(beam)
         t_start = time.monotonic()
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL)
         samples: list[tuple[float, int]] = []
-        processes, rss = 0, 0.0
+        processes, rss, pump_cpu, beam_cpu = 0, 0.0, 0.0, 0.0
         try:
             deadline = t_start + 900
             while time.monotonic() < deadline:
@@ -125,6 +141,9 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
                 raise RuntimeError("timed out")
             tree = process_tree(proc.pid)
             processes, rss = len(tree), rss_mib(tree)
+            # CPU from the start to the last ack, worker start-up included: where the time went
+            pump_cpu = sum(tree_cpu_seconds(tree).values())
+            beam_cpu = process_cpu_seconds(beam) - beam_cpu0
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -141,6 +160,8 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
             "body_bytes": size, "persistent": persistent, "rep": rep,
             "shovels": len(plan_doc["shovels"]),
             "shovels_per_process": plan_doc.get("shovels_per_process"),
+            "pump_cpu_us_per_msg": round(pump_cpu / messages * 1e6, 1),
+            "broker_cpu_us_per_msg": round(beam_cpu / messages * 1e6, 1),
             "processes": processes,  # coordinator, workers, multiprocessing's resource tracker
             "rss_mib": rss,
             "plan_seconds": plan_seconds,
@@ -162,6 +183,8 @@ def main() -> int:
     p.add_argument("--size", type=int, default=64, help="body bytes (default 64)")
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--persistent", action="store_true", help="delivery mode 2 (default 1)")
+    p.add_argument("--shovels-per-process", type=int, metavar="K",
+                   help="passed to plan-migration (default: the plan's own choice)")
     ns = p.parse_args()
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / time.strftime("migration-%Y%m%dT%H%M%S.jsonl")
@@ -178,7 +201,7 @@ def main() -> int:
         for rep in range(ns.reps):  # interleaved: a slow phase of the machine is shared
             for case in CASES:
                 r = one_run(node, case, ns.queues, ns.messages_per_queue, ns.size,
-                            ns.persistent, rep, Path(tmp))
+                            ns.persistent, rep, Path(tmp), ns.shovels_per_process)
                 r.update({"rabbitmq": version, "cpus": cpus,
                           "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
                 r.update(common_fields("migration", case, "pumpd", rep + 1, r["total_msg_per_s"]))
@@ -188,7 +211,9 @@ def main() -> int:
                 print(f"  rep {rep}: {case}: total {r['total_msg_per_s']:,} msg/s "
                       f"(10-90 {r['msg_per_s_10_90']:,}), {r['shovels']} shovels in "
                       f"{r['processes']} processes, {r['rss_mib']:,} MiB, last ack after "
-                      f"{r['seconds_start_to_last_ack']} s", flush=True)
+                      f"{r['seconds_start_to_last_ack']} s; CPU µs/msg pumpd "
+                      f"{r['pump_cpu_us_per_msg']}, broker {r['broker_cpu_us_per_msg']}",
+                      flush=True)
     print(f"\nmedians over {ns.reps} reps ({out.relative_to(RESULTS.parent.parent)}):")
     print(f"{'case':<12}{'shovels':>8}{'processes':>10}{'total msg/s':>13}{'10-90 msg/s':>13}"
           f"{'RSS MiB':>9}")

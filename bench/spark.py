@@ -5,7 +5,7 @@ Systems (``case`` = ``local[2] 64 B transient``; one private RabbitMQ node, one 
 - ``pumpd``: ``df.write.format("pumpd")`` (Arrow batches, confirms with a window of 5,000);
 - ``pumpd-deterministic``: the same with ``messageId=deterministic`` (an id per row);
 - ``pika-window``: ``foreachPartition`` + pika's SelectConnection with a window of 5,000 confirms
-  (bench/confirms.py's ``PikaSelectRun``);
+  (``PikaSelectRun`` of bench/publish_runs.py, as bench/confirms.py runs it);
 - ``pika-individual``: ``foreachPartition`` + pika's BlockingChannel, a confirm per message (on
   ``--individual-rows`` rows: about 1,000 rows/s);
 - ``publisher``: ``pumpd.Publisher`` (async, window 5,000) in the driver, outside Spark, on the
@@ -40,7 +40,7 @@ from pumpd import Publisher
 from pumpd.testing.localnode import LocalNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import confirms
+import publish_runs
 from common import common_fields, process_tree
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -55,7 +55,7 @@ def session() -> Any:
     from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
-    cloudpickle.register_pickle_by_value(confirms)
+    cloudpickle.register_pickle_by_value(publish_runs)
     spark = (SparkSession.builder.master("local[2]").appName("pumpd-bench-spark")
              .config("spark.ui.enabled", "false").config("spark.driver.memory", "1g")
              .config("spark.ui.showConsoleProgress", "false")
@@ -112,7 +112,7 @@ def run_system(spark: Any, system: str, df: Any, bodies: list[bytes], uri: str) 
         w.save()
     elif system.startswith("pika"):
         strategy = "async" if system == "pika-window" else "individual"
-        cls = confirms.PikaSelectRun if strategy == "async" else confirms.PikaBlockingRun
+        cls = publish_runs.PikaSelectRun if strategy == "async" else publish_runs.PikaBlockingRun
 
         def part(it: Any, cls: Any = cls, strategy: str = strategy) -> None:
             run = cls(uri, QUEUE, strategy, False, 5000, 100)

@@ -39,8 +39,11 @@ import pika
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from common import (
+    bench_shovel,
     common_fields,
+    crossing,
     find_descendant,
+    prefill_round_robin,
     process_cpu_seconds,
     process_tree,
     tree_cpu_seconds,
@@ -49,24 +52,6 @@ from common import (
 RESULTS = Path(__file__).resolve().parent / "results"
 LAYOUTS = [("one shovel", "workers", n) for n in (1, 2, 4)] + \
           [("separate shovels", "shovels", n) for n in (1, 2, 4)]
-
-
-def prefill(uri: str, queues: list[str], total: int, size: int, persistent: bool) -> None:
-    """Publish ``total`` messages round-robin over ``queues`` (no confirms: a passive declare on
-    the same channel afterwards proves every publish has been routed)."""
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    try:
-        ch = conn.channel()
-        props = pika.BasicProperties(delivery_mode=2 if persistent else 1)
-        body = b"x" * size
-        for i in range(total):
-            ch.basic_publish("", queues[i % len(queues)], body, props)
-            if i % 2000 == 1999:
-                conn.process_data_events(0)
-        for q in queues:
-            ch.queue_declare(q, passive=True)
-    finally:
-        conn.close()
 
 
 def depth(uri: str, queue: str) -> int:
@@ -82,31 +67,12 @@ def pumpd_cpu_seconds(pid: int) -> float:
     return sum(tree_cpu_seconds(process_tree(pid)).values())
 
 
-def shovel(uri: str, src: str, dst: str) -> dict[str, Any]:
-    return {
-        "sources": {"broker": uri, "declarations": [
-            {"queue.declare": {"queue": src, "durable": True}}]},
-        "destinations": {"broker": uri, "declarations": [
-            {"queue.declare": {"queue": dst, "durable": True}}]},
-        "queue": src,
-        "publish_fields": {"exchange": "", "routing_key": dst},
-        "prefetch_count": 1000,
-    }
-
-
 def acked(port: int) -> tuple[int, list[int]]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/shovels", timeout=5) as r:
         docs = json.loads(r.read())
     return (sum(d["counters"]["acked"] for d in docs),
             [len(d["workers"]) for d in docs])
 
-
-def crossing(samples: list[tuple[float, int]], target: float) -> float:
-    """When the acked total reached ``target``, interpolated between the two polls around it."""
-    for (t0, n0), (t1, n1) in itertools.pairwise(samples):
-        if n0 < target <= n1:
-            return t0 + (t1 - t0) * (target - n0) / (n1 - n0)
-    raise ValueError(f"{target} never reached")
 
 
 def at(times: list[float], values: list[float], t: float) -> float:
@@ -124,14 +90,14 @@ def one_run(node: LocalNode, layout: str, n: int, messages: int, size: int,
     uri = node.uri(vhost)
     try:
         count = n if layout == "separate shovels" else 1
-        shovels = {f"s{i}": shovel(uri, f"src{i}", f"dst{i}") for i in range(count)}
+        shovels = {f"s{i}": bench_shovel(uri, f"src{i}", f"dst{i}") for i in range(count)}
         conn = pika.BlockingConnection(pika.URLParameters(uri))
         ch = conn.channel()
         for i in range(count):
             ch.queue_declare(f"src{i}", durable=True)
             ch.queue_declare(f"dst{i}", durable=True)
         conn.close()
-        prefill(uri, [f"src{i}" for i in range(count)], messages, size, persistent)
+        prefill_round_robin(uri, [f"src{i}" for i in range(count)], messages, size, persistent)
         config = workdir / f"{vhost}.json"
         config.write_text(json.dumps({"shovels": shovels}))
         port = find_free_port()

@@ -179,6 +179,10 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
         # how far behind: the source queue's backlog, once the shovel has read it
         wait_page(d, browser, lambda r: "waiting in the source" in r["orders"]["text"], 30,
                   "the source backlog in the orders row")
+        # the migration's summary line, as `pumpd status` prints it first
+        line = browser.find_element("id", "summary").text
+        assert line.startswith("2 shovels: 2 running; ") and "left in the source queues" in line \
+            and "msg/s" in line and "to empty" in line, line
         assert button(browser, "orders", "delete").get_attribute("disabled")  # config file's
         # a row expands to its workers and definition
         browser.execute_script(
