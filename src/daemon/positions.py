@@ -48,6 +48,9 @@ class Host:
         return any(s.name == name for s, _w in self.positions.values())
 
 
+_NOTHING_CARRIED = Counters()
+
+
 @dataclass(eq=False)
 class Worker:
     """One worker position of a shovel: successive processes, one slot."""
@@ -84,8 +87,11 @@ class Worker:
         return self.live_record() and self.record.state in (State.RUNNING, State.BLOCKED)
 
     def counters(self) -> Counters:
-        return add_counters(self.carried, self.record.counters) if self.live_record() \
-            else self.carried
+        if not self.live_record():
+            return self.carried
+        if self.carried == _NOTHING_CARRIED:  # the first process: nothing to add (cheaper)
+            return self.record.counters
+        return add_counters(self.carried, self.record.counters)
 
 
 @dataclass(eq=False)

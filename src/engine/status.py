@@ -83,7 +83,8 @@ class Counters:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
+        # computed once: the coordinator adds every worker's counters a few times a second
+        return _COUNTER_NAMES
 
     @classmethod
     def of_relay(cls, relay: object, **handled: int) -> Counters:
@@ -108,6 +109,9 @@ class Counters:
     def _pairs(self, other: Counters) -> list[tuple[str, int, int]]:
         return [(name, getattr(self, name), getattr(other, name)) for name in self.names()]
 
+
+
+_COUNTER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Counters))
 
 
 class StatusSink(Protocol):
