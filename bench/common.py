@@ -357,3 +357,30 @@ def crossing(samples: list[tuple[float, int]], target: float) -> float:
         if n0 < target <= n1:
             return t0 + (t1 - t0) * (target - n0) / (n1 - n0)
     raise ValueError(f"{target} never reached")
+
+
+def memory_kib(pids: list[int]) -> tuple[int, int]:
+    """Sum of VmRSS and of Pss of ``pids``, in KiB."""
+    rss = pss = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss += int(line.split()[1])
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    pss += int(line.split()[1])
+        except OSError:
+            pass  # exited meanwhile
+    return rss, pss
+
+
+def declare_durable_queues(uri: str, queues: list[str]) -> None:
+    """Declare ``queues`` durable on ``uri``, over one connection."""
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        ch = conn.channel()
+        for q in queues:
+            ch.queue_declare(q, durable=True)
+    finally:
+        conn.close()

@@ -35,10 +35,17 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pika
 from pumpd.testing.localnode import LocalNode, find_free_port
 
-from common import bench_shovel, common_fields, prefill, process_tree, tree_cpu_seconds
+from common import (
+    bench_shovel,
+    common_fields,
+    declare_durable_queues,
+    memory_kib,
+    prefill,
+    process_tree,
+    tree_cpu_seconds,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -49,30 +56,7 @@ def shovels_doc(port: int) -> list[dict[str, Any]]:
     return docs
 
 
-def memory_kib(pids: list[int]) -> tuple[int, int]:
-    """Sum of VmRSS and of Pss of ``pids``, in KiB."""
-    rss = pss = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    rss += int(line.split()[1])
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    pss += int(line.split()[1])
-        except OSError:
-            pass  # exited meanwhile
-    return rss, pss
 
-
-def declare(uri: str, queues: list[str]) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    try:
-        ch = conn.channel()
-        for q in queues:
-            ch.queue_declare(q, durable=True)
-    finally:
-        conn.close()
 
 
 class Pumpd:
@@ -160,12 +144,12 @@ def throughput_run(node: LocalNode, queues: int, per_queue: int, k: int, packed:
     try:
         if packed:
             names = [f"q{i:03d}" for i in range(queues)]
-            declare(uri, [f"src-{q}" for q in names] + [f"dst-{q}" for q in names])
+            declare_durable_queues(uri, [f"src-{q}" for q in names] + [f"dst-{q}" for q in names])
             for q in names:
                 prefill(uri, f"src-{q}", per_queue, 64, persistent=True)
             shovels = {q: bench_shovel(uri, f"src-{q}", f"dst-{q}") for q in names}
         else:
-            declare(uri, ["src-all", "dst-all"])
+            declare_durable_queues(uri, ["src-all", "dst-all"])
             prefill(uri, "src-all", total, 64, persistent=True)
             shovels = {"all": bench_shovel(uri, "src-all", "dst-all")}
         pumpd = Pumpd(workdir, shovels, k if packed else 1)

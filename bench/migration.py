@@ -35,14 +35,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pika
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from common import (
     bench_shovel,
     common_fields,
     crossing,
+    declare_durable_queues,
     find_descendant,
+    memory_kib,
     prefill_round_robin,
     process_cpu_seconds,
     process_tree,
@@ -58,28 +59,6 @@ def acked_total(port: int) -> int:
         return sum(d["counters"]["acked"] for d in json.loads(r.read()))
 
 
-def rss_mib(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return round(total / 1024, 1)
-
-
-def declare(uri: str, queues: list[str]) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    try:
-        ch = conn.channel()
-        for q in queues:
-            ch.queue_declare(q, durable=True)
-    finally:
-        conn.close()
-
-
 def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
             persistent: bool, rep: int, workdir: Path,
             shovels_per_process: int | None = None) -> dict[str, Any]:
@@ -92,7 +71,7 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
     config = workdir / f"{tag}.json"
     try:
         names = [f"q{i:04d}" for i in range(queues)] if case == "plan" else ["all"]
-        declare(src, names)
+        declare_durable_queues(src, names)
         prefill_round_robin(src, names, messages, size, persistent)
         plan_seconds = None
         if case == "plan":
@@ -107,7 +86,7 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
             if made.returncode != 0:
                 raise RuntimeError(f"plan-migration failed: {made.stderr}")
         else:
-            declare(dst, ["all"])
+            declare_durable_queues(dst, ["all"])
             config.write_text(json.dumps({"shovels": {"all": bench_shovel(src, "all", "all") | {
                 "destinations": {"broker": dst, "declarations": [
                     {"queue.declare": {"queue": "all", "durable": True}}]}}}}))
@@ -140,7 +119,7 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
             else:
                 raise RuntimeError("timed out")
             tree = process_tree(proc.pid)
-            processes, rss = len(tree), rss_mib(tree)
+            processes, rss = len(tree), round(memory_kib(tree)[0] / 1024, 1)
             # CPU from the start to the last ack, worker start-up included: where the time went
             pump_cpu = sum(tree_cpu_seconds(tree).values())
             beam_cpu = process_cpu_seconds(beam) - beam_cpu0
