@@ -201,6 +201,7 @@ def test_migration_summary_sums_backlogs_and_rates_and_says_unknown() -> None:
                                          "about 2 h 45 min to empty\n")
     assert render_summary(summary_doc([doc("running", 12_000, 10.0)])).endswith(
         "10 msg/s, about 20 min to empty\n")
+    assert render_summary(summary_doc([])) == "0 shovels (none defined: nothing to move)\n"
     unknown = summary_doc([doc("starting", None, 0.0)])
     assert unknown["source_backlog"] is None and unknown["seconds_to_empty"] is None
     assert render_summary(unknown) == (

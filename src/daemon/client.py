@@ -128,6 +128,8 @@ def render_summary(summary: dict[str, Any]) -> str:
     """One line: ``300 shovels: 290 running, 10 starting; 123,456 messages left in the source
     queues, 12,345 msg/s, about 10 s to empty``, saying "unknown" for what is not known."""
     n = summary["shovels"]
+    if n == 0:
+        return "0 shovels (none defined: nothing to move)\n"
     states = ", ".join(f"{count} {state}" for state, count in summary["states"].items())
     line = f"{n} shovel{'s' if n != 1 else ''}: {states}; "
     backlog, known = summary["source_backlog"], summary["source_backlog_known"]
