@@ -18,8 +18,11 @@ import asyncio
 import logging
 import os
 import signal
+import socket
+import struct
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 
 from .host import HostSpec
@@ -32,6 +35,22 @@ log = logging.getLogger("pumpd.coordinator")
 
 Position = tuple[Shovel, Worker]
 STALE = 3 * HEARTBEAT_INTERVAL  # a host silent this long gets no new position
+# A control message waits at most this long for room in a host's pipe. A live host reads its pipe
+# at once and the pipe holds hundreds of kilobytes, so a full one means a stuck event loop: the
+# host is killed (its positions restart) rather than the coordinator blocking with it.
+SEND_TIMEOUT = 5.0
+
+
+def bound_sends(conn: Connection) -> None:
+    """Make a blocking send on ``conn`` (a socket pair end) fail after :data:`SEND_TIMEOUT`."""
+    timeout = SEND_TIMEOUT
+    sock = socket.socket(fileno=os.dup(conn.fileno()))  # the option is the socket's, not the fd's
+    try:
+        seconds = int(timeout)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                        struct.pack("ll", seconds, int((timeout - seconds) * 1e6)))
+    finally:
+        sock.close()
 
 
 def ended_text(ended: tuple[int, str | None]) -> str:
@@ -85,10 +104,7 @@ class Hosts:
     def _start_in(self, host: Host, s: Shovel, w: Worker, ws: WorkerSpec, now: float) -> bool:
         """Start one position in a running host; False when its pipe is gone."""
         self._fresh_slot(w, now)
-        try:
-            host.conn.send(("start", ws))
-        except OSError:
-            host.eof = True
+        if not self.send(host, ("start", ws)):
             return False
         self._adopt(host, s, w)
         log.info("started worker %s#%d in worker host pid %d%s", s.name, w.index, host.pid,
@@ -119,6 +135,7 @@ class Hosts:
         finally:
             theirs.close()  # the child has its own copy
         assert process.pid is not None
+        bound_sends(ours)
         host = Host(process, process.pid, ours, now)
         self.hosts.append(host)
         asyncio.get_running_loop().add_reader(ours.fileno(), self._readable, host)
@@ -146,17 +163,37 @@ class Hosts:
                     if entry is not None:
                         entry[1].ended = (msg[2], msg[3])
         except (EOFError, OSError):
+            self._gone(host)
+        self._wake()
+
+    @staticmethod
+    def _gone(host: Host) -> None:
+        """The host's pipe is closed: stop reading it (the process is reaped when it exits)."""
+        if not host.eof:
             host.eof = True
             asyncio.get_running_loop().remove_reader(host.conn.fileno())
-        self._wake()
+
+    def send(self, host: Host, msg: tuple[object, ...]) -> bool:
+        """A control message to ``host``; False when it cannot take one (gone, or stuck: then
+        killed, and its positions restart as after a crash)."""
+        if host.eof or host.kill_reason is not None:
+            return False
+        try:
+            host.conn.send(msg)
+            return True
+        except BlockingIOError:  # SO_SNDTIMEO expired: the host has not read its pipe
+            reason = f"its control pipe took no message for {SEND_TIMEOUT:g}s"
+            log.warning("worker host pid %d: %s; killing it", host.pid, reason,
+                        extra={"event": "kill", "reason": reason})
+            self.kill(host, reason)
+        except OSError:
+            self._gone(host)
+        return False
 
     def stop(self, w: Worker) -> None:
         """Ask the host to drain this one position."""
         assert w.host is not None
-        try:
-            w.host.conn.send(("stop", w.slot))
-        except OSError:
-            pass  # the host is gone: its exit ends this position
+        self.send(w.host, ("stop", w.slot))  # if it cannot, its exit ends this position
 
     def reap(self) -> list[tuple[Shovel, Worker, str]]:
         """Positions that ended, with how: reported over a pipe, or their host exited."""
@@ -170,8 +207,7 @@ class Hosts:
                 self._readable(host)  # "ended" reports sent just before it exited
             code = host.process.exitcode
             host.process.close()
-            if not host.eof:
-                asyncio.get_running_loop().remove_reader(host.conn.fileno())
+            self._gone(host)
             host.conn.close()
             self.hosts.remove(host)
             exit_text = describe_exit(code, host.kill_reason)
@@ -186,10 +222,7 @@ class Hosts:
         for host in self.hosts:
             if not host.positions and not host.exiting and host.process.exitcode is None:
                 host.exiting = True
-                try:
-                    host.conn.send(("exit",))
-                except OSError:
-                    pass
+                self.send(host, ("exit",))
 
     def kill(self, host: Host, reason: str) -> None:
         host.kill_reason = reason

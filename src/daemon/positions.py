@@ -38,7 +38,7 @@ class Host:
 
     def takes(self, capacity: int, now: float, stale: float) -> bool:
         """Whether a new position may start here: room, not going away, and beating (a hung
-        host would not read its pipe, and a coordinator writing to a full pipe would block)."""
+        host does not read its pipe: a message to it would wait, up to hosting.SEND_TIMEOUT)."""
         return (not self.exiting and not self.eof and self.kill_reason is None
                 and len(self.positions) < capacity
                 and all(now - w.record.heartbeat < stale for _s, w in self.positions.values()
