@@ -9,7 +9,7 @@ No I/O here. The pure-Python relay uses these per message; the native relay uses
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pika.data
@@ -44,9 +44,10 @@ _WIRE_KIND = {SHORTSTR: "s", TABLE: "t", OCTET: "o", LONGLONG: "q"}
 PROPERTY_KINDS = "".join(_WIRE_KIND[kind] for kind in BASIC_PROPERTIES.values())
 HEADERS_INDEX = PROPERTY_INDEX["headers"]
 
-_FRAME_HEAD = struct.Struct(">BHI")
+FRAME_HEAD = struct.Struct(">BHI")  # frame type, channel, payload size
+METHOD_ID = struct.Struct(">HH")  # class id, method id: the start of a method payload
+U64 = struct.Struct(">Q")
 _U16 = struct.Struct(">H")
-_U64 = struct.Struct(">Q")
 
 
 class FrameError(ValueError):
@@ -54,7 +55,49 @@ class FrameError(ValueError):
 
 
 def frame(frame_type: int, channel: int, payload: bytes | bytearray | memoryview) -> bytes:
-    return _FRAME_HEAD.pack(frame_type, channel, len(payload)) + bytes(payload) + b"\xce"
+    return FRAME_HEAD.pack(frame_type, channel, len(payload)) + bytes(payload) + b"\xce"
+
+
+def scan_frames(
+    buf: bytes,
+    channel: int,
+    take: Callable[[int, bytes, int, int], bool],
+    stop: Callable[[], bool] = lambda: False,
+) -> tuple[bytes, bytes]:
+    """Walk the whole frames in ``buf``: ``take(type, buf, payload_start, payload_end)`` decides
+    for each frame on ``channel`` whether the caller keeps it; after a frame for which ``stop()``
+    holds, the walk ends there. Returns the rest (an incomplete tail to carry over, or what
+    follows the stop) and the frames meant for pika, in order."""
+    passthrough: list[bytes] = []
+    pos = 0
+    n = len(buf)
+    while n - pos >= 7:
+        ftype, frame_channel, size = FRAME_HEAD.unpack_from(buf, pos)
+        end = pos + 7 + size
+        if end >= n:
+            break
+        if buf[end] != FRAME_END:
+            raise FrameError(f"frame end octet missing on channel {frame_channel}")
+        if not (frame_channel == channel and take(ftype, buf, pos + 7, end)):
+            passthrough.append(buf[pos : end + 1])
+        pos = end + 1
+        if stop():
+            break
+    return buf[pos:], b"".join(passthrough)
+
+
+def basic_return_fields(buf: bytes, start: int) -> tuple[int, bytes, bytes, bytes]:
+    """reply_code, reply_text, exchange and routing_key of the basic.return method whose payload
+    (class and method ids first) starts at ``start``."""
+    pos = start + 4
+    code = _U16.unpack_from(buf, pos)[0]
+    pos += 2
+    fields = []
+    for _ in range(3):
+        n = buf[pos]
+        fields.append(bytes(buf[pos + 1 : pos + 1 + n]))
+        pos += 1 + n
+    return code, fields[0], fields[1], fields[2]
 
 
 def shortstr(value: bytes) -> bytes:
@@ -105,7 +148,7 @@ def encode_property_value(name: str, value: Any) -> bytes:
     if kind == "o":
         return bytes((int(value),))
     if kind == "q":
-        return _U64.pack(int(value))
+        return U64.pack(int(value))
     pieces: list[bytes] = []
     pika.data.encode_table(pieces, dict(value))
     return b"".join(pieces)

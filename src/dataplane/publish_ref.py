@@ -40,19 +40,20 @@ from .frames import (
     BASIC_RETURN,
     CLASS_BASIC,
     FRAME_BODY,
-    FRAME_END,
+    FRAME_HEAD,
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
+    METHOD_ID,
     PROPERTY_INDEX,
     PROPERTY_KINDS,
+    U64,
     FrameError,
+    basic_return_fields,
+    scan_frames,
     shortstr,
 )
 
-_HEAD = struct.Struct(">BHI")
-_METHOD_ID = struct.Struct(">HH")
-_U64 = struct.Struct(">Q")
 _HEADER_PREFIX = struct.Struct(">BHIHHQ")  # frame head + class, weight, body size
 
 # A returned message: (seq, reply_code, reply_text, exchange, routing_key, raw properties)
@@ -140,7 +141,7 @@ def encode_properties(properties: Mapping[str, Any] | None) -> bytes:
         elif kind == "q":
             if isinstance(value, datetime):
                 value = calendar.timegm(value.utctimetuple())
-            values[i] = _U64.pack(int(value))
+            values[i] = U64.pack(int(value))
         else:
             values[i] = encode_table(value)
     flags = 0
@@ -243,9 +244,9 @@ class PublishPlane:
     # -- publishing ----------------------------------------------------------------------------
 
     def _method(self, routing_key: bytes) -> bytes:
-        payload = (_METHOD_ID.pack(CLASS_BASIC, BASIC_PUBLISH) + b"\x00\x00" + self._exchange
+        payload = (METHOD_ID.pack(CLASS_BASIC, BASIC_PUBLISH) + b"\x00\x00" + self._exchange
                    + shortstr(routing_key) + self._mandatory)
-        return _HEAD.pack(FRAME_METHOD, self._ch, len(payload)) + payload + b"\xce"
+        return FRAME_HEAD.pack(FRAME_METHOD, self._ch, len(payload)) + payload + b"\xce"
 
     def _encode(self, method: bytes, body: bytes, properties: bytes) -> None:
         out = self._out
@@ -255,7 +256,7 @@ class PublishPlane:
         step = self._body_max
         for i in range(0, len(body), step):
             chunk = body[i : i + step]
-            out.append(_HEAD.pack(FRAME_BODY, self._ch, len(chunk)) + chunk + b"\xce")
+            out.append(FRAME_HEAD.pack(FRAME_BODY, self._ch, len(chunk)) + chunk + b"\xce")
         self._next += 1
         self._unsettled += 1
         self.published += 1
@@ -313,27 +314,15 @@ class PublishPlane:
 
     def feed(self, data: bytes) -> bytes:
         """Scan bytes read from the connection; returns the frames meant for pika."""
-        buf = self._buf + data if self._buf else data
-        passthrough: list[bytes] = []
-        pos, n = 0, len(buf)
-        while n - pos >= 7:
-            ftype, channel, size = _HEAD.unpack_from(buf, pos)
-            end = pos + 7 + size
-            if end >= n:
-                break
-            if buf[end] != FRAME_END:
-                raise FrameError(f"frame end octet missing on channel {channel}")
-            if not (channel == self._ch and self._take(ftype, buf, pos + 7, end)):
-                passthrough.append(buf[pos : end + 1])
-            pos = end + 1
-        self._buf = buf[pos:]
-        return b"".join(passthrough)
+        self._buf, passthrough = scan_frames(self._buf + data if self._buf else data, self._ch,
+                                             self._take)
+        return passthrough
 
     def _take(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         if self._ret_state == 1:
             if ftype != FRAME_HEADER:
                 raise FrameError("expected a content header after basic.return")
-            self._ret_remaining = _U64.unpack_from(buf, start + 4)[0]
+            self._ret_remaining = U64.unpack_from(buf, start + 4)[0]
             code, text, exchange, rk = self._ret_method
             self._returns.append((0, code, text, exchange, rk, bytes(buf[start + 12 : end])))
             self._unattributed += 1
@@ -349,11 +338,11 @@ class PublishPlane:
             return True
         if ftype != FRAME_METHOD:
             return False
-        class_id, method_id = _METHOD_ID.unpack_from(buf, start)
+        class_id, method_id = METHOD_ID.unpack_from(buf, start)
         if class_id != CLASS_BASIC:
             return False
         if method_id == BASIC_ACK or method_id == BASIC_NACK:
-            seq = _U64.unpack_from(buf, start + 4)[0]
+            seq = U64.unpack_from(buf, start + 4)[0]
             multiple = bool(buf[start + 12] & 1)
             self._attribute_returns(seq)
             if method_id == BASIC_ACK:
@@ -362,15 +351,7 @@ class PublishPlane:
                 self._nack(seq, multiple)
             return True
         if method_id == BASIC_RETURN:
-            p = start + 4
-            code = struct.unpack_from(">H", buf, p)[0]
-            p += 2
-            text = bytes(buf[p + 1 : p + 1 + buf[p]])
-            p += 1 + buf[p]
-            exchange = bytes(buf[p + 1 : p + 1 + buf[p]])
-            p += 1 + buf[p]
-            rk = bytes(buf[p + 1 : p + 1 + buf[p]])
-            self._ret_method = (code, text, exchange, rk)
+            self._ret_method = basic_return_fields(buf, start)
             self._ret_state = 1
             return True
         return False

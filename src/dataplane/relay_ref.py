@@ -20,9 +20,8 @@ coalesced source ack can cover its tag.
 
 from __future__ import annotations
 
-import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from .confirms import ConfirmWindow
 from .frames import (
@@ -35,18 +34,21 @@ from .frames import (
     BASIC_RETURN,
     CLASS_BASIC,
     FRAME_BODY,
-    FRAME_END,
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
+    METHOD_ID,
+    U64,
     FrameError,
     UnparseableProperties,
     basic_ack_frame,
     basic_nack_frame,
     basic_publish_payload,
+    basic_return_fields,
     content_header_payload,
     edit_properties,
     frame,
+    scan_frames,
 )
 
 # (delivery_tag, redelivered, exchange, routing_key, raw properties as received, body, reason)
@@ -54,40 +56,9 @@ Message = tuple[int, bool, bytes, bytes, bytes, bytes, str]
 # (reply_code, reply_text, exchange, routing_key, raw properties, body) of a basic.return
 Returned = tuple[int, str, bytes, bytes, bytes, bytes]
 
-_HEAD = struct.Struct(">BHI")
-_METHOD_ID = struct.Struct(">HH")
-_U64 = struct.Struct(">Q")
 
 # States of the content assembler on one channel.
 _IDLE, _HEADER, _BODY = 0, 1, 2
-
-
-def _scan(
-    buf: bytes,
-    channel: int,
-    take: Callable[[int, bytes, int, int], bool],
-    stop: Callable[[], bool] = lambda: False,
-) -> tuple[bytes, bytes]:
-    """Walk the whole frames in ``buf``: ``take(type, buf, payload_start, payload_end)`` decides
-    for each frame on ``channel`` whether the relay keeps it; after a frame for which ``stop()``
-    holds, the walk ends there. Returns the rest (an incomplete tail to carry over, or what
-    follows the stop) and the frames meant for pika, in order."""
-    passthrough: list[bytes] = []
-    pos = 0
-    n = len(buf)
-    while n - pos >= 7:
-        ftype, frame_channel, size = _HEAD.unpack_from(buf, pos)
-        end = pos + 7 + size
-        if end >= n:
-            break
-        if buf[end] != FRAME_END:
-            raise FrameError(f"frame end octet missing on channel {frame_channel}")
-        if not (frame_channel == channel and take(ftype, buf, pos + 7, end)):
-            passthrough.append(buf[pos : end + 1])
-        pos = end + 1
-        if stop():
-            break
-    return buf[pos:], b"".join(passthrough)
 
 
 class _Assembler:
@@ -240,7 +211,7 @@ class Relay:
         if self._undeliverable is not None:
             self._kept += data
             return b""
-        buf, rest = _scan(
+        buf, rest = scan_frames(
             self._src_buf + data if self._src_buf else data,
             self._src_ch,
             self._take_source_frame,
@@ -282,7 +253,7 @@ class Relay:
     def _take_source_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         asm = self._deliver
         if asm.state == _IDLE:
-            if ftype != FRAME_METHOD or _METHOD_ID.unpack_from(buf, start) != (CLASS_BASIC, BASIC_DELIVER):
+            if ftype != FRAME_METHOD or METHOD_ID.unpack_from(buf, start) != (CLASS_BASIC, BASIC_DELIVER):
                 return False
             asm.method_payload = buf[start + 4 : end]
             asm.state = _HEADER
@@ -290,7 +261,7 @@ class Relay:
         if asm.state == _HEADER:
             if ftype != FRAME_HEADER:
                 raise FrameError(f"expected a content header after basic.deliver, got frame type {ftype}")
-            asm.remaining = _U64.unpack_from(buf, start + 4)[0]
+            asm.remaining = U64.unpack_from(buf, start + 4)[0]
             asm.properties = buf[start + 12 : end]
             asm.body = []
             if asm.remaining == 0:
@@ -313,7 +284,7 @@ class Relay:
         asm.state = _IDLE
         m = asm.method_payload
         pos = 1 + m[0]  # consumer tag
-        tag = _U64.unpack_from(m, pos)[0]
+        tag = U64.unpack_from(m, pos)[0]
         redelivered = m[pos + 8] & 1
         pos += 9
         exchange = m[pos + 1 : pos + 1 + m[pos]]
@@ -408,7 +379,7 @@ class Relay:
         if self._returned is not None:
             self._dst_kept += data
             return b""
-        buf, rest = _scan(
+        buf, rest = scan_frames(
             self._dst_buf + data if self._dst_buf else data,
             self._dst_ch,
             self._take_dest_frame,
@@ -447,7 +418,7 @@ class Relay:
             if asm.state == _HEADER:
                 if ftype != FRAME_HEADER:
                     raise FrameError("expected a content header after basic.return")
-                asm.remaining = _U64.unpack_from(buf, start + 4)[0]
+                asm.remaining = U64.unpack_from(buf, start + 4)[0]
                 asm.state = _BODY if asm.remaining else _IDLE
                 if self._hold_returns:
                     self._ret_props, self._ret_body = buf[start + 12 : end], []
@@ -463,14 +434,14 @@ class Relay:
             return True
         if ftype != FRAME_METHOD:
             return False
-        class_id, method_id = _METHOD_ID.unpack_from(buf, start)
+        class_id, method_id = METHOD_ID.unpack_from(buf, start)
         if class_id != CLASS_BASIC:
             return False
         if method_id == BASIC_ACK:
-            self._window.ack(_U64.unpack_from(buf, start + 4)[0], bool(buf[start + 12] & 1))
+            self._window.ack(U64.unpack_from(buf, start + 4)[0], bool(buf[start + 12] & 1))
             return True
         if method_id == BASIC_NACK:
-            seq = _U64.unpack_from(buf, start + 4)[0]
+            seq = U64.unpack_from(buf, start + 4)[0]
             # Queued before the multiple ack that take_source_output() adds: once the source has
             # the nack, that ack cannot cover the refused tag.
             for tag in self._window.nack(seq, bool(buf[start + 12] & 1)):
@@ -480,14 +451,7 @@ class Relay:
             self.returned += 1
             asm.state = _HEADER
             if self._hold_returns:
-                m = buf[start + 4 : end]
-                code = struct.unpack_from(">H", m, 0)[0]
-                pos = 2
-                text = m[pos + 1 : pos + 1 + m[pos]]
-                pos += 1 + m[pos]
-                exchange = m[pos + 1 : pos + 1 + m[pos]]
-                pos += 1 + m[pos]
-                routing_key = m[pos + 1 : pos + 1 + m[pos]]
+                code, text, exchange, routing_key = basic_return_fields(buf, start)
                 self._ret_fields = (code, text.decode("utf-8", "replace"), exchange, routing_key)
             return True
         return False
