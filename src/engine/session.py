@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
@@ -122,8 +122,9 @@ class Session:
         self._careful = careful if cfg.ack_mode == AckMode.ON_CONFIRM else 0
         self.careful_left = 0  # after a refusal handled here: for the next session
         self._parker: Parker | None = None
-        self._settling: asyncio.Task[None] | None = None
-        self._settling_return: asyncio.Task[None] | None = None
+        # The task settling a paused side, by why it paused ("undeliverable" on the source,
+        # "returned" on the destination): at most one each.
+        self._settling: dict[str, asyncio.Task[None]] = {}
         self._terminal: str | None = None
         # handled undeliverable messages, by Counters field
         self.policy_counts: dict[str, int] = {}
@@ -193,8 +194,13 @@ class Session:
         self._parker = Parker(source_uri, self.cfg.undeliverable.park_queue,
                               client_name=f"{name} (park)")
         relay = self.relay
-        self.source.intercept(self._held(self._paused_check(self._fed(relay.feed_source))))
-        self.destination.intercept(self._returned_check(self._fed(relay.feed_destination)))
+        self.source.intercept(self._held(self._settles(
+            self._fed(relay.feed_source), "source", "undeliverable",
+            lambda r: r.paused, self._settle_paused)))
+        # returned messages go to the unroutable policy before their confirm is read
+        self.destination.intercept(self._settles(
+            self._fed(relay.feed_destination), "destination", "returned",
+            lambda r: r.destination_paused, self._settle_returned))
         self.destination.on_blocked(self._set_blocked)
         # A destination slower than the source (a WAN link, large bodies, no_ack with nothing
         # bounding it) must not pile up unsent bytes here: stop reading the source meanwhile.
@@ -239,17 +245,20 @@ class Session:
 
     # -- undeliverable messages ---------------------------------------------------------------
 
-    def _paused_check(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
-        """Wrap the source feed: when the relay paused on an undeliverable message, stop reading
-        the source and settle that message by the policy."""
+    def _settles(self, feed: Callable[[bytes], bytes], side: str, why: str,
+                 paused: Callable[[Relay], bool],
+                 settle: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[bytes], bytes]:
+        """Wrap a relay feed: when the relay paused that side on a message (``paused``), stop
+        reading it and settle the message by the policy (``settle``, one task at a time)."""
 
         def check(data: bytes) -> bytes:
             rest = feed(data)
             relay = self.relay
-            if relay is not None and relay.paused and self._settling is None:
-                assert self._loop is not None and self.source is not None
-                self.source.pause_reading(True, "undeliverable")
-                self._settling = self._loop.create_task(self._settle_paused())
+            if relay is not None and paused(relay) and why not in self._settling:
+                link = self.source if side == "source" else self.destination
+                assert self._loop is not None and link is not None
+                link.pause_reading(True, why)
+                self._settling[why] = self._loop.create_task(settle())
             return rest
 
         return check
@@ -276,7 +285,7 @@ class Session:
         except LinkError as exc:
             self._end(SessionEnded(f"source: {exc}", side="source"))
         finally:
-            self._settling = None
+            self._settling.pop("undeliverable", None)
 
     async def _dispose(self, counter: str, tag: int, routing: tuple[bytes, bytes], props: bytes,
                        body: bytes, cause: str) -> None:
@@ -330,21 +339,6 @@ class Session:
         return (self.cfg.publish_mandatory
                 and self.cfg.undeliverable.unroutable != Disposition.DROP)
 
-    def _returned_check(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
-        """Wrap the destination feed: when the relay paused on a returned message (before its
-        confirm), stop reading the destination and apply the unroutable policy."""
-
-        def check(data: bytes) -> bytes:
-            rest = feed(data)
-            relay = self.relay
-            if relay is not None and relay.destination_paused and self._settling_return is None:
-                assert self._loop is not None and self.destination is not None
-                self.destination.pause_reading(True, "returned")
-                self._settling_return = self._loop.create_task(self._settle_returned())
-            return rest
-
-        return check
-
     async def _settle_returned(self) -> None:
         relay, destination = self.relay, self.destination
         assert relay is not None and destination is not None and self._parker is not None
@@ -373,7 +367,7 @@ class Session:
         except LinkError as exc:
             self._end(SessionEnded(f"source: {exc}", side="source"))
         finally:
-            self._settling_return = None
+            self._settling.pop("returned", None)
 
     def _count(self, counter: str) -> None:
         self.policy_counts[counter] = self.policy_counts.get(counter, 0) + 1
@@ -554,9 +548,8 @@ class Session:
         if self._read_hold_timer is not None:  # closing needs to read the broker's close-ok
             self._read_hold_timer.cancel()
             self._end_read_hold()
-        for task in (self._settling, self._settling_return):
-            if task is not None:
-                task.cancel()
+        for task in list(self._settling.values()):
+            task.cancel()
         if self._parker is not None:
             await self._parker.close()
         for link in (self.source, self.destination):
