@@ -6,7 +6,6 @@ Parsing a URI (:mod:`pumpd.config.uri`) never imports pika; connecting does, fro
 from __future__ import annotations
 
 import os
-import ssl
 from typing import Any
 
 import pika
@@ -15,46 +14,10 @@ import pika.credentials
 import pika.spec
 
 from ..config.model import BrokerURI
+from ..config.tls import ssl_context, tls_server_name
 from ..config.uri import DEFAULT_SOCKET_TIMEOUT, DEFAULT_STACK_TIMEOUT, URIError
 
 __all__ = ["local_broker_address", "to_pika_parameters"]
-
-
-def _ssl_context(uri: BrokerURI) -> ssl.SSLContext:
-    """The TLS context for an amqps URI.
-
-    Without TLS options: the system's CAs, the peer's certificate and host name verified. With
-    some: ``cacertfile`` replaces the system's CAs, ``certfile`` / ``keyfile`` (``password``)
-    are the client certificate, ``verify_none`` turns verification off.
-
-    :raises URIError: when a certificate or key file cannot be loaded.
-    """
-    tls = uri.tls
-    if tls is None:
-        return ssl.create_default_context()
-    try:
-        ctx = ssl.create_default_context(cafile=tls.cacertfile)
-        if tls.certfile is not None:
-            ctx.load_cert_chain(tls.certfile, tls.keyfile, password=tls.password)
-    except (OSError, ssl.SSLError) as exc:
-        # The file names are the user's own configuration, safe to show; the URI is redacted.
-        raise URIError(uri.redacted(), f"cannot load the TLS files: {exc}") from None
-    if not tls.verify or tls.server_name_indication == "disable":
-        # Erlang checks the host name against the SNI name: with SNI disabled, it checks none.
-        ctx.check_hostname = False  # must come before verify_mode, or ssl refuses CERT_NONE
-    if not tls.verify:
-        ctx.verify_mode = ssl.CERT_NONE
-    # fail_if_no_peer_cert is a server-side option in Erlang's ssl: a client has no use for it.
-    # customize_hostname_check=https is how Python's ssl matches host names already.
-    return ctx
-
-
-def tls_server_name(uri: BrokerURI) -> str | None:
-    """The name sent as SNI and verified: server_name_indication, else the host."""
-    sni = uri.tls.server_name_indication if uri.tls is not None else None
-    if sni == "disable":
-        return None
-    return sni or uri.effective_host
 
 
 LOCAL_BROKER_ENV = "PUMPD_LOCAL_BROKER"
@@ -109,6 +72,6 @@ def to_pika_parameters(uri: BrokerURI, *, client_name: str) -> pika.ConnectionPa
     if uri.frame_max:  # None or 0: pika's default, its largest frame
         kwargs["frame_max"] = uri.frame_max
     if uri.scheme == "amqps":
-        kwargs["ssl_options"] = pika.SSLOptions(_ssl_context(uri),
+        kwargs["ssl_options"] = pika.SSLOptions(ssl_context(uri),
                                                 server_hostname=tls_server_name(uri))
     return pika.ConnectionParameters(**kwargs)

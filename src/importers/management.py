@@ -25,7 +25,6 @@ import http.client
 import math
 import os
 import re
-import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -39,6 +38,7 @@ from .. import exitcodes
 from ..config.clauses import DEFAULT_PREFETCH
 from ..config.model import BrokerURI
 from ..config.parse import MAX_SHOVELS_PER_PROCESS, ConfigError, parse_config
+from ..config.tls import ssl_context
 from ..config.uri import URIError, parse_uri
 from .errors import JSON, ConfigImportError
 
@@ -91,16 +91,6 @@ def management_url(uri: BrokerURI, port: int | None = None) -> str:
     return f"{scheme}://{host}:{port or MANAGEMENT_PORTS[uri.scheme]}"
 
 
-def _tls_context(uri: BrokerURI) -> ssl.SSLContext:
-    """The AMQP URI's own TLS trust for the management API of the same broker."""
-    tls = uri.tls
-    context = ssl.create_default_context(cafile=tls.cacertfile if tls else None)
-    if tls is not None and not tls.verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 def _reason(body: bytes) -> str:
     """The management API's own words for an error, ``{"error": ..., "reason": ...}``."""
     try:
@@ -126,7 +116,10 @@ def fetch_queues(base_url: str, uri: BrokerURI,
     credentials = f"{uri.username}:{uri.password}".encode()
     request.add_header("Authorization", "Basic " + base64.b64encode(credentials).decode())
     request.add_header("Accept", "application/json")
-    context = _tls_context(uri) if url.startswith("https:") else None
+    try:
+        context = ssl_context(uri) if url.startswith("https:") else None
+    except URIError as exc:  # the URI's TLS files cannot be loaded
+        raise ConfigImportError(str(exc), source=url) from None
     try:
         with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             body = response.read()
