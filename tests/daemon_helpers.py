@@ -140,6 +140,8 @@ class Daemon:
         self.config_path = workdir / "shovels.json"
         self.state_path = workdir / "shovels.runtime.json"
         self.token_path = workdir / "shovels.runtime.token"  # the daemon's default: beside it
+        self.scheme = "http"  # "https" for a daemon started with --http-tls-cert/-key
+        self.context: Any = None  # the ssl.SSLContext that trusts it
         self.log_path = workdir / f"{name}.log"
         self.port = port
         self.args = args
@@ -233,17 +235,17 @@ class Daemon:
 
     def request(self, method: str, path: str, body: Any = None,
                 headers: dict[str, str] | None = None, auth: bool = True,
-                scheme: str = "http", context: Any = None) -> tuple[int, Any]:
+                scheme: str | None = None, context: Any = None) -> tuple[int, Any]:
         """One request; with the daemon's token unless ``auth`` is False or ``headers`` has
         its own Authorization."""
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
         all_headers = {**(self.auth_headers() if auth else {}), **(headers or {})}
-        req = urllib.request.Request(f"{scheme}://127.0.0.1:{self.port}{path}", data=data,
-                                     method=method, headers=all_headers)
+        req = urllib.request.Request(f"{scheme or self.scheme}://127.0.0.1:{self.port}{path}",
+                                     data=data, method=method, headers=all_headers)
         try:
-            with urllib.request.urlopen(req, timeout=10, context=context) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=context or self.context) as resp:
                 raw = resp.read()
                 status = resp.status
                 ctype = resp.headers.get("Content-Type", "")

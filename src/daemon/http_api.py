@@ -50,6 +50,7 @@ MAX_CONNECTIONS = 64
 READ_TIMEOUT = 10.0  # for the whole request
 WRITE_TIMEOUT = 10.0  # for the answer to be taken
 TLS_HANDSHAKE_TIMEOUT = 10.0
+LINGER_SECONDS, LINGER_BYTES = 1.0, 256 * 1024  # reading what follows a refused request
 REASONS = {200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request",
            401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
            409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
@@ -226,6 +227,24 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[st
     return method, path, headers, body
 
 
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """After an answer sent before the whole request was read: say we are done, then read
+    (and drop) what the client still sends, briefly. Closing with unread bytes would reset the
+    connection, and the client could lose the answer with it."""
+    if writer.can_write_eof():
+        writer.write_eof()
+    loop = asyncio.get_running_loop()
+    deadline, left = loop.time() + LINGER_SECONDS, LINGER_BYTES
+    while left > 0 and not reader.at_eof():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        chunk = await asyncio.wait_for(reader.read(min(left, 65536)), remaining)
+        if not chunk:
+            break
+        left -= len(chunk)
+
+
 def _busy() -> bytes:
     return _encode(error(503, f"too many connections (at most {MAX_CONNECTIONS})"), False)
 
@@ -304,10 +323,14 @@ class HttpServer:
         try:
             if self._connections > MAX_CONNECTIONS:
                 writer.write(_busy())
+                refused = True
             else:
                 method, reply = await self._answer(reader)
                 writer.write(_encode(reply, head_only=method == "HEAD"))
+                refused = reply.status >= 400
             await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+            if refused:
+                await _linger(reader, writer)
         except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError, OSError):
             pass  # the client went away, or never finished its request: nothing to answer
         finally:
