@@ -25,6 +25,7 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
   pumpd --config shovels.json          run the daemon: a coordinator and one worker process per
                                        shovel (N with --workers N), until SIGTERM / SIGINT
   pumpd status [--json]                show what every shovel of a running daemon is doing
+  pumpd delete-shovel NAME [--force]   remove a run-time shovel (--force: a protected one)
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`
   pumpd check --config shovels.json    validate a configuration and print what it means
@@ -269,12 +270,19 @@ def _status(args: list[str]) -> int:
     return status_main(args)
 
 
+def _delete_shovel(args: list[str]) -> int:
+    from .daemon.client import main_delete
+
+    return main_delete(args)
+
+
 # The subcommands; anything else is the daemon's (or --single-process's) own arguments.
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "import-erlang": _import_erlang,
     "import-definitions": _import_definitions,
     "check": _check,
     "status": _status,
+    "delete-shovel": _delete_shovel,
     "plan-migration": _plan_migration,
 }
 

@@ -160,18 +160,19 @@ def test_the_token_file_is_made_once_0600_and_an_unsafe_one_is_refused(
 
 def test_pumpd_status_finds_the_token_by_itself(pumpd_daemon, tmp_path: Path) -> None:
     d = pumpd_daemon({})
-    assert d.request("PUT", "/api/shovels/odd", dynamic(**{"src-queue": "q\x1b[31mred\x07"}))[0] \
-        == 201
+    odd = "q\x1b[31mred\x07\u202e\x9b"
+    assert d.request("PUT", "/api/shovels/odd", dynamic(**{"src-queue": odd}))[0] == 201
     env = {"PUMPD_TOKEN_FILE": ""}
     result = pumpd("status", "--http", f"127.0.0.1:{d.port}", env=env)
     assert result.returncode == 0, result.stderr
     assert "odd" in result.stdout
     # a name, a queue or a broker's reply text never reaches the terminal as escape codes
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
-    assert "q\\x1b[31mred\\x07" in result.stdout
-    # JSON as it is (its encoder escapes control characters)
+    assert "q\\x1b[31mred\\x07\\u202e\\x9b" in result.stdout
+    # JSON: the same strings, every control character escaped
     result = pumpd("status", "--json", "--http", f"127.0.0.1:{d.port}", env=env)
-    assert json.loads(result.stdout)["shovels"][0]["src_queue"] == "q\x1b[31mred\x07"
+    assert json.loads(result.stdout)["shovels"][0]["src_queue"] == odd
+    assert not any(c in result.stdout for c in "\x1b\x07\u202e\x9b")
 
     # the token file named explicitly, by option or environment
     stray = tmp_path / "stray.token"
@@ -191,6 +192,18 @@ def test_pumpd_status_finds_the_token_by_itself(pumpd_daemon, tmp_path: Path) ->
                   "pumpd", f"endpoint-{d.port}.json")
     if not os.environ.get("XDG_RUNTIME_DIR"):
         assert not record.exists()  # removed on a clean stop
+
+
+def test_help_names_every_option_of_the_endpoint() -> None:
+    text = pumpd("--help").stdout
+    for option in ("--http-token-file", "--http-open-reads", "--metrics-open",
+                   "--http-allowed-host", "--http-tls-cert", "--http-tls-key",
+                   "--http-insecure-bind", "--tls-dir", "delete-shovel", "?force=true"):
+        assert option in text, option
+    text = pumpd("status", "--help").stdout
+    for option in ("--http-token-file", "--http-ca", "PUMPD_TOKEN_FILE", "https"):
+        assert option in text, option
+    assert "--force" in pumpd("delete-shovel", "--help").stdout
 
 
 def test_printable_escapes_every_control_and_format_character() -> None:
@@ -425,7 +438,12 @@ def test_a_protected_shovel_is_deleted_or_replaced_only_when_forced(pumpd_daemon
     assert "(protected)" in line
     assert d.request("PUT", "/api/shovels/p?force=true", dynamic(internal=True))[0] == 200
     assert d.shovel("p")["internal_owner"] is None
-    assert d.request("DELETE", "/api/shovels/p?force=true")[0] == 204
+    result = pumpd("delete-shovel", "p", "--http", f"127.0.0.1:{d.port}")
+    assert result.returncode == exitcodes.UNAVAILABLE and "HTTP 409" in result.stderr
+    assert "cannot delete protected shovel 'p'" in result.stderr
+    result = pumpd("delete-shovel", "p", "--force", "--http", f"127.0.0.1:{d.port}")
+    assert result.returncode == 0, result.stderr
+    d.wait_for(lambda: d.shovel("p") is None, 30, "p deleted")
     assert d.request("DELETE", "/api/shovels/plain")[0] == 204
     for bad, why in (({"internal": "yes"}, "'internal'"),
                      ({"internal_owner": {"name": "q", "kind": "stream", "virtual_host": "/"}},

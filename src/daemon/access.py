@@ -86,7 +86,7 @@ def host_allowed(host_header: str | None, bound_host: str | None, port: int | No
 
 def bearer_matches(authorization: str | None, token: str) -> bool:
     """Whether an ``Authorization`` header carries ``token`` (constant-time comparison)."""
-    if not authorization:
+    if not authorization or not token:
         return False
     scheme, _, given = authorization.strip().partition(" ")
     if scheme.lower() != "bearer":

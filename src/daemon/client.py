@@ -27,6 +27,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
@@ -67,6 +68,23 @@ def printable(text: str) -> str:
             code = ord(c)
             out.append(f"\\x{code:02x}" if code < 0x100 else
                        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
+def json_safe(text: str) -> str:
+    """JSON text with the control and format characters that JSON leaves as they are (DEL, the
+    C1 controls such as CSI, bidi overrides...) escaped as ``\\uXXXX``: the same document."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    out = []
+    for c in text:
+        if c.isprintable() or c in "\n ":
+            out.append(c)
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            high, low = divmod(ord(c) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}")
     return "".join(out)
 
 
@@ -282,10 +300,35 @@ def main(argv: Sequence[str]) -> int:
         return exitcodes.UNAVAILABLE
     summary = summary_doc(shovels)
     if ns.json:
-        sys.stdout.write(orjson.dumps({"summary": summary, "shovels": shovels},
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_safe(orjson.dumps({"summary": summary, "shovels": shovels},
+                                                option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif shovels:
         sys.stdout.write(render_summary(summary) + "\n" + render_table(shovels))
     else:
         sys.stdout.write(render_table(shovels))
+    return exitcodes.OK
+
+
+def main_delete(argv: Sequence[str]) -> int:
+    """``pumpd delete-shovel NAME [--force]``: remove a shovel added at run time."""
+    p = argparse.ArgumentParser(
+        prog="pumpd delete-shovel",
+        description="Remove a shovel added at run time from a running daemon (its workers "
+                    "drain first), as `rabbitmqctl delete_shovel` does.",
+        epilog=f"exit status: {exitcodes.OK} deleted; {exitcodes.UNAVAILABLE} refused or not "
+               f"reached; {exitcodes.CONFIG_ERROR} bad usage.",
+    )
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--force", action="store_true",
+                   help='delete it even if it is protected ("internal": true)')
+    connect_args(p)
+    ns = p.parse_args(list(argv))
+    ep = endpoint(p, ns)
+    path = "/api/shovels/" + quote(ns.name, safe="") + ("?force=true" if ns.force else "")
+    try:
+        request(ep, "DELETE", path)
+    except Unreachable as exc:
+        print(f"pumpd delete-shovel: {exc}", file=sys.stderr)
+        return exitcodes.UNAVAILABLE
+    print(f"shovel {printable(ns.name)!r}: deleted (its workers drain)")
     return exitcodes.OK

@@ -112,7 +112,7 @@ class Coordinator:
     async def _main(self) -> int:
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        access = self.opts.access or Access(token="")
+        access = self.opts.access or Access(token="")  # no token: every guarded request refused
         server = HttpServer(CoordinatorApi(self), access)
         if self.opts.http is not None:
             host, port = self.opts.http
