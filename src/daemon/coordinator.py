@@ -122,7 +122,10 @@ class Coordinator:
                 log.error("cannot listen on %s:%d for the status endpoint: %s (use --http "
                           "HOST:PORT or --http off)", host, port, exc.strerror or exc)
                 return exitcodes.CANNOT_LISTEN
-            self._publish_endpoint(access)
+            trouble = tokenfile.announce(self.http_address[1], access.token_file,
+                                         access.tls is not None, access.tls_cert)
+            if trouble:
+                log.warning("%s", trouble)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._record_signal, sig)
         loop.add_signal_handler(signal.SIGCHLD, self._wake.set)  # reap without waiting a tick
@@ -131,7 +134,7 @@ class Coordinator:
             self.add(name, definition, now)
         scheme = "https" if access.tls is not None else "http"
         where = (f"{scheme}://{self.http_address[0]}:{self.http_address[1]} (token file "
-                 f"{access.token_file})" if self.http_address else "off")
+                 f"{os.path.abspath(access.token_file)})" if self.http_address else "off")
         k = self.opts.shovels_per_process
         log.info("pumpd %s coordinator (pid %d): %d shovel(s), %d worker(s)%s; status endpoint %s",
                  __version__, os.getpid(), len(self.shovels),
@@ -164,19 +167,6 @@ class Coordinator:
             self.pool.close()
         log.info("pumpd stopped", extra={"event": "stop"})
         return exitcodes.OK
-
-    def _publish_endpoint(self, access: Access) -> None:
-        """Tell local clients (``pumpd status``) where the token file is; not fatal."""
-        assert self.http_address is not None
-        record = tokenfile.EndpointRecord(self.http_address[1], os.getpid(),
-                                          os.path.abspath(access.token_file),
-                                          access.tls is not None, access.tls_cert and
-                                          os.path.abspath(access.tls_cert))
-        try:
-            tokenfile.write_record(record)
-        except OSError as exc:
-            log.warning("cannot write the endpoint record for local clients (%s): pumpd status "
-                        "needs --http-token-file %s", exc, access.token_file)
 
     def _record_signal(self, sig: int) -> None:
         """The signal handler: record, wake the loop, nothing else."""

@@ -146,6 +146,19 @@ def write_record(record: EndpointRecord) -> Path:
     return path
 
 
+def announce(port: int, token_file: str, tls: bool, tls_cert: str | None) -> str | None:
+    """Write this process's record for ``port``; what went wrong, in one line, or None (not
+    fatal: clients can still be given the token file)."""
+    record = EndpointRecord(port, os.getpid(), os.path.abspath(token_file), tls,
+                            os.path.abspath(tls_cert) if tls_cert else None)
+    try:
+        write_record(record)
+    except OSError as exc:
+        return (f"cannot write the endpoint record for local clients ({exc}): pumpd status "
+                f"needs --http-token-file {record.token_file}")
+    return None
+
+
 def remove_record(port: int, pid: int) -> None:
     """Remove the record for ``port`` if it is still ``pid``'s (another daemon may have the
     port by now)."""
