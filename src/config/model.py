@@ -8,8 +8,17 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+from urllib.parse import quote
+
+from .redaction import redact, register_secret
+
+
+def _reduce_through_init(obj: Any) -> tuple[Any, tuple[Any, ...]]:
+    """Pickle a frozen dataclass so that unpickling runs ``__init__`` (and ``__post_init__``): a
+    spawned worker or a Spark executor registers the secrets of what it receives."""
+    return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
 
 
 class AckMode(str, enum.Enum):
@@ -38,8 +47,16 @@ class TLSOptions:
     server_name_indication: str | None = None
     customize_hostname_check: str | None = None  # only "https" (wildcards as for HTTPS)
 
+    def __post_init__(self) -> None:
+        register_secret(self.password)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _reduce_through_init(self)
+
     def __repr__(self) -> str:  # the key passphrase stays out of tracebacks
         return f"TLSOptions(cacertfile={self.cacertfile!r}, certfile={self.certfile!r}, ...)"
+
+    __str__ = __repr__
 
 
 @dataclass(frozen=True)
@@ -65,18 +82,33 @@ class BrokerURI:
         """Where to connect: the local broker for a host-less URI."""
         return self.host if self.host is not None else "127.0.0.1"
 
+    def __post_init__(self) -> None:
+        register_secret(self.password)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _reduce_through_init(self)
+
     def redacted(self) -> str:
-        """The URI as it may appear in a log line or a status: never with its password."""
+        """The URI as it may appear in a log line or a status: never with its password (nor the
+        TLS key's), and any registered secret in it (a user named like a password) hidden."""
         user = f"{self.username}@" if self.username else ""
         host = self.host or ""
         port = f":{self.port}" if self.host is not None else ""
-        from urllib.parse import quote
-
         vhost = quote(self.vhost, safe="") if self.vhost != "/" else "%2F"
-        return f"{self.scheme}://{user}{host}{port}/{vhost}"
+        return redact(f"{self.scheme}://{user}{host}{port}/{vhost}")
+
+    def text_with_password(self) -> str:
+        """The full URI, password and TLS options included, that parses back to this one: for the
+        state file and a connection, never for a log line or a message."""
+        from .uri import format_uri  # uri builds on this module
+
+        return format_uri(self)
 
     def __repr__(self) -> str:  # keeps passwords out of tracebacks and debug logs
         return f"BrokerURI({self.redacted()!r})"
+
+    def __str__(self) -> str:
+        return self.redacted()
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .model import BrokerURI, TLSOptions
+from .redaction import QUERY_PASSWORD, redact, redact_uri, register_secret, split_userinfo
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -68,7 +69,6 @@ FRAME_MAX_SIZE = 131072
 _HOST_CHARS = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=%]*")
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
-_HOST_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*)(:\d*)?")
 
 
 class URIError(ValueError):
@@ -79,68 +79,9 @@ class URIError(ValueError):
     """
 
     def __init__(self, text: str, reason: str) -> None:
-        self.uri = redact(text)
+        self.uri = redact_uri(text)
         self.reason = reason
         super().__init__(f"invalid AMQP URI {self.uri!r}: {reason}")
-
-
-def _split_userinfo(rest: str) -> tuple[str | None, str, bool]:
-    """Split what follows ``scheme://`` into (user information, the rest, suspicious).
-
-    The user information normally ends at the last ``@`` of the authority (the part before the
-    first ``/``, ``?`` or ``#``). When the authority has no ``@`` and does not look like
-    ``host[:port]`` while an ``@`` follows later, the password most likely contains an unencoded
-    ``/``, ``?`` or ``#``: that case is flagged as suspicious, so the parser refuses it and the
-    redactor hides it, instead of either reading a piece of password as a host, vhost or query.
-    """
-    auth_end = len(rest)
-    for delim in "/?#":
-        i = rest.find(delim)
-        if 0 <= i < auth_end:
-            auth_end = i
-    at = rest.rfind("@", 0, auth_end)
-    if at >= 0:
-        return rest[:at], rest[at + 1 :], False
-    if _HOST_PORT.fullmatch(rest[:auth_end]) is None:
-        at = rest.find("@", auth_end)
-        if at >= 0:
-            return rest[:at], rest[at + 1 :], True
-    return None, rest, False
-
-
-def redact(text: str) -> str:
-    """Return ``text`` with the password of every URI in it replaced by ``***``.
-
-    Works on any ``scheme://`` URI (amqp, amqps, and others: a credential in a log line is never
-    wanted), and on malformed ones too, since the text to redact is often an error message about
-    a URI that did not parse. A URI ends at whitespace or at a quote or angle bracket.
-    """
-    out: list[str] = []
-    pos = 0
-    for m in _SCHEME.finditer(text):
-        start = m.end()
-        if m.start() < pos:
-            continue
-        end = start
-        while end < len(text) and not text[end].isspace() and text[end] not in "\"'<>`":
-            end += 1
-        token = text[start:end]
-        userinfo, _, _ = _split_userinfo(token)
-        if userinfo is not None:
-            user, sep, _password = userinfo.partition(":")
-            if sep:
-                out.append(text[pos:start] + user + ":***@")
-                pos = start + len(userinfo) + 1
-            continue
-        # No "@": "amqp://user:secret" (host forgotten) would show the password as a "port".
-        hostport = token.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-        if not hostport.startswith("["):
-            host, sep, port = hostport.partition(":")
-            if sep and not port.isdigit() and port:
-                out.append(text[pos:start] + host + ":***")
-                pos = start + len(hostport)
-    out.append(text[pos:])
-    return "".join(out)
 
 
 def _decode(text: str, what: str, uri: str) -> str:
@@ -222,6 +163,11 @@ def _parse_query(query: str, scheme: str, uri: str) -> tuple[dict[str, str], tup
             continue  # "?a=1&" or "?&a=1": harmless
         raw_name, sep, raw_value = piece.partition("=")
         name = _decode(raw_name, "query", uri)
+        if "password" in params and (not sep or name not in _INT_PARAMS + _TLS_PARAMS
+                                     + ("auth_mechanism",)):
+            # Not quoted: most likely the rest of a passphrase holding an unencoded '&'.
+            raise URIError(uri, "a malformed query parameter follows 'password' (write an '&' "
+                                "inside the key's password as %26)")
         if not sep:
             raise URIError(uri, f"query parameter {name!r} needs a value ({name}=...)")
         if name == "auth_mechanism":
@@ -234,6 +180,8 @@ def _parse_query(query: str, scheme: str, uri: str) -> tuple[dict[str, str], tup
             if mechanism not in mechanisms:
                 mechanisms.append(mechanism)
             continue
+        if name == "password":
+            register_secret(raw_value)  # a name written encoded escapes _register_secrets
         if name in params:
             raise URIError(uri, f"query parameter {name!r} is given twice")
         if name in _TLS_PARAMS and scheme != "amqps":
@@ -302,10 +250,17 @@ def parse_uri(text: str) -> BrokerURI:
     :raises URIError: (a :class:`ValueError`) naming what is wrong, quoting the URI redacted.
     """
     scheme, after_scheme = _scheme(text)
-    userinfo, rest, suspicious = _split_userinfo(after_scheme)
+    userinfo, rest, suspicious = split_userinfo(after_scheme)
     if suspicious:
         raise URIError(text, "the user or password contains an unencoded '/', '?' or '#' "
                              "(percent-encode it: %2F, %3F, %23)")
+    if userinfo is None and "@" in rest and ":" in re.split(r"[/?#]", rest, maxsplit=1)[0]:
+        # RFC 3986 reads "amqp://u:12/x@host" as host "u", port 12, vhost "x@host", but it is
+        # more likely the password "12/x" with an unencoded "/": refused as ambiguous, so that
+        # no piece of a password is ever taken for a vhost or a file name.
+        raise URIError(text, "an '@' after host:port must be percent-encoded (%40); if it ends "
+                             "a password, percent-encode the password's '/', '?' and '#' "
+                             "(%2F, %3F, %23)")
     if "#" in rest:
         raise URIError(text, "a URI fragment ('#...') is not allowed")
     rest, has_query, query = rest.partition("?")
@@ -329,6 +284,15 @@ def parse_uri(text: str) -> BrokerURI:
                      vhost=vhost, **limits, tls=tls, auth_mechanisms=mechanisms)
 
 
+def _register_secrets(text: str, after_scheme: str) -> None:
+    """Register the password and the TLS key's passphrase as written, before anything can fail:
+    an error message quotes the URI, and may quote a piece of it."""
+    userinfo, _, _ = split_userinfo(after_scheme)
+    if userinfo is not None and ":" in userinfo:
+        register_secret(userinfo.partition(":")[2])
+    register_secret(*(m.group(2) for m in QUERY_PASSWORD.finditer(text)))
+
+
 def _scheme(text: str) -> tuple[str, str]:
     """The scheme (lower case) and what follows ``://``, once the whole text is known clean."""
     if not isinstance(text, str):
@@ -336,6 +300,7 @@ def _scheme(text: str) -> tuple[str, str]:
     m = _SCHEME.match(text)
     if m is None:
         raise URIError(text, "expected amqp://... or amqps://...")
+    _register_secrets(text, text[m.end():])
     scheme = m.group(1).lower()
     if scheme not in DEFAULT_PORTS:
         raise URIError(text, f"unsupported scheme {m.group(1)!r} (use amqp or amqps)")
