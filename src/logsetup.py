@@ -1,14 +1,20 @@
-"""Logging for the pumpd command: human-readable lines by default, JSON lines on request."""
+"""Logging for the pumpd command: human-readable lines by default, JSON lines on request.
+
+Every line goes through :func:`pumpd.config.redaction.redact` last (message, exception, and the
+JSON format's extra fields): no password pumpd knows, and no URI's password, is ever written.
+:class:`RedactingStream` does the same for what the command-line tools print.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
+from typing import Any, TextIO
 
 import orjson
 
-from .config.uri import redact
+from .config.redaction import redact
 
 
 class JsonFormatter(logging.Formatter):
@@ -25,6 +31,27 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             doc["exception"] = redact(self.formatException(record.exc_info))
         return orjson.dumps(doc).decode()
+
+
+def redact_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """A log line's extra fields, their text redacted (a reason may quote a broker's words)."""
+    return {k: redact(v) if isinstance(v, str) else v for k, v in doc.items()}
+
+
+class RedactingStream:
+    """A text stream that redacts what is written to it: ``sys.stderr`` (and ``sys.stdout`` where
+    it carries no configuration) of the command-line tools. ``print`` writes a message in one
+    call, so a secret is never split between two writes."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, ...
+        return getattr(self.stream, name)
 
 
 class RedactingFormatter(logging.Formatter):

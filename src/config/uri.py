@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .model import BrokerURI, TLSOptions
-from .redaction import QUERY_PASSWORD, redact, redact_uri, register_secret, split_userinfo
+from .redaction import redact, redact_uri, register_secret, register_uri_secrets, split_userinfo
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -284,15 +284,6 @@ def parse_uri(text: str) -> BrokerURI:
                      vhost=vhost, **limits, tls=tls, auth_mechanisms=mechanisms)
 
 
-def _register_secrets(text: str, after_scheme: str) -> None:
-    """Register the password and the TLS key's passphrase as written, before anything can fail:
-    an error message quotes the URI, and may quote a piece of it."""
-    userinfo, _, _ = split_userinfo(after_scheme)
-    if userinfo is not None and ":" in userinfo:
-        register_secret(userinfo.partition(":")[2])
-    register_secret(*(m.group(2) for m in QUERY_PASSWORD.finditer(text)))
-
-
 def _scheme(text: str) -> tuple[str, str]:
     """The scheme (lower case) and what follows ``://``, once the whole text is known clean."""
     if not isinstance(text, str):
@@ -300,7 +291,8 @@ def _scheme(text: str) -> tuple[str, str]:
     m = _SCHEME.match(text)
     if m is None:
         raise URIError(text, "expected amqp://... or amqps://...")
-    _register_secrets(text, text[m.end():])
+    # Before anything can fail: an error message quotes the URI, and may quote a piece of it.
+    register_uri_secrets(text)
     scheme = m.group(1).lower()
     if scheme not in DEFAULT_PORTS:
         raise URIError(text, f"unsupported scheme {m.group(1)!r} (use amqp or amqps)")

@@ -24,6 +24,7 @@ from typing import Any
 
 from .options import WriteOptions, parse_options
 from .partition import PartitionCounts, PartitionFailed, PartitionPublisher
+from .redacted import redacting
 
 __all__ = ["PartitionCounts", "PartitionFailed", "WriteOptions", "parse_options",
            "publish_partition", "register"]
@@ -53,6 +54,7 @@ def warn_if_speculative(spark: Any) -> bool:
     return on
 
 
+@redacting
 def publish_partition(rows: Iterable[Any], **options: Any) -> PartitionCounts:
     """Publish one partition's rows with confirms, for ``df.foreachPartition`` (Spark 3.x).
 
