@@ -62,11 +62,15 @@ class RedactingFormatter(logging.Formatter):
 
 
 def configure(fmt: str = "text", level: str = "info") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    """Log to stderr in ``fmt``; then stderr itself redacts what bypasses logging (a spawned
+    process's dying traceback, printed by multiprocessing)."""
+    stream = sys.stderr.stream if isinstance(sys.stderr, RedactingStream) else sys.stderr
+    handler = logging.StreamHandler(stream)  # the formatters redact: no need to twice
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
+    sys.stderr = RedactingStream(stream)  # type: ignore[assignment]  # a TextIO's write
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

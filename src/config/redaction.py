@@ -36,6 +36,7 @@ __all__ = [
     "QUERY_PASSWORD",
     "redact",
     "redact_uri",
+    "register_one_uri_secrets",
     "register_secret",
     "register_uri_secrets",
     "split_userinfo",
@@ -56,7 +57,7 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 _HOST_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*)(:\d*)?")
 # A password= query parameter's value runs to the next "&name=": an unencoded "&" inside it
 # must not leave the rest of the passphrase in sight.
-QUERY_PASSWORD = re.compile(r"(?i)([?&;]password=)((?:[^&#]|&(?![A-Za-z_]+=))*)")
+QUERY_PASSWORD = re.compile(r"(?i)([?&;]password=)((?:[^&]|&(?![A-Za-z_]+=))*)")
 _QUOTED_TAIL = re.compile(r'(?:[^"\\\n]|\\.)*')
 _HEX_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
@@ -142,15 +143,30 @@ def register_uri_secrets(text: str) -> None:
         quoted = _QUOTED_TAIL.match(text, m.end())
         token = re.sub(r"\\(.)", r"\1", quoted.group(0) if quoted else "")
         for candidate in {token, token.split(None, 1)[0] if token.strip() else ""}:
-            userinfo, _, _ = split_userinfo(candidate)
-            if userinfo is not None and ":" in userinfo:
-                register_secret(userinfo.partition(":")[2])
-            register_secret(*(q.group(2) for q in QUERY_PASSWORD.finditer(candidate)))
+            register_one_uri_secrets(candidate)
+
+
+def register_one_uri_secrets(text: str) -> None:
+    """Register the passwords of ``text``, a URI (or what follows its ``scheme://``) as written:
+    the parser's first step, before anything can fail."""
+    m = _SCHEME.match(text)
+    userinfo, _, _ = split_userinfo(text[m.end():] if m else text)
+    if userinfo is not None and ":" in userinfo:
+        register_secret(userinfo.partition(":")[2])
+    register_secret(*(q.group(2) for q in QUERY_PASSWORD.finditer(text)))
 
 
 def known_secret_forms() -> int:
     """How many forms are registered (for tests and the curious)."""
     return len(_forms)
+
+
+def forget_secrets() -> None:
+    """Empty the registry: for tests that need to know exactly what is registered."""
+    global _pattern
+    with _lock:
+        _forms.clear()
+        _pattern = None
 
 
 def _scrub_known(text: str) -> str:
@@ -184,6 +200,8 @@ def split_userinfo(rest: str) -> tuple[str | None, str, bool]:
 
 def _hide_in_uri(token: str) -> str:
     """One URI's text (what follows ``scheme://``) with its passwords hidden, by structure only."""
+    # The key's password first: an "@" in it must not be taken for the end of a userinfo.
+    token = QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, token)
     at = token.rfind("@")
     if at >= 0:
         user, sep, _ = token[:at].partition(":")
@@ -196,7 +214,7 @@ def _hide_in_uri(token: str) -> str:
         host, sep, port = hostport.partition(":")
         if sep and port and not port.isdigit() and not hostport.startswith("["):
             head, rest = f"{host}:{MASK}", token[len(hostport):]
-    return head + QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, rest)
+    return head + rest
 
 
 def redact_uri(text: str) -> str:
@@ -211,6 +229,17 @@ def redact_uri(text: str) -> str:
     return text[:m.end()] + _hide_in_uri(text[m.end():])
 
 
+_QUOTES = "\"'<>`"
+_PASSWORD_PARAM = re.compile(r"(?i)[?&;]password=")
+
+
+def _token_end(text: str, start: int, stops: str) -> int:
+    end = start
+    while end < len(text) and not text[end].isspace() and text[end] not in stops:
+        end += 1
+    return end
+
+
 def redact(text: str) -> str:
     """``text`` with every registered secret and every URI's password replaced by ``***``.
 
@@ -223,9 +252,15 @@ def redact(text: str) -> str:
     for m in _SCHEME.finditer(text):
         if m.start() < pos:
             continue
-        start = end = m.end()
-        while end < len(text) and not text[end].isspace() and text[end] not in "\"'<>`":
-            end += 1
+        start = m.end()
+        end = _token_end(text, start, _QUOTES)
+        token = text[start:end]
+        if ("@" not in token and ":" in token) or _PASSWORD_PARAM.search(token):
+            # "user:pa"ss@host" or "password=pa"ss": a quote inside a password. "'amqp://h/v'"
+            # does not get here (no ':'), nor "'amqp://u:p@h'" (its '@' is before the quote).
+            longer = _token_end(text, start, "")
+            if "@" in text[end:longer] or _PASSWORD_PARAM.search(token):
+                end = longer
         out.append(text[pos:start] + _hide_in_uri(text[start:end]))
         pos = end
     out.append(text[pos:])

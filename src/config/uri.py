@@ -28,7 +28,13 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .model import BrokerURI, TLSOptions
-from .redaction import redact, redact_uri, register_secret, register_uri_secrets, split_userinfo
+from .redaction import (
+    redact,
+    redact_uri,
+    register_one_uri_secrets,
+    register_secret,
+    split_userinfo,
+)
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -292,7 +298,7 @@ def _scheme(text: str) -> tuple[str, str]:
     if m is None:
         raise URIError(text, "expected amqp://... or amqps://...")
     # Before anything can fail: an error message quotes the URI, and may quote a piece of it.
-    register_uri_secrets(text)
+    register_one_uri_secrets(text)
     scheme = m.group(1).lower()
     if scheme not in DEFAULT_PORTS:
         raise URIError(text, f"unsupported scheme {m.group(1)!r} (use amqp or amqps)")
