@@ -255,9 +255,10 @@ def redact(text: str) -> str:
         start = m.end()
         end = _token_end(text, start, _QUOTES)
         token = text[start:end]
-        if ("@" not in token and ":" in token) or _PASSWORD_PARAM.search(token):
-            # "user:pa"ss@host" or "password=pa"ss": a quote inside a password. "'amqp://h/v'"
-            # does not get here (no ':'), nor "'amqp://u:p@h'" (its '@' is before the quote).
+        if ":" in token.partition("@")[0] or _PASSWORD_PARAM.search(token):
+            # A password begins ("user:" or "password="): a quote may be part of it, as in
+            # "user:pa"ss@host" or "user:@'x@host", so the URI runs on to the last '@' before
+            # whitespace. "'amqp://user@host'" does not get here (no ':' before its '@').
             longer = _token_end(text, start, "")
             if "@" in text[end:longer] or _PASSWORD_PARAM.search(token):
                 end = longer

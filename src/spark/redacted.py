@@ -23,8 +23,11 @@ def redacted_error(exc: BaseException) -> BaseException:
     """``exc`` again, its message and its causes' messages redacted."""
     parts = [str(exc)]
     cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-    while cause is not None and len(parts) < 5:
-        parts.append(f"{type(cause).__name__}: {cause}")
+    for _ in range(4):  # a chain is short; a cycle must not hang the task
+        if cause is None:
+            break
+        if str(cause) not in parts[0]:  # "cannot connect: {exc}" says it already
+            parts.append(f"{type(cause).__name__}: {cause}")
         cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
     message = redact(" (caused by ".join(parts) + ")" * (len(parts) - 1))
     try:
