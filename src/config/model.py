@@ -21,6 +21,9 @@ def _reduce_through_init(obj: Any) -> tuple[Any, tuple[Any, ...]]:
     return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
 
 
+DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
+
+
 class AckMode(str, enum.Enum):
     """When the source is told a message is done with (seed: ``ack_mode``)."""
 
@@ -52,6 +55,21 @@ class TLSOptions:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return _reduce_through_init(self)
+
+    def query(self) -> list[tuple[str, str]]:
+        """The URI query parameters that give these options (the passphrase included)."""
+        query = [(name, value) for name in ("cacertfile", "certfile", "keyfile", "password")
+                 if (value := getattr(self, name)) is not None]
+        query.append(("verify", "verify_peer" if self.verify else "verify_none"))
+        if self.fail_if_no_peer_cert:
+            query.append(("fail_if_no_peer_cert", "true"))
+        if self.depth is not None:
+            query.append(("depth", str(self.depth)))
+        if self.server_name_indication is not None:
+            query.append(("server_name_indication", self.server_name_indication))
+        if self.customize_hostname_check is not None:
+            query.append(("customize_hostname_check", self.customize_hostname_check))
+        return query
 
     def __repr__(self) -> str:  # the key passphrase stays out of tracebacks
         return f"TLSOptions(cacertfile={self.cacertfile!r}, certfile={self.certfile!r}, ...)"
@@ -100,9 +118,24 @@ class BrokerURI:
     def text_with_password(self) -> str:
         """The full URI, password and TLS options included, that parses back to this one: for the
         state file and a connection, never for a log line or a message."""
-        from .uri import format_uri  # uri builds on this module
 
-        return format_uri(self)
+        def enc(s: str) -> str:
+            return quote(s, safe="")
+
+        host = "" if self.host is None else f"[{self.host}]" if ":" in self.host else enc(
+            self.host)
+        port = "" if self.port == DEFAULT_PORTS[self.scheme] else f":{self.port}"
+        query = [(name, str(getattr(self, name))) for name in ("heartbeat", "channel_max",
+                                                               "frame_max")
+                 if getattr(self, name) is not None]
+        if self.connection_timeout is not None:
+            query.append(("connection_timeout", str(round(self.connection_timeout * 1000))))
+        if self.tls is not None:
+            query += self.tls.query()
+        query += [("auth_mechanism", m) for m in self.auth_mechanisms]
+        q = "&".join(f"{k}={enc(v)}" for k, v in query)
+        return (f"{self.scheme}://{enc(self.username)}:{enc(self.password)}@{host}{port}"
+                f"/{enc(self.vhost)}" + (f"?{q}" if q else ""))
 
     def __repr__(self) -> str:  # keeps passwords out of tracebacks and debug logs
         return f"BrokerURI({self.redacted()!r})"

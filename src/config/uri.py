@@ -1,4 +1,5 @@
-"""AMQP URIs: parse them and keep their passwords out of text (pika's parameters: engine/parameters.py).
+"""AMQP URIs: parse them, registering their passwords for redaction (pika's parameters:
+engine/parameters.py).
 
 The syntax is RabbitMQ's AMQP URI specification (https://www.rabbitmq.com/uri-spec.html)::
 
@@ -14,7 +15,13 @@ The spec's corner cases, all honoured here: ``amqp://host`` has the vhost ``/``,
 is ``guest``, an empty one (``amqp://:@host``) stays empty.
 
 Two deliberate leniencies, both unambiguous: a ``:`` inside the password and an unencoded ``@``
-inside the user information are accepted (the host can contain neither). ``connection_timeout`` is
+inside the user information are accepted (the host can contain neither: the user information
+ends at the last ``@`` before the host). Refused as ambiguous, so that no piece of a password is
+ever read as a host, port, vhost or query (and shown as one): an unencoded ``/``, ``?`` or ``#``
+in the user information (``amqp://u:s/e@cret@h``), an unencoded ``@`` after ``host:port``
+(``amqp://u:12/x@h``, which RFC 3986 reads as host ``u``, port 12, vhost ``x@h``), and a
+malformed query parameter after ``password=`` (an ``&`` in the key's passphrase). Every password
+is registered with :mod:`.redaction` before anything can fail. ``connection_timeout`` is
 in milliseconds, as in RabbitMQ's Erlang client, so that URIs copied from Shovel or Federation
 definitions keep their meaning; below one second is rejected as the likely mistake of writing
 seconds.
@@ -25,9 +32,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
-from .model import BrokerURI, TLSOptions
+from .model import DEFAULT_PORTS, BrokerURI, TLSOptions
 from .redaction import (
     redact,
     redact_uri,
@@ -46,7 +53,6 @@ __all__ = [
     "redact",
 ]
 
-DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 DEFAULT_USER = "guest"
 DEFAULT_PASSWORD = "guest"
 DEFAULT_VHOST = "/"
@@ -367,43 +373,7 @@ def format_uri(uri: BrokerURI) -> str:
 
     Includes the password: for state files, never for logs (use :meth:`BrokerURI.redacted`).
     """
-
-    def enc(s: str) -> str:
-        return quote(s, safe="")
-
-    if uri.host is None:
-        host = ""
-    elif ":" in uri.host:
-        host = f"[{uri.host}]"
-    else:
-        host = enc(uri.host)
-    port = "" if uri.port == DEFAULT_PORTS[uri.scheme] else f":{uri.port}"
-    query: list[tuple[str, str]] = []
-    for name in ("heartbeat", "channel_max", "frame_max"):
-        value = getattr(uri, name)
-        if value is not None:
-            query.append((name, str(value)))
-    if uri.connection_timeout is not None:
-        query.append(("connection_timeout", str(round(uri.connection_timeout * 1000))))
-    if uri.tls is not None:
-        t = uri.tls
-        for name in ("cacertfile", "certfile", "keyfile", "password"):
-            value = getattr(t, name)
-            if value is not None:
-                query.append((name, value))
-        query.append(("verify", "verify_peer" if t.verify else "verify_none"))
-        if t.fail_if_no_peer_cert:
-            query.append(("fail_if_no_peer_cert", "true"))
-        if t.depth is not None:
-            query.append(("depth", str(t.depth)))
-        if t.server_name_indication is not None:
-            query.append(("server_name_indication", t.server_name_indication))
-        if t.customize_hostname_check is not None:
-            query.append(("customize_hostname_check", t.customize_hostname_check))
-    query += [("auth_mechanism", m) for m in uri.auth_mechanisms]
-    q = "&".join(f"{k}={enc(v)}" for k, v in query)
-    return (f"{uri.scheme}://{enc(uri.username)}:{enc(uri.password)}@{host}{port}"
-            f"/{enc(uri.vhost)}" + (f"?{q}" if q else ""))
+    return uri.text_with_password()
 
 
 def uri_notes(uri: BrokerURI) -> list[str]:
