@@ -151,6 +151,7 @@ def test_many_secrets_stay_fast_and_bounded() -> None:
     assert redact(text + "secret-01999") == text + "***"
     register_secret(*(f"more-{i:06d}" for i in range(redaction.MAX_SECRETS)))
     assert redaction.known_secret_forms() == redaction.MAX_SECRETS
+    assert redact("secret-01999 more-099999") == "secret-01999 ***"  # the oldest forgotten
 
 
 # -- Spark ----------------------------------------------------------------------------------------

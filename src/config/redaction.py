@@ -1,7 +1,7 @@
 """Secrets out of text: the passwords pumpd knows, and the user information of any URI.
 
 Two rules, applied together by :func:`redact` to everything that leaves the process (log lines,
-error messages, HTTP bodies, ``pumpd check``, importer output, Spark errors):
+error messages, HTTP bodies, ``pumpd check``, the importers' warnings, Spark errors):
 
 1. **By value.** Every password and TLS key passphrase that a URI carries is registered here when
    the URI is parsed (and whenever a :class:`~pumpd.config.model.BrokerURI` is built or
@@ -12,11 +12,14 @@ error messages, HTTP bodies, ``pumpd check``, importer output, Spark errors):
    wherever it appears, inside a URI or not. Shorter forms are not: replacing every ``a`` of a
    text would destroy it while hiding nothing (a 3-character secret has no secrecy to keep from
    someone who can read the rest). The public default password ``guest`` is not registered.
-2. **By structure.** In any ``scheme://`` token (it ends at whitespace, a quote, an angle
-   bracket or a backquote), the password is hidden whatever its length: the user information ends
-   at the *last* ``@`` of the token (the parser refuses an unencoded ``@`` after the host, so in a
-   URI it accepts the last ``@`` ends the user information), and a ``password=`` query parameter's
-   value is hidden up to the next ``&name=``.
+2. **By structure.** In any ``scheme://`` token, the password is hidden whatever its length: the
+   user information ends at the *last* ``@`` of the token, and a ``password=`` query parameter's
+   value runs to the next ``&name=``. A token ends at whitespace, or at a quote, an angle bracket
+   or a backquote unless a password has begun before it (``user:`` or ``password=``) and an
+   ``@`` follows: ``amqp://u:pa"ss@h`` is one URI, ``'amqp://u@h'`` stops at its quote. The parser
+   refuses what would read a piece of a password as a host, vhost or query
+   (:mod:`pumpd.config.uri`), so in a URI it accepts, the last ``@`` does end the user
+   information.
 
 The registry is process-wide and only grows (up to :data:`MAX_SECRETS`, the oldest forgotten
 first): a secret that was once in a configuration stays hidden after a reload removed it.
@@ -43,7 +46,7 @@ __all__ = [
 ]
 
 MIN_SCRUB_LENGTH = 4
-MAX_SECRETS = 10_000
+MAX_SECRETS = 100_000  # spellings: some 10,000 passwords
 # The default password of RabbitMQ's default user: public knowledge, and the same word as the
 # default user's name, which would become "***" in every status line.
 PUBLIC_PASSWORDS = frozenset({"guest"})
@@ -94,7 +97,7 @@ def register_secret(*texts: str | None) -> None:
             _forms[f] = None
         while len(_forms) > MAX_SECRETS:
             del _forms[next(iter(_forms))]
-        _pattern = _compile(list(_forms))
+        _pattern = None  # compiled when next needed: parsing 1,000 shovels compiles it once
 
 
 def _compile(words: list[str]) -> re.Pattern[str]:
@@ -170,8 +173,16 @@ def forget_secrets() -> None:
 
 
 def _scrub_known(text: str) -> str:
+    global _pattern
     pattern = _pattern
-    return pattern.sub(MASK, text) if pattern is not None else text
+    if pattern is None:
+        if not _forms:
+            return text
+        with _lock:
+            if _pattern is None:
+                _pattern = _compile(list(_forms))
+            pattern = _pattern
+    return pattern.sub(MASK, text)
 
 
 def split_userinfo(rest: str) -> tuple[str | None, str, bool]:
