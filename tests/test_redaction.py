@@ -176,6 +176,14 @@ def test_write_options_repr_hides_the_uri_password_and_the_password_option() -> 
     assert redact("p@ss w/rd") == "***"
 
 
+def test_the_spark_loggers_redact_under_any_logging_setup(
+        caplog: pytest.LogCaptureFixture) -> None:
+    parse_uri("amqp://bob:hunter22@h")
+    with caplog.at_level(logging.INFO, logger="pumpd.spark"):
+        logging.getLogger("pumpd.spark").warning("task: %s", "amqp://x:pw@h hunter22")
+    assert caplog.messages == ["task: amqp://x:***@h ***"]
+
+
 def test_a_data_source_error_is_raised_again_redacted_with_its_causes() -> None:
     parse_uri("amqp://bob:hunter22@h")
     try:

@@ -28,6 +28,7 @@ first): a secret that was once in a configuration stays hidden after a reload re
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from typing import Any
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_SECRETS",
     "MIN_SCRUB_LENGTH",
     "QUERY_PASSWORD",
+    "RedactingFilter",
     "redact",
     "redact_uri",
     "register_one_uri_secrets",
@@ -277,3 +279,14 @@ def redact(text: str) -> str:
         pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+class RedactingFilter(logging.Filter):
+    """A logger filter that redacts a record's message (and drops its arguments, now in it): for
+    the loggers of code that runs under someone else's logging setup (Spark's executors), where
+    pumpd's formatters are not there to do it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        return True
