@@ -50,6 +50,10 @@ class RedactingStream:
         self.stream.write(redact(text))
         return len(text)
 
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
     def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, ...
         return getattr(self.stream, name)
 
