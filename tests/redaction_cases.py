@@ -28,7 +28,7 @@ CASES = [
     Case("quote", "uquote", 'amqp://{user}:pa"ss@{host}/{vhost}', ('pa"ss',), True),
     # RFC 3986 would read host "uslash", port "s": refused as ambiguous, all of it hidden.
     Case("slash-at", "uslash", "amqp://{user}:s/e@cret@{host}/{vhost}",
-         ("s/e@cret", "e@cret"), False),
+         ("s/e@cret", "e@cret", "cret"), False),
     Case("space", "uspace", "amqp://{user}:pa ss@{host}/{vhost}", ("pa ss",), False),
     Case("percent", "upercent", "amqp://{user}:pa%40ss@{host}/{vhost}", ("pa@ss", "pa%40ss"),
          True),
@@ -51,8 +51,11 @@ def forms(secret: str) -> set[str]:
 
 def leaks(text: str, case: Case) -> list[str]:
     """What of ``case``'s secrets ``text`` shows: any form of 4 characters or more, and, whatever
-    the length, a user name followed by a password or a ``password=`` followed by a value."""
+    the length, a user name followed by anything but ``:***@``, or a ``password=`` by anything
+    but ``***`` and the parameter's end."""
     found = [f for s in case.secrets for f in forms(s) if len(f) >= 4 and f in text]
-    found += [m.group(0) for m in re.finditer(rf"{case.user}:(?!\*\*\*).{{0,12}}", text)]
-    found += [m.group(0) for m in re.finditer(r"password=(?!\*\*\*).{0,12}", text)]
+    # Every case's URI has a host: its user information must read exactly "user:***@".
+    found += [m.group(0) for m in re.finditer(rf"{case.user}:(?!\*\*\*@).{{0,12}}", text)]
+    found += [m.group(0) for m in re.finditer(r"password=(?!\*\*\*(?:&|$|[\s\"'\\]))"
+                                              r".{0,12}", text, re.M)]
     return found
