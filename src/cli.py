@@ -287,8 +287,26 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
 }
 
 
+# Their stdout is a configuration meant for a file (it holds the passwords, as its input did):
+# not redacted. Every other stdout, and every stderr, is.
+_CONFIG_ON_STDOUT = ("import-erlang", "import-definitions", "plan-migration")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from .logsetup import RedactingStream
+
     args = list(sys.argv[1:] if argv is None else argv)
+    saved = sys.stdout, sys.stderr
+    sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]  # a TextIO's write
+    if not (args and args[0] in _CONFIG_ON_STDOUT):
+        sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
+    try:
+        return _main(args)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(args: list[str]) -> int:
     if args and args[0] in COMMANDS:
         return COMMANDS[args[0]](args[1:])
     parser = _run_parser()

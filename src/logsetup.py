@@ -1,14 +1,20 @@
-"""Logging for the pumpd command: human-readable lines by default, JSON lines on request."""
+"""Logging for the pumpd command: human-readable lines by default, JSON lines on request.
+
+Every line goes through :func:`pumpd.config.redaction.redact` last (message, exception, and the
+JSON format's extra fields): no password pumpd knows, and no URI's password, is ever written.
+:class:`RedactingStream` does the same for what the command-line tools print.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
+from typing import Any, TextIO
 
 import orjson
 
-from .config.uri import redact
+from .config.redaction import redact
 
 
 class JsonFormatter(logging.Formatter):
@@ -27,6 +33,31 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(doc).decode()
 
 
+def redact_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """A log line's extra fields, their text redacted (a reason may quote a broker's words)."""
+    return {k: redact(v) if isinstance(v, str) else v for k, v in doc.items()}
+
+
+class RedactingStream:
+    """A text stream that redacts what is written to it: ``sys.stderr`` (and ``sys.stdout`` where
+    it carries no configuration) of the command-line tools. ``print`` writes a message in one
+    call, so a secret is never split between two writes."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, ...
+        return getattr(self.stream, name)
+
+
 class RedactingFormatter(logging.Formatter):
     """The plain format, with any password in an AMQP URI removed."""
 
@@ -35,11 +66,15 @@ class RedactingFormatter(logging.Formatter):
 
 
 def configure(fmt: str = "text", level: str = "info") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    """Log to stderr in ``fmt``; then stderr itself redacts what bypasses logging (a spawned
+    process's dying traceback, printed by multiprocessing)."""
+    stream = sys.stderr.stream if isinstance(sys.stderr, RedactingStream) else sys.stderr
+    handler = logging.StreamHandler(stream)  # the formatters redact: no need to twice
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
+    sys.stderr = RedactingStream(stream)  # type: ignore[assignment]  # a TextIO's write
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -41,6 +41,7 @@ from pyspark.sql.types import (
 import spark_helpers
 from amqp_helpers import blocking_connection, declare_queue, drain_queue, naive, raw_get
 from impls import IMPLEMENTATIONS, native
+from redaction_cases import forms
 from spark_helpers import Trigger, pull, take_first
 
 cloudpickle.register_pickle_by_value(spark_helpers)
@@ -267,6 +268,75 @@ def test_bad_options_credentials_exchange_and_columns_fail_at_save(
             writer.save()
         assert expected in str(info.value), (options, str(info.value)[:2000])
         assert type(info.value).__name__ == "AnalysisException", str(info.value)[:500]
+
+
+# -- passwords: the option Spark redacts, and errors that never show one (issue 19) -----------
+
+SPARK_PASSWORD = 'sp@rk "p\u00e4ss"/w%rd 1'
+
+
+def _shows_password(text: str, *passwords: str) -> list[str]:
+    return sorted(f for p in passwords for f in forms(p) if len(f) >= 4 and f in text)
+
+
+def test_the_password_option_logs_in_and_a_refused_login_shows_no_password(
+        spark: Any, node_b: LocalNode, vhost_b: str) -> None:
+    node_b.add_user("spark-user", SPARK_PASSWORD, vhost_b)
+    uri = node_b.uri(vhost_b)
+    _queue(uri, "q")
+    user_uri = f"amqp://spark-user@127.0.0.1:{node_b.amqp_port}/{vhost_b}"
+    df = spark.createDataFrame([("a",), ("b",)], "body string")
+    (df.write.format("pumpd").option("uri", user_uri).option("password", SPARK_PASSWORD)
+     .option("routingKey", "q").mode("append").save())
+    assert sorted(d.body for d in drain_queue(uri, "q", expected=2)) == [b"a", b"b"]
+
+    # refused on the driver: the test connection, in the URI or in the option
+    wrong = "wr0ng-" + SPARK_PASSWORD
+    for options in ({"uri": user_uri, "password": wrong},
+                    {"uri": node_b.uri(vhost_b, "spark-user", wrong)}):
+        writer = df.write.format("pumpd").option("routingKey", "q").mode("append")
+        for k, v in options.items():
+            writer = writer.option(k, v)
+        with pytest.raises(Exception) as info:
+            writer.save()
+        assert "authentication refused" in str(info.value), str(info.value)[:2000]
+        assert _shows_password(str(info.value), wrong) == [], str(info.value)
+
+
+@pytest.mark.parametrize("where", ["option", "uri"])
+def test_a_task_refused_its_login_fails_without_showing_the_password(
+        spark: Any, node_b: LocalNode, vhost_b: str, where: str) -> None:
+    """The driver's test connection passes; then the password changes under the tasks: the
+    task's error, which Spark hands to the driver (and logs), must not show the password,
+    given in the option ``password`` or (warned against) in the URI."""
+    user = f"task-user-{where}"  # users are the node's, not the vhost's
+    node_b.add_user(user, SPARK_PASSWORD, vhost_b)
+    uri = node_b.uri(vhost_b)
+    _queue(uri, "q")
+    trigger = Trigger(lambda: node_b.ctl("change_password", user, "changed-since-1"))
+    port = trigger.port
+
+    def fault(attempt: int, row: int) -> None:
+        if attempt == 0 and row == 0:
+            pull(port)
+
+    try:
+        df = _numbered(spark, 10, 1, fault=fault)
+        writer = df.write.format("pumpd").option("routingKey", "q").mode("append")
+        if where == "option":
+            writer = writer.option(
+                "uri", f"amqp://{user}@127.0.0.1:{node_b.amqp_port}/{vhost_b}").option(
+                "password", SPARK_PASSWORD)
+        else:
+            writer = writer.option("uri", node_b.uri(vhost_b, user, SPARK_PASSWORD))
+        with pytest.raises(Exception) as info:
+            writer.save()
+    finally:
+        trigger.close()
+    text = str(info.value)
+    assert trigger.calls == 1
+    assert "authentication refused" in text and "0 of 10 rows confirmed" in text, text[:3000]
+    assert _shows_password(text, SPARK_PASSWORD) == [], text
 
 
 # -- failures in tasks, retried ---------------------------------------------------------------

@@ -8,8 +8,20 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+from urllib.parse import quote
+
+from .redaction import redact, register_secret
+
+
+def _reduce_through_init(obj: Any) -> tuple[Any, tuple[Any, ...]]:
+    """Pickle a frozen dataclass so that unpickling runs ``__init__`` (and ``__post_init__``): a
+    spawned worker or a Spark executor registers the secrets of what it receives."""
+    return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
+
+
+DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 
 
 class AckMode(str, enum.Enum):
@@ -38,8 +50,31 @@ class TLSOptions:
     server_name_indication: str | None = None
     customize_hostname_check: str | None = None  # only "https" (wildcards as for HTTPS)
 
+    def __post_init__(self) -> None:
+        register_secret(self.password)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _reduce_through_init(self)
+
+    def query(self) -> list[tuple[str, str]]:
+        """The URI query parameters that give these options (the passphrase included)."""
+        query = [(name, value) for name in ("cacertfile", "certfile", "keyfile", "password")
+                 if (value := getattr(self, name)) is not None]
+        query.append(("verify", "verify_peer" if self.verify else "verify_none"))
+        if self.fail_if_no_peer_cert:
+            query.append(("fail_if_no_peer_cert", "true"))
+        if self.depth is not None:
+            query.append(("depth", str(self.depth)))
+        if self.server_name_indication is not None:
+            query.append(("server_name_indication", self.server_name_indication))
+        if self.customize_hostname_check is not None:
+            query.append(("customize_hostname_check", self.customize_hostname_check))
+        return query
+
     def __repr__(self) -> str:  # the key passphrase stays out of tracebacks
         return f"TLSOptions(cacertfile={self.cacertfile!r}, certfile={self.certfile!r}, ...)"
+
+    __str__ = __repr__
 
 
 @dataclass(frozen=True)
@@ -65,18 +100,48 @@ class BrokerURI:
         """Where to connect: the local broker for a host-less URI."""
         return self.host if self.host is not None else "127.0.0.1"
 
+    def __post_init__(self) -> None:
+        register_secret(self.password)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _reduce_through_init(self)
+
     def redacted(self) -> str:
-        """The URI as it may appear in a log line or a status: never with its password."""
+        """The URI as it may appear in a log line or a status: never with its password (nor the
+        TLS key's), and any registered secret in it (a user named like a password) hidden."""
         user = f"{self.username}@" if self.username else ""
         host = self.host or ""
         port = f":{self.port}" if self.host is not None else ""
-        from urllib.parse import quote
-
         vhost = quote(self.vhost, safe="") if self.vhost != "/" else "%2F"
-        return f"{self.scheme}://{user}{host}{port}/{vhost}"
+        return redact(f"{self.scheme}://{user}{host}{port}/{vhost}")
+
+    def text_with_password(self) -> str:
+        """The full URI, password and TLS options included, that parses back to this one: for the
+        state file and a connection, never for a log line or a message."""
+
+        def enc(s: str) -> str:
+            return quote(s, safe="")
+
+        host = "" if self.host is None else f"[{self.host}]" if ":" in self.host else enc(
+            self.host)
+        port = "" if self.port == DEFAULT_PORTS[self.scheme] else f":{self.port}"
+        query = [(name, str(getattr(self, name))) for name in ("heartbeat", "channel_max",
+                                                               "frame_max")
+                 if getattr(self, name) is not None]
+        if self.connection_timeout is not None:
+            query.append(("connection_timeout", str(round(self.connection_timeout * 1000))))
+        if self.tls is not None:
+            query += self.tls.query()
+        query += [("auth_mechanism", m) for m in self.auth_mechanisms]
+        q = "&".join(f"{k}={enc(v)}" for k, v in query)
+        return (f"{self.scheme}://{enc(self.username)}:{enc(self.password)}@{host}{port}"
+                f"/{enc(self.vhost)}" + (f"?{q}" if q else ""))
 
     def __repr__(self) -> str:  # keeps passwords out of tracebacks and debug logs
         return f"BrokerURI({self.redacted()!r})"
+
+    def __str__(self) -> str:
+        return self.redacted()
 
 
 @dataclass(frozen=True)

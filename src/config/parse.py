@@ -34,6 +34,7 @@ import orjson
 from .clauses import COMMON_CLAUSES, SEED_ALL, _seed_shovel
 from .dynamic import DYNAMIC_ALL, _dynamic_shovel
 from .model import AckMode, DeleteAfter, Disposition, Endpoint, PumpConfig, ShovelConfig
+from .redaction import register_uri_secrets
 from .uri import format_uri
 from .values import ConfigError, _check_keys, _Ctx, _int, _show
 
@@ -192,6 +193,8 @@ def load_config(path: str | os.PathLike[str]) -> PumpConfig:
             data = f.read()
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
+    # Every password in the file is known before any message can quote a piece of it.
+    register_uri_secrets(data.decode("utf-8", "replace"))
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

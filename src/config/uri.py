@@ -1,4 +1,5 @@
-"""AMQP URIs: parse them and keep their passwords out of text (pika's parameters: engine/parameters.py).
+"""AMQP URIs: parse them, registering their passwords for redaction (pika's parameters:
+engine/parameters.py).
 
 The syntax is RabbitMQ's AMQP URI specification (https://www.rabbitmq.com/uri-spec.html)::
 
@@ -14,7 +15,13 @@ The spec's corner cases, all honoured here: ``amqp://host`` has the vhost ``/``,
 is ``guest``, an empty one (``amqp://:@host``) stays empty.
 
 Two deliberate leniencies, both unambiguous: a ``:`` inside the password and an unencoded ``@``
-inside the user information are accepted (the host can contain neither). ``connection_timeout`` is
+inside the user information are accepted (the host can contain neither: the user information
+ends at the last ``@`` before the host). Refused as ambiguous, so that no piece of a password is
+ever read as a host, port, vhost or query (and shown as one): an unencoded ``/``, ``?`` or ``#``
+in the user information (``amqp://u:s/e@cret@h``), an unencoded ``@`` after ``host:port``
+(``amqp://u:12/x@h``, which RFC 3986 reads as host ``u``, port 12, vhost ``x@h``), and a
+malformed query parameter after ``password=`` (an ``&`` in the key's passphrase). Every password
+is registered with :mod:`.redaction` before anything can fail. ``connection_timeout`` is
 in milliseconds, as in RabbitMQ's Erlang client, so that URIs copied from Shovel or Federation
 definitions keep their meaning; below one second is rejected as the likely mistake of writing
 seconds.
@@ -25,9 +32,16 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
-from .model import BrokerURI, TLSOptions
+from .model import DEFAULT_PORTS, BrokerURI, TLSOptions
+from .redaction import (
+    redact,
+    redact_uri,
+    register_one_uri_secrets,
+    register_secret,
+    split_userinfo,
+)
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -39,7 +53,6 @@ __all__ = [
     "redact",
 ]
 
-DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 DEFAULT_USER = "guest"
 DEFAULT_PASSWORD = "guest"
 DEFAULT_VHOST = "/"
@@ -68,7 +81,6 @@ FRAME_MAX_SIZE = 131072
 _HOST_CHARS = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=%]*")
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
-_HOST_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*)(:\d*)?")
 
 
 class URIError(ValueError):
@@ -79,68 +91,9 @@ class URIError(ValueError):
     """
 
     def __init__(self, text: str, reason: str) -> None:
-        self.uri = redact(text)
+        self.uri = redact_uri(text)
         self.reason = reason
         super().__init__(f"invalid AMQP URI {self.uri!r}: {reason}")
-
-
-def _split_userinfo(rest: str) -> tuple[str | None, str, bool]:
-    """Split what follows ``scheme://`` into (user information, the rest, suspicious).
-
-    The user information normally ends at the last ``@`` of the authority (the part before the
-    first ``/``, ``?`` or ``#``). When the authority has no ``@`` and does not look like
-    ``host[:port]`` while an ``@`` follows later, the password most likely contains an unencoded
-    ``/``, ``?`` or ``#``: that case is flagged as suspicious, so the parser refuses it and the
-    redactor hides it, instead of either reading a piece of password as a host, vhost or query.
-    """
-    auth_end = len(rest)
-    for delim in "/?#":
-        i = rest.find(delim)
-        if 0 <= i < auth_end:
-            auth_end = i
-    at = rest.rfind("@", 0, auth_end)
-    if at >= 0:
-        return rest[:at], rest[at + 1 :], False
-    if _HOST_PORT.fullmatch(rest[:auth_end]) is None:
-        at = rest.find("@", auth_end)
-        if at >= 0:
-            return rest[:at], rest[at + 1 :], True
-    return None, rest, False
-
-
-def redact(text: str) -> str:
-    """Return ``text`` with the password of every URI in it replaced by ``***``.
-
-    Works on any ``scheme://`` URI (amqp, amqps, and others: a credential in a log line is never
-    wanted), and on malformed ones too, since the text to redact is often an error message about
-    a URI that did not parse. A URI ends at whitespace or at a quote or angle bracket.
-    """
-    out: list[str] = []
-    pos = 0
-    for m in _SCHEME.finditer(text):
-        start = m.end()
-        if m.start() < pos:
-            continue
-        end = start
-        while end < len(text) and not text[end].isspace() and text[end] not in "\"'<>`":
-            end += 1
-        token = text[start:end]
-        userinfo, _, _ = _split_userinfo(token)
-        if userinfo is not None:
-            user, sep, _password = userinfo.partition(":")
-            if sep:
-                out.append(text[pos:start] + user + ":***@")
-                pos = start + len(userinfo) + 1
-            continue
-        # No "@": "amqp://user:secret" (host forgotten) would show the password as a "port".
-        hostport = token.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-        if not hostport.startswith("["):
-            host, sep, port = hostport.partition(":")
-            if sep and not port.isdigit() and port:
-                out.append(text[pos:start] + host + ":***")
-                pos = start + len(hostport)
-    out.append(text[pos:])
-    return "".join(out)
 
 
 def _decode(text: str, what: str, uri: str) -> str:
@@ -222,6 +175,11 @@ def _parse_query(query: str, scheme: str, uri: str) -> tuple[dict[str, str], tup
             continue  # "?a=1&" or "?&a=1": harmless
         raw_name, sep, raw_value = piece.partition("=")
         name = _decode(raw_name, "query", uri)
+        if "password" in params and (not sep or name not in _INT_PARAMS + _TLS_PARAMS
+                                     + ("auth_mechanism",)):
+            # Not quoted: most likely the rest of a passphrase holding an unencoded '&'.
+            raise URIError(uri, "a malformed query parameter follows 'password' (write an '&' "
+                                "inside the key's password as %26)")
         if not sep:
             raise URIError(uri, f"query parameter {name!r} needs a value ({name}=...)")
         if name == "auth_mechanism":
@@ -234,6 +192,8 @@ def _parse_query(query: str, scheme: str, uri: str) -> tuple[dict[str, str], tup
             if mechanism not in mechanisms:
                 mechanisms.append(mechanism)
             continue
+        if name == "password":
+            register_secret(raw_value)  # a name written encoded escapes _register_secrets
         if name in params:
             raise URIError(uri, f"query parameter {name!r} is given twice")
         if name in _TLS_PARAMS and scheme != "amqps":
@@ -302,10 +262,17 @@ def parse_uri(text: str) -> BrokerURI:
     :raises URIError: (a :class:`ValueError`) naming what is wrong, quoting the URI redacted.
     """
     scheme, after_scheme = _scheme(text)
-    userinfo, rest, suspicious = _split_userinfo(after_scheme)
+    userinfo, rest, suspicious = split_userinfo(after_scheme)
     if suspicious:
         raise URIError(text, "the user or password contains an unencoded '/', '?' or '#' "
                              "(percent-encode it: %2F, %3F, %23)")
+    if userinfo is None and "@" in rest and ":" in re.split(r"[/?#]", rest, maxsplit=1)[0]:
+        # RFC 3986 reads "amqp://u:12/x@host" as host "u", port 12, vhost "x@host", but it is
+        # more likely the password "12/x" with an unencoded "/": refused as ambiguous, so that
+        # no piece of a password is ever taken for a vhost or a file name.
+        raise URIError(text, "an '@' after host:port must be percent-encoded (%40); if it ends "
+                             "a password, percent-encode the password's '/', '?' and '#' "
+                             "(%2F, %3F, %23)")
     if "#" in rest:
         raise URIError(text, "a URI fragment ('#...') is not allowed")
     rest, has_query, query = rest.partition("?")
@@ -336,6 +303,8 @@ def _scheme(text: str) -> tuple[str, str]:
     m = _SCHEME.match(text)
     if m is None:
         raise URIError(text, "expected amqp://... or amqps://...")
+    # Before anything can fail: an error message quotes the URI, and may quote a piece of it.
+    register_one_uri_secrets(text)
     scheme = m.group(1).lower()
     if scheme not in DEFAULT_PORTS:
         raise URIError(text, f"unsupported scheme {m.group(1)!r} (use amqp or amqps)")
@@ -404,43 +373,7 @@ def format_uri(uri: BrokerURI) -> str:
 
     Includes the password: for state files, never for logs (use :meth:`BrokerURI.redacted`).
     """
-
-    def enc(s: str) -> str:
-        return quote(s, safe="")
-
-    if uri.host is None:
-        host = ""
-    elif ":" in uri.host:
-        host = f"[{uri.host}]"
-    else:
-        host = enc(uri.host)
-    port = "" if uri.port == DEFAULT_PORTS[uri.scheme] else f":{uri.port}"
-    query: list[tuple[str, str]] = []
-    for name in ("heartbeat", "channel_max", "frame_max"):
-        value = getattr(uri, name)
-        if value is not None:
-            query.append((name, str(value)))
-    if uri.connection_timeout is not None:
-        query.append(("connection_timeout", str(round(uri.connection_timeout * 1000))))
-    if uri.tls is not None:
-        t = uri.tls
-        for name in ("cacertfile", "certfile", "keyfile", "password"):
-            value = getattr(t, name)
-            if value is not None:
-                query.append((name, value))
-        query.append(("verify", "verify_peer" if t.verify else "verify_none"))
-        if t.fail_if_no_peer_cert:
-            query.append(("fail_if_no_peer_cert", "true"))
-        if t.depth is not None:
-            query.append(("depth", str(t.depth)))
-        if t.server_name_indication is not None:
-            query.append(("server_name_indication", t.server_name_indication))
-        if t.customize_hostname_check is not None:
-            query.append(("customize_hostname_check", t.customize_hostname_check))
-    query += [("auth_mechanism", m) for m in uri.auth_mechanisms]
-    q = "&".join(f"{k}={enc(v)}" for k, v in query)
-    return (f"{uri.scheme}://{enc(uri.username)}:{enc(uri.password)}@{host}{port}"
-            f"/{enc(uri.vhost)}" + (f"?{q}" if q else ""))
+    return uri.text_with_password()
 
 
 def uri_notes(uri: BrokerURI) -> list[str]:

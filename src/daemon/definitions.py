@@ -22,6 +22,7 @@ import orjson
 
 from ..config.model import DeleteAfter, ShovelConfig
 from ..config.parse import ConfigError, load_config, parse_config
+from ..config.redaction import register_uri_secrets
 from . import statefile
 
 Origin = Literal["config", "runtime"]
@@ -113,6 +114,7 @@ def parse_put_body(name: str, body: bytes, default_workers: int | None) -> Shove
     :raises ConfigError: when it is not a valid definition.
     """
     source = f"PUT /api/shovels/{name}"
+    register_uri_secrets(body.decode("utf-8", "replace"))  # before an error can quote the body
     try:
         definition = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -35,6 +35,7 @@ from urllib.parse import parse_qs, unquote
 
 import orjson
 
+from ..config.redaction import redact
 from . import access as access_rules
 from . import status_page
 from .access import Access
@@ -152,7 +153,10 @@ def _encode(reply: Reply, head_only: bool) -> bytes:
     elif isinstance(reply.body, str):
         payload = reply.body.encode("utf-8")
     else:
-        payload = orjson.dumps(reply.body, option=orjson.OPT_INDENT_2) + b"\n"
+        # Redacted last, whatever built it: a refused PUT's reason quotes its input, a status its
+        # broker's words.
+        text = orjson.dumps(reply.body, option=orjson.OPT_INDENT_2).decode()
+        payload = redact(text).encode() + b"\n"
     head = (f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Status')}\r\n"
             f"Content-Type: {reply.content_type}\r\n"
             f"Content-Length: {len(payload)}\r\n"

@@ -33,10 +33,12 @@ class DaemonJsonFormatter(logsetup.JsonFormatter):
         doc: dict[str, Any] = orjson.loads(super().format(record))
         doc.update(self.identity)
         doc["pid"] = record.process
+        extra: dict[str, Any] = {}
         for key in EVENT_FIELDS:
             value = record.__dict__.get(key)
             if value is not None:
-                doc[key] = value
+                extra[key] = value
+        doc.update(logsetup.redact_fields(extra))
         return orjson.dumps(doc).decode()
 
 

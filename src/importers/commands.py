@@ -23,6 +23,7 @@ from collections.abc import Callable
 import orjson
 
 from .. import exitcodes
+from ..config.redaction import redact, register_uri_secrets
 from .errors import JSON, ConfigImportError
 
 __all__ = ["JSON", "ConfigImportError", "main_import_definitions", "main_import_erlang"]
@@ -54,16 +55,19 @@ def _run(command: str, path: str,
     try:
         with open(path, "rb") as f:
             data = f.read()
+        # Known before any message can quote a piece of the file: stderr redacts them by value
+        # (the JSON on stdout keeps them: it is the configuration to run).
+        register_uri_secrets(data.decode("utf-8", "replace"))
         document = convert(data, warnings)
     except OSError as exc:
         print(f"pumpd: {command}: {path}: {exc.strerror or exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
     except ConfigImportError as exc:
-        print(f"pumpd: {command}: {exc}", file=sys.stderr)
+        print(redact(f"pumpd: {command}: {exc}"), file=sys.stderr)
         return exitcodes.CONFIG_ERROR
     # On stderr, so that stdout stays the JSON document to redirect into a file.
     for warning in warnings + check_warnings(document):
-        print(f"pumpd: {command}: warning: {warning}", file=sys.stderr)
+        print(redact(f"pumpd: {command}: warning: {warning}"), file=sys.stderr)
     _emit(document)
     return exitcodes.OK
 

@@ -22,13 +22,18 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from ..config.redaction import RedactingFilter
 from .options import WriteOptions, parse_options
 from .partition import PartitionCounts, PartitionFailed, PartitionPublisher
+from .redacted import redacting
 
 __all__ = ["PartitionCounts", "PartitionFailed", "WriteOptions", "parse_options",
            "publish_partition", "register"]
 
 log = logging.getLogger("pumpd.spark")
+# Spark's driver and executors log with their own handlers, not pumpd's redacting formatters.
+for _name in ("pumpd.spark", "pumpd.amqp_link"):
+    logging.getLogger(_name).addFilter(RedactingFilter())
 
 
 def register(spark: Any) -> None:
@@ -53,6 +58,7 @@ def warn_if_speculative(spark: Any) -> bool:
     return on
 
 
+@redacting
 def publish_partition(rows: Iterable[Any], **options: Any) -> PartitionCounts:
     """Publish one partition's rows with confirms, for ``df.foreachPartition`` (Spark 3.x).
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from ..config.clauses import _declaration
 from ..config.model import Declaration
+from ..config.redaction import redact_uri, register_secret, register_uri_secrets, split_userinfo
 from ..config.uri import parse_uri
 from ..config.values import ConfigError, _Ctx
 from ..dataplane.frames import PROPERTY_NAMES
@@ -26,6 +28,7 @@ MESSAGE_ID_MODES: tuple[MessageIdMode, ...] = ("column", "deterministic", "none"
 # name (lower case) -> (the documented spelling, default shown in errors and the README)
 OPTIONS: dict[str, tuple[str, str]] = {
     "uri": ("uri", "(required)"),
+    "password": ("password", "(the URI's)"),
     "exchange": ("exchange", '""'),
     "routingkey": ("routingKey", '""'),
     "mandatory": ("mandatory", "false"),
@@ -48,7 +51,12 @@ KNOWN_COLUMNS: tuple[str, ...] = ("routing_key", "exchange", *PROPERTY_NAMES)
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """What every task of one write needs (see the README's option table)."""
+    """What every task of one write needs (see the README's option table).
+
+    ``uris`` as given; ``password``, when given, replaces their passwords (:meth:`connect_uris`).
+    The repr shows neither password; building or unpickling one (on an executor) registers both
+    with :mod:`pumpd.config.redaction`, so that the task's errors are redacted by value.
+    """
 
     uris: tuple[str, ...]
     exchange: str = ""
@@ -61,6 +69,31 @@ class WriteOptions:
     declarations: tuple[Declaration, ...] = field(default_factory=tuple)
     ignore_unknown_columns: bool = False
     check_target: bool = True
+    password: str | None = None
+
+    def __post_init__(self) -> None:
+        for u in self.uris:
+            register_uri_secrets(u)
+        register_secret(self.password)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), tuple(getattr(self, f.name) for f in fields(self))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                          if f.name not in ("uris", "password"))
+        uris = ", ".join(redact_uri(u) for u in self.uris)
+        password = ", password='***'" if self.password is not None else ""
+        return f"WriteOptions(uris=({uris}){password}, {shown})"
+
+    __str__ = __repr__
+
+    def connect_uris(self) -> list[str]:
+        """The URIs to connect to, with the ``password`` option in them: never for a message."""
+        if self.password is None:
+            return list(self.uris)
+        return [replace(parse_uri(u), password=self.password).text_with_password()
+                for u in self.uris]
 
 
 def _bool(name: str, value: str) -> bool:
@@ -125,11 +158,15 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
         raise ValueError('pumpd: option "uri" is required (amqp://user:pass@host:port/vhost, '
                          "several separated by spaces or commas)")
     uris = tuple(u for u in re.split(r"[\s,]+", raw_uri) if u)
+    password = opts.get("password")
+    register_secret(password)
     for u in uris:
         try:
             parse_uri(u)
         except Exception as exc:
             raise ValueError(f"pumpd option uri: {exc}") from None
+        if password is None:
+            _warn_if_password_in(u)
     mode = opts.get("messageid", "column").strip().lower()
     if mode not in MESSAGE_ID_MODES:
         raise ValueError(f"pumpd option messageId: one of {', '.join(MESSAGE_ID_MODES)}, "
@@ -152,4 +189,20 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
         ignore_unknown_columns=_bool("ignoreUnknownColumns",
                                      opts.get("ignoreunknowncolumns", "false")),
         check_target=_bool("checkTarget", opts.get("checktarget", "true")),
+        password=password,
     )
+
+
+_warned_uri_password = False
+
+
+def _warn_if_password_in(uri: str) -> None:
+    """Once per process: a password in ``uri`` works, but Spark may show it (see the README)."""
+    global _warned_uri_password
+    userinfo, _, _ = split_userinfo(uri.partition("://")[2])
+    if _warned_uri_password or userinfo is None or ":" not in userinfo:
+        return
+    _warned_uri_password = True
+    warnings.warn(f"pumpd option uri: {redact_uri(uri)} carries a password, which Spark may show "
+                  "in query plans, the UI and event logs (spark.redaction.regex does not match "
+                  "'uri'): give it in the option 'password' instead", stacklevel=3)

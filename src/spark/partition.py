@@ -142,7 +142,7 @@ class PartitionPublisher:
         if p is None:
             o = self.options
             try:
-                p = Publisher(list(o.uris), exchange=exchange, routing_key=o.routing_key,
+                p = Publisher(o.connect_uris(), exchange=exchange, routing_key=o.routing_key,
                               mode="async", window=o.max_in_flight, mandatory=o.mandatory,
                               declarations=o.declarations if not self._publishers else (),
                               confirm_timeout=o.confirm_timeout, client_name=self.client_name)

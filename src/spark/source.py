@@ -32,6 +32,7 @@ from ..config.model import Declaration
 from ..publishing.publisher import LinkError, Publisher
 from .options import WriteOptions, parse_options
 from .partition import PartitionCounts, PartitionPublisher, check_schema
+from .redacted import redacting
 
 log = logging.getLogger("pumpd.spark")
 
@@ -67,7 +68,7 @@ def check_connection(options: WriteOptions, schema_names: list[str]) -> None:
             checks.append(Declaration("queue.declare",
                                       {"queue": options.routing_key, "passive": True}))
     try:
-        p = Publisher(list(options.uris), mode="none",
+        p = Publisher(options.connect_uris(), mode="none",
                       declarations=[*options.declarations, *checks],
                       confirm_timeout=options.confirm_timeout, client_name="pumpd spark check")
     except (LinkError, OSError) as exc:
@@ -132,6 +133,7 @@ class PumpdWriter(DataSourceArrowWriter):  # type: ignore[misc]
         self.options = options
         self.write_id = write_id
 
+    @redacting
     def write(self, iterator: Iterator[Any]) -> PartitionCommit:
         return _write(self.options, iterator, f"{self.write_id}:0:", streaming=False)
 
@@ -149,6 +151,7 @@ class PumpdStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
+    @redacting
     def write(self, iterator: Iterator[Any]) -> PartitionCommit:
         return _write(self.options, iterator, "", streaming=True)
 
@@ -175,8 +178,10 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
         check_connection(options, schema.names)
         return options
 
+    @redacting
     def writer(self, schema: StructType, overwrite: bool) -> PumpdWriter:
         return PumpdWriter(self._prepare(schema, overwrite), uuid.uuid4().hex[:16])
 
+    @redacting
     def streamWriter(self, schema: StructType, overwrite: bool) -> PumpdStreamWriter:
         return PumpdStreamWriter(self._prepare(schema, overwrite))
