@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from pumpd.testing.localnode import LocalNode, LocalNodeError
 
+import hypothesis_profiles  # noqa: F401  (registers and loads the Hypothesis profile)
+
 NODE_A_PLUGINS = ("rabbitmq_management", "rabbitmq_shovel")
 
 
