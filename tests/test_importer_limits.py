@@ -98,3 +98,28 @@ def test_the_bounds_themselves_are_read() -> None:
     with pytest.raises(ErlangSyntaxError) as info:
         parse_term("\n  " + "1" * 129)
     assert (info.value.line, info.value.column) == (2, 3)
+
+
+def test_a_stray_bracket_in_a_uri_is_an_import_error_found_by_hypothesis() -> None:
+    """urlsplit raised ValueError ("Invalid IPv6 URL") out of the importer."""
+    from pumpd.importers.erlang import import_erlang_config
+    from pumpd.importers.errors import ConfigImportError
+
+    text = SHOVEL.replace("VALUE", "1").replace('"amqp://src"', '"amqp://[john:x@h/v"')
+    try:
+        import_erlang_config(text, source="f.config")
+    except ConfigImportError as exc:  # refused by the validator, or accepted: never ValueError
+        assert str(exc).startswith("f.config")
+    text = SHOVEL.replace("VALUE", "1").replace('"amqp://src"', '"[http://src"')
+    with pytest.raises(ConfigImportError, match="is not an amqp:// or amqps:// URI"):
+        import_erlang_config(text, source="f.config")
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "nonsense", "http://h:port"])
+def test_a_malformed_management_url_is_one_line(url: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pumpd", "plan-migration", "--source",
+                           "amqp://u:p@h/v", "--destination", "amqp://u:p@d/w",
+                           "--management-url", url, "--management-insecure-http"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr

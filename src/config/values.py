@@ -195,8 +195,8 @@ def _table(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
 
 def _path_part(key: object) -> str:
     """A key as one step of a path in a message: shortened, so that a message stays a line."""
-    text = str(key)
-    return text if len(text) <= 40 else text[:37] + "..."
+    text = "".join(c if c.isprintable() else "?" for c in str(key)[:40])
+    return text if len(text) < 40 else text[:37] + "..."
 
 
 def check_nesting(obj: object, source: str, limit: int = MAX_DOCUMENT_DEPTH) -> None:

@@ -118,8 +118,13 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
                          headers: http.client.HTTPMessage,
                          newurl: str) -> urllib.request.Request | None:
-        old, new = urlsplit(req.full_url), urlsplit(newurl)
-        if (old.scheme, old.hostname, old.port) != (new.scheme, new.hostname, new.port):
+        try:
+            old, new = urlsplit(req.full_url), urlsplit(newurl)
+            same = (old.scheme, old.hostname, old.port) == (new.scheme, new.hostname, new.port)
+        except ValueError:  # a malformed Location (a stray '[', a port that is not a number)
+            raise _RedirectRefused(f"HTTP {code}: redirected to a malformed URL; not "
+                                   "followed") from None
+        if not same:
             raise _RedirectRefused(f"HTTP {code}: redirected to {new.scheme}://{new.netloc}"
                                    "; not followed: it would send the source's password there "
                                    "(give that address with --management-url if it is the "
@@ -168,8 +173,11 @@ def fetch_queues(base_url: str, uri: BrokerURI, timeout: float = HTTP_TIMEOUT, *
         without ``insecure_http``, a redirect elsewhere).
     """
     url = f"{base_url.rstrip('/')}/api/queues/{quote(uri.vhost, safe='')}"
-    _check_plain_http(url, insecure_http)
-    request = urllib.request.Request(url, method="GET")
+    try:
+        _check_plain_http(url, insecure_http)
+        request = urllib.request.Request(url, method="GET")
+    except ValueError as exc:  # not a URL urllib can use
+        raise ConfigImportError(f"not an http or https URL: {exc}", source=url) from None
     credentials = f"{uri.username}:{uri.password}".encode()
     request.add_header("Authorization", "Basic " + base64.b64encode(credentials).decode())
     request.add_header("Accept", "application/json")
@@ -184,6 +192,8 @@ def fetch_queues(base_url: str, uri: BrokerURI, timeout: float = HTTP_TIMEOUT, *
             body = _read_bounded(response, MAX_RESPONSE_BYTES, url)
     except _RedirectRefused as exc:
         raise ConfigImportError(str(exc), source=url) from None
+    except ValueError as exc:  # urllib on a malformed URL of its own making or a server's
+        raise ConfigImportError(f"cannot use this URL: {exc}", source=url) from None
     except urllib.error.HTTPError as exc:
         said = _reason(exc.read(MAX_ERROR_BODY_BYTES))
         status = f"HTTP {exc.code}" + (f" ({said})" if said else f" {exc.reason}")
