@@ -52,7 +52,7 @@ from .api import CoordinatorApi
 from .definitions import ShovelDefinition
 from .hosting import Hosts
 from .http_api import HttpServer
-from .positions import Shovel, Worker, describe_exit
+from .positions import Shovel, Worker, describe_exit, missing_positions, reload_plan
 from .report import SAMPLE_EVERY, carry
 from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotsUnavailable, SlotUnreadable
 from .worker import WorkerSpec
@@ -502,12 +502,6 @@ class Coordinator:
             s.workers.append(Worker(i, slots.pop(), start_at=now))
         return s
 
-    @staticmethod
-    def _new_positions(s: Shovel, n: int) -> list[int]:
-        """The positions a shovel of ``n`` workers lacks now (each needs a slot)."""
-        have = {w.index for w in s.workers if w.index < n}
-        return [i for i in range(n) if i not in have]
-
     def replace(self, s: Shovel, definition: ShovelDefinition, now: float,
                 slots: list[SlotRef] | None = None) -> None:
         """A new definition for a shovel: every worker restarts with it (each starts again only
@@ -517,7 +511,7 @@ class Coordinator:
             has changed.
         """
         n = definition.cfg.workers
-        missing = self._new_positions(s, n)
+        missing = missing_positions(s, n)
         if slots is None:
             slots = self.pool.reserve(len(missing))
         s.definition, s.removing = definition, False
@@ -542,10 +536,8 @@ class Coordinator:
         try:
             file_defs = daemon_config.load_file(self.opts.config_path, self.opts.default_workers)
             daemon_config.merge(file_defs, self.runtime_definitions(), self.opts.state_path)
-            removed, added, changed, unchanged = self._reload_plan(file_defs)
-            slots = self.pool.reserve(
-                sum(file_defs[name].cfg.workers for name in added)
-                + sum(len(self._new_positions(s, file_defs[s.name].cfg.workers)) for s in changed))
+            plan = reload_plan(self.shovels, file_defs)
+            slots = self.pool.reserve(plan.slots)
         except Exception as exc:  # whatever it is (RecursionError, MemoryError, ...): refused
             reason = (str(exc) if isinstance(exc, ConfigError)
                       else f"{self.opts.config_path}: {exc}" if isinstance(exc, SlotsUnavailable)
@@ -553,37 +545,20 @@ class Coordinator:
             log.error("reload refused, the running configuration is kept: %s", reason,
                       extra={"event": "reload_failed"})
             return
-        for s in removed:
+        for s in plan.removed:
             self.remove(s, now)
-        for name in added:
+        for name in plan.added:
             self.add(name, file_defs[name], now, slots)
-        for s in changed:
+        for s in plan.changed:
             self.replace(s, file_defs[s.name], now, slots)
-        for s in unchanged:
+        for s in plan.unchanged:
             s.definition = file_defs[s.name]
-        names = {"added": added, "changed": [s.name for s in changed],
-                 "removed": [s.name for s in removed], "unchanged": [s.name for s in unchanged]}
+        names = {"added": plan.added, "changed": [s.name for s in plan.changed],
+                 "removed": [s.name for s in plan.removed],
+                 "unchanged": [s.name for s in plan.unchanged]}
         log.info("reload: %d added, %d changed (restarting), %d removed, %d unchanged",
-                 len(added), len(changed), len(removed), len(unchanged),
+                 len(plan.added), len(plan.changed), len(plan.removed), len(plan.unchanged),
                  extra={"event": "reloaded", **names})
-
-    def _reload_plan(self, file_defs: Mapping[str, ShovelDefinition]
-                     ) -> tuple[list[Shovel], list[str], list[Shovel], list[Shovel]]:
-        """What a reload does: (removed, added, changed, unchanged)."""
-        removed = [s for s in self.shovels.values() if s.definition.origin == "config"
-                   and not s.removing and s.name not in file_defs]
-        added: list[str] = []
-        changed: list[Shovel] = []
-        unchanged: list[Shovel] = []
-        for name, definition in file_defs.items():
-            existing = self.shovels.get(name)
-            if existing is None:
-                added.append(name)
-            elif existing.removing or existing.definition.cfg != definition.cfg:
-                changed.append(existing)
-            else:
-                unchanged.append(existing)
-        return removed, added, changed, unchanged
 
     def runtime_definitions(self) -> dict[str, ShovelDefinition]:
         return {s.name: s.definition for s in self.shovels.values()
