@@ -67,7 +67,7 @@ class Pumpd:
         self.log = (workdir / f"many-{self.port}.log").open("wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pumpd", "--config", str(config), "--http",
+            [sys.executable, "-m", "pumpd", "--config", str(config), "--http-open-reads", "--http",
              f"127.0.0.1:{self.port}", "--log-level", "warning", "--shovels-per-process",
              str(per_process), "--state-file", str(workdir / f"many-{self.port}.state.json")],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)

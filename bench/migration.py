@@ -93,7 +93,7 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
                     {"queue.declare": {"queue": "all", "durable": True}}]}}}}))
         plan_doc = json.loads(config.read_text())
         port = find_free_port()
-        args = [sys.executable, "-m", "pumpd", "--config", str(config), "--http",
+        args = [sys.executable, "-m", "pumpd", "--config", str(config), "--http-open-reads", "--http",
                 f"127.0.0.1:{port}", "--log-level", "warning",
                 "--state-file", str(workdir / f"{tag}.state.json")]
         beam = find_descendant(node.pid or 0, "beam.smp")

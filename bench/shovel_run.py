@@ -152,7 +152,7 @@ def pumpd_argv(
     # another pumpd on the same host.
     return [
         sys.executable, "-m", "pumpd", "--config", str(path), "--status-interval", "0",
-        "--http", f"127.0.0.1:{http_port}",
+        "--http", f"127.0.0.1:{http_port}", "--http-open-reads",
     ]
 
 

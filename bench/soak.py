@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         log_path = workdir / "pumpd.log"
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "pumpd", "--config", str(config), "--http",
+                [sys.executable, "-m", "pumpd", "--config", str(config), "--http-open-reads", "--http",
                  f"127.0.0.1:{port}", "--log-format", "json", "--state-file",
                  str(workdir / "shovels.runtime.json")],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)

@@ -101,7 +101,7 @@ def one_run(node: LocalNode, layout: str, n: int, messages: int, size: int,
         config = workdir / f"{vhost}.json"
         config.write_text(json.dumps({"shovels": shovels}))
         port = find_free_port()
-        args = [sys.executable, "-m", "pumpd", "--config", str(config), "--http",
+        args = [sys.executable, "-m", "pumpd", "--config", str(config), "--http-open-reads", "--http",
                 f"127.0.0.1:{port}", "--log-level", "warning",
                 "--state-file", str(workdir / f"{vhost}.state.json")]
         if layout == "one shovel":

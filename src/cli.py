@@ -16,6 +16,7 @@ from . import exitcodes
 
 if TYPE_CHECKING:
     from .config.model import PumpConfig
+    from .daemon.access import Access
 
 DESCRIPTION = """\
 pumpd moves messages from a queue on one RabbitMQ broker to an exchange on another (or the same)
@@ -24,6 +25,7 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
   pumpd --config shovels.json          run the daemon: a coordinator and one worker process per
                                        shovel (N with --workers N), until SIGTERM / SIGINT
   pumpd status [--json]                show what every shovel of a running daemon is doing
+  pumpd delete-shovel NAME [--force]   remove a run-time shovel (--force: a protected one)
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`
   pumpd check --config shovels.json    validate a configuration and print what it means
@@ -45,7 +47,10 @@ Signals: SIGTERM / SIGINT drain every worker (stop consuming, publish what is he
 again: changed shovels restart, new ones start, removed ones stop, the rest are not touched (an
 invalid file is refused and logged; the running shovels carry on).
 
-Status over HTTP (127.0.0.1:15680 unless --http says otherwise; no authentication):
+Status over HTTP (127.0.0.1:15680 unless --http says otherwise). Every request but the status
+page needs the bearer token of the daemon's token file (made at first start, mode 0600, beside
+the state file: NAME.runtime.token; pumpd status finds it by itself); --http-open-reads and
+--metrics-open open the reads. Host must name the endpoint; a non-loopback --http needs TLS.
   GET    /api/shovels                list of shovels: state, URIs (redacted), rates, counters,
                                      workers (pid, state, restarts, heartbeat age, counters)
   GET    /api/shovels/NAME           one shovel
@@ -55,6 +60,7 @@ Status over HTTP (127.0.0.1:15680 unless --http says otherwise; no authenticatio
   PUT    /api/shovels/NAME           add or replace a run-time shovel; body: its definition (JSON,
                                      either configuration form); kept in the state file
   DELETE /api/shovels/NAME           remove a run-time shovel (its workers drain first)
+  (?force=true on PUT / DELETE: replace or remove a protected, "internal": true, shovel)
 """
 
 EPILOG = f"""\
@@ -143,6 +149,7 @@ def _run_parser() -> argparse.ArgumentParser:
         help="replace a worker whose heartbeat is older than this (default 10; workers beat "
              "every second)",
     )
+    _endpoint_options(p)
     p.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="text lines (default) or JSON lines, one object per line")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
@@ -160,6 +167,38 @@ def _run_parser() -> argparse.ArgumentParser:
              "(default 5)",
     )
     return p
+
+
+def _endpoint_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("the status endpoint's security (README: Security)")
+    g.add_argument(
+        "--http-token-file", metavar="FILE",
+        help="the bearer token every request but the status page needs (default: beside the "
+             "state file, NAME.runtime.token); made at first start (mode 0600), reused after; "
+             "refused if others may read it or it is not a regular file",
+    )
+    g.add_argument("--http-open-reads", action="store_true",
+                   help="let GET /api/* through without the token (changes still need it)")
+    g.add_argument("--metrics-open", action="store_true",
+                   help="let GET /metrics through without the token (for a Prometheus without "
+                        "an authorization: bearer config)")
+    g.add_argument(
+        "--http-allowed-host", action="append", default=[], metavar="NAME",
+        help="a host name the endpoint may be reached by, in the Host header (repeatable); IP "
+             "literals, localhost and the --http name are always accepted (DNS rebinding)",
+    )
+    g.add_argument("--http-tls-cert", metavar="FILE",
+                   help="serve the endpoint over TLS 1.2+ with this certificate chain (PEM)")
+    g.add_argument("--http-tls-key", metavar="FILE",
+                   help="the private key of --http-tls-cert (PEM)")
+    g.add_argument("--http-insecure-bind", action="store_true",
+                   help="allow a non-loopback --http address without TLS (the token then "
+                        "crosses the network in clear text)")
+    g.add_argument(
+        "--tls-dir", action="append", default=[], metavar="DIR",
+        help="a directory whose files a shovel added at run time (PUT) may name as its "
+             "cacertfile/certfile/keyfile (repeatable; default none: such a PUT is refused)",
+    )
 
 
 def _file_command(prog: str, help_text: str) -> argparse.ArgumentParser:
@@ -238,12 +277,19 @@ def _status(args: list[str]) -> int:
     return status_main(args)
 
 
+def _delete_shovel(args: list[str]) -> int:
+    from .daemon.client import main_delete
+
+    return main_delete(args)
+
+
 # The subcommands; anything else is the daemon's (or --single-process's) own arguments.
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "import-erlang": _import_erlang,
     "import-definitions": _import_definitions,
     "check": _check,
     "status": _status,
+    "delete-shovel": _delete_shovel,
     "plan-migration": _plan_migration,
 }
 
@@ -262,7 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
     for flag, value in (("--workers", ns.workers), ("--http", ns.http),
                         ("--state-file", ns.state_file),
-                        ("--shovels-per-process", ns.shovels_per_process)):
+                        ("--shovels-per-process", ns.shovels_per_process),
+                        ("--http-token-file", ns.http_token_file),
+                        ("--http-tls-cert", ns.http_tls_cert),
+                        ("--http-tls-key", ns.http_tls_key),
+                        ("--tls-dir", ns.tls_dir or None),
+                        ("--http-allowed-host", ns.http_allowed_host or None)):
         if value is not None:
             parser.error(f"{flag} is for the daemon; --single-process runs one pump per shovel "
                          "in this process")
@@ -303,6 +354,13 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pumpd: {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
+    secured = _secure_endpoint(ns, http, state_path)
+    if isinstance(secured, str):
+        print(f"pumpd: {secured}", file=sys.stderr)
+        return exitcodes.CONFIG_ERROR
+    access, tls_dirs = secured
+    own_files = (state_path, ns.config, access and access.token_file, ns.http_tls_cert,
+                 ns.http_tls_key)
     opts = DaemonOptions(
         config_path=ns.config,
         state_path=state_path,
@@ -313,8 +371,51 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         log_format=ns.log_format,
         log_level=ns.log_level,
         shovels_per_process=per_process,
+        access=access,
+        tls_dirs=tls_dirs,
+        protected_files=tuple(f for f in own_files if f),
     )
     return Coordinator(opts, shovels).run()
+
+
+def _secure_endpoint(ns: argparse.Namespace, http: tuple[str, int] | None,
+                     state_path: str) -> tuple[Access | None, tuple[str, ...]] | str:
+    """The endpoint's access settings (the token file made or read, the TLS context) and the
+    resolved --tls-dir directories; or the one-line error that stops the daemon."""
+    import ssl
+
+    from .daemon import access as access_rules
+    from .daemon import confinement, tokenfile
+
+    try:
+        tls_dirs = confinement.resolve_dirs(ns.tls_dir)
+    except confinement.Refused as exc:
+        return str(exc)
+    if http is None:
+        return None, tls_dirs
+    if (ns.http_tls_cert is None) != (ns.http_tls_key is None):
+        return "--http-tls-cert and --http-tls-key go together: give both or neither"
+    tls = None
+    if ns.http_tls_cert is not None:
+        try:
+            tls = access_rules.server_context(ns.http_tls_cert, ns.http_tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            return (f"--http-tls-cert {ns.http_tls_cert} / --http-tls-key {ns.http_tls_key}: "
+                    f"cannot be used: {getattr(exc, 'strerror', None) or exc}")
+    host = http[0]
+    if tls is None and not access_rules.is_loopback(host) and not ns.http_insecure_bind:
+        return (f"--http {host}:{http[1]} is reachable from other machines: serve it with TLS "
+                "(--http-tls-cert and --http-tls-key) or, knowingly, pass --http-insecure-bind")
+    token_file = str(ns.http_token_file or tokenfile.default_path(state_path))
+    try:
+        token = tokenfile.load_or_create(token_file)
+    except tokenfile.TokenFileError as exc:
+        return str(exc)
+    return access_rules.Access(
+        token=token, token_file=token_file, open_reads=ns.http_open_reads,
+        metrics_open=ns.metrics_open,
+        allowed_hosts=frozenset(h.lower() for h in ns.http_allowed_host),
+        tls=tls, tls_cert=ns.http_tls_cert, tls_key=ns.http_tls_key), tls_dirs
 
 if __name__ == "__main__":
     sys.exit(main())

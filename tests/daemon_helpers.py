@@ -139,6 +139,9 @@ class Daemon:
         self.workdir = workdir
         self.config_path = workdir / "shovels.json"
         self.state_path = workdir / "shovels.runtime.json"
+        self.token_path = workdir / "shovels.runtime.token"  # the daemon's default: beside it
+        self.scheme = "http"  # "https" for a daemon started with --http-tls-cert/-key
+        self.context: Any = None  # the ssl.SSLContext that trusts it
         self.log_path = workdir / f"{name}.log"
         self.port = port
         self.args = args
@@ -220,15 +223,29 @@ class Daemon:
 
     # -- HTTP ------------------------------------------------------------------------------
 
+    def token(self) -> str:
+        """The daemon's bearer token, from its token file (made at its first start)."""
+        return self.token_path.read_text().strip()
+
+    def auth_headers(self) -> dict[str, str]:
+        try:
+            return {"Authorization": f"Bearer {self.token()}"}
+        except OSError:
+            return {}  # not made yet: the daemon is still starting
+
     def request(self, method: str, path: str, body: Any = None,
-                headers: dict[str, str] | None = None) -> tuple[int, Any]:
+                headers: dict[str, str] | None = None, auth: bool = True,
+                scheme: str | None = None, context: Any = None) -> tuple[int, Any]:
+        """One request; with the daemon's token unless ``auth`` is False or ``headers`` has
+        its own Authorization."""
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data,
-                                     method=method, headers=headers or {})
+        all_headers = {**(self.auth_headers() if auth else {}), **(headers or {})}
+        req = urllib.request.Request(f"{scheme or self.scheme}://127.0.0.1:{self.port}{path}",
+                                     data=data, method=method, headers=all_headers)
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=context or self.context) as resp:
                 raw = resp.read()
                 status = resp.status
                 ctype = resp.headers.get("Content-Type", "")

@@ -153,6 +153,16 @@ def answer_confirm(driver: Any, accept: bool) -> str:
     return text
 
 
+def give_token(driver: Any, token: str) -> None:
+    """What a user does when the page asks for the token: paste it, press the button."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 10).until(lambda drv: drv.find_element(By.ID, "login").is_displayed())
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "use-token").click()
+
+
 def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalNode,
                                       vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     from selenium.webdriver.common.by import By
@@ -167,6 +177,7 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
     with Publisher(src, "orders") as p1, Publisher(src, "audit") as p2:
         browser.get(f"http://127.0.0.1:{d.port}/")
         assert browser.title == "pumpd shovels"
+        give_token(browser, d.token())
 
         # both shovels, live, with a rate above zero
         wait_page(d, browser, lambda r: set(r) == {"orders", "audit"}
@@ -304,7 +315,24 @@ def test_page_is_served_self_contained_and_cross_site_changes_stay_refused(
                           {"src-uri": uri, "src-queue": "q2", "dest-uri": uri, "dest-queue": "q3"})
     assert status == 201
     browser.get(f"http://127.0.0.1:{d.port}/")
+    # the page asks for the token; a wrong one is refused and asked for again
+    give_token(browser, "w" * 43)
+    wait_page(d, browser, lambda r: "That token was refused" in browser.find_element(
+        "id", "refused").text and browser.find_element("id", "login").is_displayed(), 30,
+        "the wrong token refused")
+    assert not rows(browser)
+    give_token(browser, d.token())
     wait_page(d, browser, lambda r: name in r and name in r[name]["text"], 30, "the odd name")
+    assert not browser.find_element("id", "login").is_displayed()
+    # kept in the tab (sessionStorage), nowhere else: a reload does not ask again
+    assert browser.execute_script("return localStorage.length") == 0
+    assert browser.execute_script("return document.cookie") == ""
+    browser.refresh()
+    wait_page(d, browser, lambda r: name in r, 30, "the rows after a reload")
+    assert not browser.find_element("id", "login").is_displayed()
+    # the answers refused for want of a token were logged; nothing else may be
+    refused = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert all("401" in e["message"] for e in refused), refused
     assert browser.execute_script("return document.getElementById('injected')") is None
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors  # e.g. a Content-Security-Policy refusal

@@ -23,9 +23,15 @@ from .clauses import (
     _uri,
 )
 from .limits import MAX_BROKERS
-from .model import AckMode, BrokerURI, Declaration, Endpoint, ShovelConfig
+from .model import AckMode, BrokerURI, Declaration, Endpoint, ShovelConfig, ShovelOwner
 from .values import _bool, _check_keys, _Ctx, _enum_value, _int, _shortstr, _show, _table
-from .vocabulary import AMQP10_KEYS, DYNAMIC_KEYS, LEGACY_DYNAMIC_KEYS
+from .vocabulary import (
+    AMQP10_KEYS,
+    DYNAMIC_KEYS,
+    INTERNAL_OWNER_FIELDS,
+    INTERNAL_OWNER_KINDS,
+    LEGACY_DYNAMIC_KEYS,
+)
 
 # The legacy pre-3.7 dynamic names are accepted as the plugin does, but not together with their
 # current name.
@@ -85,8 +91,27 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
                                   get("dest-add-forward-headers", False)),
         add_timestamp_header=_bool(ctx, where("dest-add-timestamp-header"),
                                    get("dest-add-timestamp-header", False)),
+        internal=_bool(ctx, "internal", obj.get("internal", False)),
+        internal_owner=_internal_owner(ctx, obj.get("internal_owner")),
         **_common_clauses(ctx, obj),
     )
+
+
+def _internal_owner(ctx: _Ctx, value: object) -> ShovelOwner | None:
+    """The plugin's ``internal_owner``: ``{"name", "kind": "queue"|"exchange",
+    "virtual_host"}``, every field mandatory."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        ctx.fail("internal_owner", f"must be an object with {', '.join(INTERNAL_OWNER_FIELDS)}, "
+                                   f"got {_show(value)}")
+    _check_keys(ctx, "internal_owner.", value, INTERNAL_OWNER_FIELDS, "unknown field")
+    for key in INTERNAL_OWNER_FIELDS:
+        if key not in value:
+            ctx.fail(f"internal_owner.{key}", "missing (it is mandatory)")
+    kind = _enum_value(ctx, "internal_owner.kind", value["kind"], INTERNAL_OWNER_KINDS)
+    return ShovelOwner(kind, _shortstr(ctx, "internal_owner.name", value["name"]),
+                       _shortstr(ctx, "internal_owner.virtual_host", value["virtual_host"]))
 
 
 def _check_dynamic_keys(ctx: _Ctx, obj: Mapping[str, Any]) -> None:

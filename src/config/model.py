@@ -186,9 +186,27 @@ class ShovelConfig:
     # (src-consumer-name; "" lets the broker choose).
     consumer_arguments: Mapping[str, Any] = field(default_factory=dict)
     consumer_tag: str = ""
+    # The plugin 4.x's protected shovels ("internal": true): the HTTP API deletes or replaces
+    # one only when forced, as `rabbitmqctl delete_shovel --force`; "internal_owner" names the
+    # queue or exchange it belongs to (information only).
+    internal: bool = False
+    internal_owner: ShovelOwner | None = None
     # What pumpd does differently from the plugin with this definition, said at check / import
     # time (never part of a shovel's identity: two shovels that differ only here are equal).
     warnings: tuple[str, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class ShovelOwner:
+    """A protected shovel's owner (the plugin's ``internal_owner``)."""
+
+    kind: str  # "queue" or "exchange"
+    name: str
+    virtual_host: str
+
+    def describe(self) -> str:
+        """As rabbit_misc:rs/1 says it: ``queue 'src' in vhost '/'``."""
+        return f"{self.kind} {self.name!r} in vhost {self.virtual_host!r}"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ __all__ = [
     "BIT",
     "DECLARATION_METHODS",
     "DYNAMIC_KEYS",
+    "INTERNAL_OWNER_FIELDS",
+    "INTERNAL_OWNER_KINDS",
     "LEGACY_DYNAMIC_KEYS",
     "LONGLONG",
     "OCTET",
@@ -82,7 +84,12 @@ DYNAMIC_KEYS = ("src-uri", "src-protocol", "src-queue", "src-queue-args", "src-e
                 "src-delete-after-duration", "src-consumer-args", "src-consumer-name",
                 "dest-uri", "dest-protocol", "dest-queue", "dest-queue-args", "dest-exchange",
                 "dest-exchange-key", "dest-publish-properties", "dest-add-forward-headers",
-                "dest-add-timestamp-header", "dest-predeclared", "ack-mode", "reconnect-delay")
+                "dest-add-timestamp-header", "dest-predeclared", "ack-mode", "reconnect-delay",
+                "internal", "internal_owner")
+# The fields of "internal_owner" (rabbit_shovel_parameters:validate_internal_owner/2), all
+# mandatory, and the kinds of owner.
+INTERNAL_OWNER_FIELDS = ("name", "kind", "virtual_host")
+INTERNAL_OWNER_KINDS = ("exchange", "queue")
 # The pre-3.7 dynamic-shovel names and their current names (rabbit_shovel_parameters reads the
 # current one first: when both are set, the current one wins).
 LEGACY_DYNAMIC_KEYS = {"prefetch-count": "src-prefetch-count", "delete-after": "src-delete-after",

@@ -12,8 +12,8 @@ from typing import Any, Literal, Protocol
 
 from ..config.parse import ConfigError
 from ..version import __version__
+from . import confinement, statefile
 from . import definitions as daemon_config
-from . import statefile
 from .definitions import ShovelDefinition
 from .http_api import Reply, error
 from .positions import Shovel, Worker
@@ -39,6 +39,12 @@ class Options(Protocol):
 
     @property
     def shovels_per_process(self) -> int: ...
+
+    @property
+    def tls_dirs(self) -> tuple[str, ...]: ...
+
+    @property
+    def protected_files(self) -> tuple[str, ...]: ...
 
 
 class Supervisor(Protocol):
@@ -137,7 +143,7 @@ class CoordinatorApi:
         sup.wake_loop()
         return Reply(202, shovel_doc(shovel_view(s, now)))
 
-    def put(self, name: str, body: bytes) -> Reply:
+    def put(self, name: str, body: bytes, force: bool = False) -> Reply:
         sup = self.sup
         if sup.stopping:
             return error(503, "pumpd is stopping")
@@ -146,9 +152,14 @@ class CoordinatorApi:
                 not existing.removing:
             return error(409, f"shovel {name!r} is defined in {sup.opts.config_path}: change it "
                               "there and send SIGHUP")
+        if existing is not None and not existing.removing and not force:
+            refusal = _protected(existing, "replace")
+            if refusal is not None:
+                return refusal
         try:
             new = daemon_config.parse_put_body(name, body, sup.opts.default_workers)
-        except (daemon_config.BodyNotJson, ConfigError) as exc:
+            confinement.check(new.cfg, sup.opts.tls_dirs, sup.opts.protected_files)
+        except (daemon_config.BodyNotJson, ConfigError, confinement.Refused) as exc:
             return error(400, str(exc))
         before = dict(sup.runtime_definitions())
         try:  # the daemon's totals, before anything is written
@@ -189,7 +200,7 @@ class CoordinatorApi:
         sup.wake_loop()
         return Reply(status, shovel_doc(shovel_view(s, now)))
 
-    def delete(self, name: str) -> Reply:
+    def delete(self, name: str, force: bool = False) -> Reply:
         sup = self.sup
         s = self._changeable(name)
         if isinstance(s, Reply):
@@ -197,6 +208,10 @@ class CoordinatorApi:
         if s.definition.origin == "config":
             return error(409, f"shovel {name!r} is defined in {sup.opts.config_path}: remove it "
                               "there and send SIGHUP")
+        if not force:
+            refusal = _protected(s, "delete")
+            if refusal is not None:
+                return refusal
         runtime = {n: d.definition for n, d in sup.runtime_definitions().items() if n != name}
         try:
             statefile.save(sup.opts.state_path, runtime)
@@ -208,3 +223,15 @@ class CoordinatorApi:
         sup.remove(s, time.monotonic())
         sup.wake_loop()
         return Reply(204)
+
+
+def _protected(s: Shovel, verb: str) -> Reply | None:
+    """The refusal to delete or replace a protected (``"internal": true``) shovel unforced, in
+    the plugin's words (rabbit_shovel_util, resource_locked)."""
+    cfg = s.definition.cfg
+    if not cfg.internal:
+        return None
+    message = f"cannot {verb} protected shovel {s.name!r}: it was declared as protected"
+    if cfg.internal_owner is not None:
+        message += f" (owner: {cfg.internal_owner.describe()})"
+    return error(409, message + f"; {verb} it with ?force=true")

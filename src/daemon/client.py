@@ -7,21 +7,32 @@ line says where a migration stands (shovels by state, messages left in the sourc
 rate, the time to empty them). ``--json`` prints ``{"summary": {...}, "shovels": [...]}``: the
 same summary (:func:`pumpd.daemon.report.summary_doc`) and each shovel as ``GET /api/shovels``
 gives it.
+
+The daemon's token is found as the daemon made it (:mod:`pumpd.daemon.tokenfile`):
+``--http-token-file``, else ``$PUMPD_TOKEN_FILE``, else the record the daemon listening on that
+port left for its local clients. Text that comes from outside (names, URIs, a broker's reply
+text) is printed with control characters escaped: no terminal escape sequence gets through.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import ssl
 import sys
 import time
+import unicodedata
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
 from .. import exitcodes
+from . import tokenfile
 from .http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
 from .report import summary_doc
 
@@ -33,19 +44,118 @@ class Unreachable(Exception):
     """The daemon did not answer."""
 
 
-def fetch(address: tuple[str, int], path: str, timeout: float = 5.0) -> Any:
-    """GET ``path`` from the daemon; the decoded JSON.
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the daemon answers, and how to be let in."""
+
+    url: str  # scheme://host:port
+    token: str | None = field(default=None, repr=False)
+    context: ssl.SSLContext | None = None
+
+
+def printable(text: str) -> str:
+    """``text`` with every control or format character (ESC, CR, BEL, bidi overrides...)
+    escaped as ``\\xNN`` / ``\\uNNNN``: safe to print on a terminal."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c.isprintable() or c == " ":
+            out.append(c)
+        elif unicodedata.category(c) in ("Zs",):
+            out.append(" ")
+        else:
+            code = ord(c)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
+def json_safe(text: str) -> str:
+    """JSON text with the control and format characters that JSON leaves as they are (DEL, the
+    C1 controls such as CSI, bidi overrides...) escaped as ``\\uXXXX``: the same document."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    out = []
+    for c in text:
+        if c.isprintable() or c in "\n ":
+            out.append(c)
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            high, low = divmod(ord(c) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}")
+    return "".join(out)
+
+
+def connect_args(p: argparse.ArgumentParser) -> None:
+    """The options every command that talks to a running daemon takes."""
+    p.add_argument("--http", default=f"{DEFAULT_HOST}:{DEFAULT_PORT}", metavar="[https://]HOST:PORT",
+                   help=f"the daemon's status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT}; "
+                        "https when the daemon serves TLS, found by itself for a local daemon)")
+    p.add_argument("--http-token-file", metavar="FILE",
+                   help=f"the daemon's token file (default: ${tokenfile.ENV_TOKEN_FILE}, else "
+                        "the one the daemon on that port announced to its local user)")
+    p.add_argument("--http-ca", metavar="FILE",
+                   help="CA certificates (PEM) to verify an https endpoint with (default: the "
+                        "system's, plus the certificate a local daemon announced)")
+
+
+def endpoint(p: argparse.ArgumentParser, ns: argparse.Namespace) -> Endpoint:
+    """The endpoint ``--http`` names, with its token and TLS context found.
+
+    Exits with a usage error (2) on a bad ``--http`` or an unreadable token file.
+    """
+    text = ns.http.strip()
+    scheme = None
+    for prefix in ("http://", "https://"):
+        if text.lower().startswith(prefix):
+            scheme, text = prefix[:-3], text[len(prefix):].rstrip("/")
+    try:
+        address = parse_address(text)
+    except ValueError as exc:
+        p.error(str(exc))
+    if address is None:
+        p.error("--http off: there is nothing to ask")
+    host, port = address
+    record = tokenfile.find_record(port)
+    token_file = ns.http_token_file or os.environ.get(tokenfile.ENV_TOKEN_FILE) or (
+        record.token_file if record is not None else None)
+    token = None
+    if token_file:
+        try:
+            token = tokenfile.read(token_file)
+        except tokenfile.TokenFileError as exc:
+            p.error(str(exc))
+    if scheme is None:
+        scheme = "https" if record is not None and record.tls else "http"
+    context = None
+    if scheme == "https":
+        context = ssl.create_default_context(cafile=ns.http_ca)
+        if ns.http_ca is None and record is not None and record.tls_cert:
+            try:  # the local daemon's own certificate: a self-signed endpoint is trusted
+                context.load_verify_locations(cafile=record.tls_cert)
+                context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+            except (OSError, ssl.SSLError):
+                pass
+    netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return Endpoint(f"{scheme}://{netloc}", token, context)
+
+
+def request(ep: Endpoint, method: str, path: str, timeout: float = 5.0) -> Any:
+    """``method path`` on the daemon; the decoded JSON (None for an empty answer).
 
     :raises Unreachable: when nothing answers, or the answer is an error.
     """
-    host, port = address
-    netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    url = f"http://{netloc}{path}"
+    url = ep.url + path
+    headers = {"Authorization": f"Bearer {ep.token}"} if ep.token else {}
+    req = urllib.request.Request(url, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return orjson.loads(response.read())
+        with urllib.request.urlopen(req, timeout=timeout, context=ep.context) as response:
+            raw = response.read(64 * 1024 * 1024)
+            return orjson.loads(raw) if raw else None
     except urllib.error.HTTPError as exc:
-        raise Unreachable(f"{url}: HTTP {exc.code} {exc.reason}") from None
+        raise Unreachable(_refusal(url, exc)) from None
     except (urllib.error.URLError, OSError) as exc:
         why = getattr(exc, "reason", exc)
         hint = ""
@@ -55,6 +165,19 @@ def fetch(address: tuple[str, int], path: str, timeout: float = 5.0) -> Any:
         raise Unreachable(f"cannot reach pumpd at {url}: {why}{hint}") from None
     except orjson.JSONDecodeError:
         raise Unreachable(f"{url} did not answer with JSON: is this pumpd's endpoint?") from None
+
+
+def _refusal(url: str, exc: urllib.error.HTTPError) -> str:
+    try:
+        reason = str(orjson.loads(exc.read(64 * 1024)).get("reason", ""))
+    except (orjson.JSONDecodeError, AttributeError, OSError):
+        reason = ""
+    text = f"{url}: HTTP {exc.code} {exc.reason}" + (f": {reason}" if reason else "")
+    if exc.code == 401:
+        text += (f" (give the daemon's token file with --http-token-file FILE or "
+                 f"${tokenfile.ENV_TOKEN_FILE}; by default it is beside its state file, "
+                 "NAME.runtime.token)")
+    return printable(text)
 
 
 def _source(doc: dict[str, Any]) -> str:
@@ -94,9 +217,12 @@ def row(doc: dict[str, Any]) -> tuple[str, ...]:
     if doc.get("restarts"):
         workers += f" ({doc['restarts']} restart{'s' if doc['restarts'] != 1 else ''})"
     state = doc["state"] + (" (removing)" if doc.get("removing") else "")
-    return (doc["name"], state, _source(doc), _destination(doc), _when(doc.get("since")),
-            f"{doc.get('msg_per_s', 0.0):,.0f}", str(doc["counters"].get("in_flight", 0)),
-            _backlog(doc), workers, doc.get("reason") or "")
+    if doc.get("internal"):
+        state += " (protected)"
+    cells = (doc["name"], state, _source(doc), _destination(doc), _when(doc.get("since")),
+             f"{doc.get('msg_per_s', 0.0):,.0f}", str(doc["counters"].get("in_flight", 0)),
+             _backlog(doc), workers, doc.get("reason") or "")
+    return tuple(printable(str(c)) for c in cells)
 
 
 def render_table(shovels: Sequence[dict[str, Any]]) -> str:
@@ -161,29 +287,48 @@ def main(argv: Sequence[str]) -> int:
         epilog=f"exit status: {exitcodes.OK} the daemon answered; {exitcodes.UNAVAILABLE} it "
                f"could not be reached; {exitcodes.CONFIG_ERROR} bad usage.",
     )
-    p.add_argument("--http", default=f"{DEFAULT_HOST}:{DEFAULT_PORT}", metavar="HOST:PORT",
-                   help=f"the daemon's status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT})")
+    connect_args(p)
     p.add_argument("--json", action="store_true",
                    help='print {"summary": {...}, "shovels": [...]} as JSON instead of the '
                         "summary line and the table")
     ns = p.parse_args(list(argv))
+    ep = endpoint(p, ns)
     try:
-        address = parse_address(ns.http)
-    except ValueError as exc:
-        p.error(str(exc))
-    if address is None:
-        p.error("--http off: there is nothing to ask")
-    try:
-        shovels = fetch(address, "/api/shovels")
+        shovels = request(ep, "GET", "/api/shovels")
     except Unreachable as exc:
         print(f"pumpd status: {exc}", file=sys.stderr)
         return exitcodes.UNAVAILABLE
     summary = summary_doc(shovels)
     if ns.json:
-        sys.stdout.write(orjson.dumps({"summary": summary, "shovels": shovels},
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_safe(orjson.dumps({"summary": summary, "shovels": shovels},
+                                                option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif shovels:
         sys.stdout.write(render_summary(summary) + "\n" + render_table(shovels))
     else:
         sys.stdout.write(render_table(shovels))
+    return exitcodes.OK
+
+
+def main_delete(argv: Sequence[str]) -> int:
+    """``pumpd delete-shovel NAME [--force]``: remove a shovel added at run time."""
+    p = argparse.ArgumentParser(
+        prog="pumpd delete-shovel",
+        description="Remove a shovel added at run time from a running daemon (its workers "
+                    "drain first), as `rabbitmqctl delete_shovel` does.",
+        epilog=f"exit status: {exitcodes.OK} deleted; {exitcodes.UNAVAILABLE} refused or not "
+               f"reached; {exitcodes.CONFIG_ERROR} bad usage.",
+    )
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--force", action="store_true",
+                   help='delete it even if it is protected ("internal": true)')
+    connect_args(p)
+    ns = p.parse_args(list(argv))
+    ep = endpoint(p, ns)
+    path = "/api/shovels/" + quote(ns.name, safe="") + ("?force=true" if ns.force else "")
+    try:
+        request(ep, "DELETE", path)
+    except Unreachable as exc:
+        print(f"pumpd delete-shovel: {exc}", file=sys.stderr)
+        return exitcodes.UNAVAILABLE
+    print(f"shovel {printable(ns.name)!r}: deleted (its workers drain)")
     return exitcodes.OK

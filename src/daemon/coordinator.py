@@ -48,6 +48,8 @@ from ..config.parse import ConfigError
 from ..engine.status import State
 from ..version import __version__
 from . import definitions as daemon_config
+from . import tokenfile
+from .access import Access
 from .api import CoordinatorApi
 from .definitions import ShovelDefinition
 from .hosting import Hosts
@@ -79,6 +81,9 @@ class DaemonOptions:
     log_format: str = "text"
     log_level: str = "info"
     shovels_per_process: int = 1  # K > 1: worker hosts of up to K positions (issue 14)
+    access: Access | None = None  # the endpoint's token, TLS and openings (None: --http off)
+    tls_dirs: tuple[str, ...] = ()  # --tls-dir: where a PUT's TLS files may be (resolved)
+    protected_files: tuple[str, ...] = ()  # the daemon's own: never a PUT's TLS file
 
 
 class Coordinator:
@@ -107,7 +112,8 @@ class Coordinator:
     async def _main(self) -> int:
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        server = HttpServer(CoordinatorApi(self))
+        access = self.opts.access or Access(token="")  # no token: every guarded request refused
+        server = HttpServer(CoordinatorApi(self), access)
         if self.opts.http is not None:
             host, port = self.opts.http
             try:
@@ -116,27 +122,30 @@ class Coordinator:
                 log.error("cannot listen on %s:%d for the status endpoint: %s (use --http "
                           "HOST:PORT or --http off)", host, port, exc.strerror or exc)
                 return exitcodes.CANNOT_LISTEN
+            trouble = tokenfile.announce(self.http_address[1], access.token_file,
+                                         access.tls is not None, access.tls_cert)
+            if trouble:
+                log.warning("%s", trouble)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._record_signal, sig)
         loop.add_signal_handler(signal.SIGCHLD, self._wake.set)  # reap without waiting a tick
         now = time.monotonic()
         try:
-            for name, definition in self._initial.items():
-                self.add(name, definition, now)
-        except SlotsUnavailable as exc:
-            log.error("cannot start: %s", exc, extra={"event": "start_failed"})
-            await server.close()
-            self.pool.close()
-            return exitcodes.UNAVAILABLE
-        where = (f"http://{self.http_address[0]}:{self.http_address[1]}"
-                 if self.http_address else "off")
-        k = self.opts.shovels_per_process
-        log.info("pumpd %s coordinator (pid %d): %d shovel(s), %d worker(s)%s; status endpoint %s",
-                 __version__, os.getpid(), len(self.shovels),
-                 sum(len(s.workers) for s in self.shovels.values()),
-                 f", up to {k} per process" if k > 1 else "", where,
-                 extra={"event": "start"})
-        try:
+            try:
+                for name, definition in self._initial.items():
+                    self.add(name, definition, now)
+            except SlotsUnavailable as exc:
+                log.error("cannot start: %s", exc, extra={"event": "start_failed"})
+                return exitcodes.UNAVAILABLE
+            scheme = "https" if access.tls is not None else "http"
+            where = (f"{scheme}://{self.http_address[0]}:{self.http_address[1]} (token file "
+                     f"{os.path.abspath(access.token_file)})" if self.http_address else "off")
+            k = self.opts.shovels_per_process
+            log.info("pumpd %s coordinator (pid %d): %d shovel(s), %d worker(s)%s; status "
+                     "endpoint %s", __version__, os.getpid(), len(self.shovels),
+                     sum(len(s.workers) for s in self.shovels.values()),
+                     f", up to {k} per process" if k > 1 else "", where,
+                     extra={"event": "start"})
             await self._loop()
         except Exception:  # the last resort: a bug; the workers still hold messages
             log.critical("unexpected error in the coordinator: draining every worker (up to "
@@ -148,6 +157,8 @@ class Coordinator:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
                 loop.remove_signal_handler(sig)
             await server.close()
+            if self.http_address is not None:
+                tokenfile.remove_record(self.http_address[1], os.getpid())
             self._kill_all()  # only what outlived its drain: a clean stop has no worker left
             self.pool.close()
         log.info("pumpd stopped", extra={"event": "stop"})

@@ -14,11 +14,15 @@ Routes (every response is JSON via orjson, except /metrics and the page)::
 NAME is percent-encoded in the path (``/`` as ``%2F``). One request per connection
 (``Connection: close``): status readers are scripts, scrapers and a page polling every second.
 
-There is no authentication: the endpoint listens on 127.0.0.1 by default. A request that changes
-something is refused when it carries an ``Origin`` header, which every browser sends with a
-cross-site POST/PUT/DELETE and no command-line client does: a web page cannot drive the daemon.
-The one exception is the status page itself: a browser sends its same-origin requests with the
-endpoint's own address as ``Origin`` (:func:`pumpd.daemon.status_page.same_origin`).
+Who may do what (the Host check, the bearer token, what is open) is :mod:`pumpd.daemon.access`.
+On top of the token, a request that changes something is refused when it carries an ``Origin``
+header of another site, which every browser sends with a cross-site POST/PUT/DELETE: the one
+origin accepted is the status page's own (:func:`pumpd.daemon.status_page.same_origin`).
+
+The server itself is bounded: at most ``MAX_CONNECTIONS`` at once (more are answered 503 and
+closed), ``READ_TIMEOUT`` to send a whole request, ``WRITE_TIMEOUT`` to take the answer, at most
+``MAX_HEADERS`` header lines in ``MAX_HEAD`` bytes, and a ``Content-Length`` of digits only,
+stated once, up to ``MAX_BODY``.
 """
 
 from __future__ import annotations
@@ -27,23 +31,31 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 import orjson
 
+from . import access as access_rules
 from . import status_page
+from .access import Access
 
 log = logging.getLogger("pumpd.http")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 15680
-MAX_HEAD = 64 * 1024
+MAX_HEAD = 16 * 1024  # request line and headers
+MAX_HEADERS = 64
 MAX_BODY = 1024 * 1024
-READ_TIMEOUT = 10.0
+MAX_CONNECTIONS = 64
+READ_TIMEOUT = 10.0  # for the whole request
+WRITE_TIMEOUT = 10.0  # for the answer to be taken
+TLS_HANDSHAKE_TIMEOUT = 10.0
+LINGER_SECONDS, LINGER_BYTES = 1.0, 256 * 1024  # reading what follows a refused request
 REASONS = {200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request",
-           403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
-           411: "Length Required", 413: "Payload Too Large", 500: "Internal Server Error",
-           503: "Service Unavailable"}
+           401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+           409: "Conflict", 411: "Length Required", 413: "Payload Too Large",
+           421: "Misdirected Request", 431: "Request Header Fields Too Large",
+           500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 def parse_address(text: str) -> tuple[str, int] | None:
@@ -85,14 +97,20 @@ class Api(Protocol):
 
     def restart(self, name: str) -> Reply: ...
 
-    def put(self, name: str, body: bytes) -> Reply: ...
+    def put(self, name: str, body: bytes, force: bool = False) -> Reply: ...
 
-    def delete(self, name: str) -> Reply: ...
+    def delete(self, name: str, force: bool = False) -> Reply: ...
+
+
+def _force(query: str) -> bool:
+    """``?force=true`` (the plugin's ``delete_shovel --force``): act on a protected shovel."""
+    values = parse_qs(query).get("force", [])
+    return bool(values) and values[-1].lower() in ("true", "1", "yes")
 
 
 def route(api: Api, method: str, path: str, body: bytes) -> Reply:
     """Dispatch one request. ``path`` is the raw (still percent-encoded) path."""
-    path = path.split("?", 1)[0]
+    path, _, query = path.partition("?")
     parts = path.strip("/").split("/")
     if path in ("/", "/index.html"):
         if method not in ("GET", "HEAD"):
@@ -121,9 +139,9 @@ def route(api: Api, method: str, path: str, body: bytes) -> Reply:
             doc = api.shovel(name)
             return Reply(200, doc) if doc is not None else error(404, f"no shovel {name!r}")
         if method == "PUT":
-            return api.put(name, body)
+            return api.put(name, body, _force(query))
         if method == "DELETE":
-            return api.delete(name)
+            return api.delete(name, _force(query))
         return error(405, "use GET, PUT or DELETE")
     return error(404, f"no such resource: {path}")
 
@@ -144,50 +162,116 @@ def _encode(reply: Reply, head_only: bool) -> bytes:
     return head.encode("latin-1") + (b"" if head_only else payload)
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
+class BadRequest(Exception):
+    """A request that is not answered beyond its status: ``status`` and a one-line reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
+    """Request line and headers. A header given twice keeps its first value, except
+    Content-Length and Host, whose repetitions must agree (request smuggling).
+
+    :raises BadRequest: on a malformed line, too many headers, or disagreeing repeats.
+    """
     lines = head.decode("latin-1").split("\r\n")
-    method, path, _version = lines[0].split(" ", 2)
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[0].isalpha() or not parts[2].startswith("HTTP/1."):
+        raise BadRequest(400, "malformed request line")
+    header_lines = [line for line in lines[1:] if line]
+    if len(header_lines) > MAX_HEADERS:
+        raise BadRequest(431, f"at most {MAX_HEADERS} header lines are accepted")
     headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if line:
-            key, _, value = line.partition(":")
-            headers[key.strip().lower()] = value.strip()
-    body = b""
-    if "content-length" in headers:
-        length = int(headers["content-length"])
-        if length > MAX_BODY:
-            raise _TooLarge()
-        body = await reader.readexactly(length)
-    elif headers.get("transfer-encoding"):
-        raise _NoLength()
-    return method.upper(), path, headers, body
+    for line in header_lines:
+        key, colon, value = line.partition(":")
+        if not colon or not key or key != key.strip() or " " in key:
+            raise BadRequest(400, "malformed header line")
+        key, value = key.lower(), value.strip()
+        if key in headers:
+            if key in ("content-length", "host") and headers[key] != value:
+                raise BadRequest(400, f"conflicting {key} headers")
+            continue
+        headers[key] = value
+    return parts[0].upper(), parts[1], headers
 
 
-class _TooLarge(Exception):
-    pass
+def content_length(headers: dict[str, str]) -> int:
+    """The body's length: ``Content-Length`` as digits only (no sign, no ``_``, no spaces).
+
+    :raises BadRequest: on anything else, a body over ``MAX_BODY``, or a chunked body.
+    """
+    if "transfer-encoding" in headers:
+        raise BadRequest(411, "send a Content-Length (chunked bodies are not supported)")
+    text = headers.get("content-length")
+    if text is None:
+        return 0
+    if not text.isascii() or not text.isdigit() or len(text) > 12:
+        raise BadRequest(400, "Content-Length must be a decimal number of bytes")
+    length = int(text)
+    if length > MAX_BODY:
+        raise BadRequest(413, f"the body is limited to {MAX_BODY} bytes")
+    return length
 
 
-class _NoLength(Exception):
-    pass
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.LimitOverrunError:
+        raise BadRequest(431, f"the request line and headers are limited to {MAX_HEAD} "
+                              "bytes") from None
+    method, path, headers = _parse_head(head)
+    length = content_length(headers)
+    body = await reader.readexactly(length) if length else b""
+    return method, path, headers, body
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """After an answer sent before the whole request was read: say we are done, then read
+    (and drop) what the client still sends, briefly. Closing with unread bytes would reset the
+    connection, and the client could lose the answer with it."""
+    if writer.can_write_eof():
+        writer.write_eof()
+    loop = asyncio.get_running_loop()
+    deadline, left = loop.time() + LINGER_SECONDS, LINGER_BYTES
+    while left > 0 and not reader.at_eof():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        chunk = await asyncio.wait_for(reader.read(min(left, 65536)), remaining)
+        if not chunk:
+            break
+        left -= len(chunk)
+
+
+def _busy() -> bytes:
+    return _encode(error(503, f"too many connections (at most {MAX_CONNECTIONS})"), False)
 
 
 class HttpServer:
-    """Serves :class:`Api` on ``host:port`` until :meth:`close`."""
+    """Serves :class:`Api` on ``host:port`` until :meth:`close`, to those ``access`` lets in."""
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Api, access: Access) -> None:
         self.api = api
+        self.access = access
         self._server: asyncio.base_events.Server | None = None
         self._host: str | None = None  # as bound: a name the status page may be reached by
+        self._port: int | None = None
+        self._connections = 0
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind and listen; returns the bound address.
 
         :raises OSError: when the address cannot be bound (e.g. in use).
         """
-        self._server = await asyncio.start_server(self._handle, host, port, limit=MAX_HEAD)
+        tls = self.access.tls
+        self._server = await asyncio.start_server(
+            self._handle, host, port, limit=MAX_HEAD, ssl=tls,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if tls is not None else None)
         self._host = host
         sockname = self._server.sockets[0].getsockname()
+        self._port = int(sockname[1])
         return str(sockname[0]), int(sockname[1])
 
     async def close(self) -> None:
@@ -196,39 +280,63 @@ class HttpServer:
             await self._server.wait_closed()
             self._server = None
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        method = ""
+    def _admit(self, method: str, path: str, headers: dict[str, str]) -> Reply | None:
+        """The refusal for a request that may not go further, or None."""
+        access = self.access
+        if not access_rules.host_allowed(headers.get("host"), self._host, self._port,
+                                         access.allowed_hosts):
+            return error(403, "the Host header does not name this endpoint: requests from other "
+                              "web sites by DNS rebinding are refused (use its address, "
+                              "localhost, or a name given with --http-allowed-host)")
+        bare = path.partition("?")[0]
+        if access_rules.needs_token(access, method, bare) and \
+                not access_rules.bearer_matches(headers.get("authorization"), access.token):
+            return Reply(401, {"error": "unauthorized",
+                               "reason": "a valid bearer token is needed (pumpd's token file)"},
+                         headers=(("WWW-Authenticate", 'Bearer realm="pumpd"'),))
+        if method in ("POST", "PUT", "DELETE") and "origin" in headers and \
+                not status_page.same_origin(headers["origin"], headers.get("host"), self._host):
+            return error(403, "changes are not accepted from other web sites (Origin header)")
+        return None
+
+    async def _answer(self, reader: asyncio.StreamReader) -> tuple[str, Reply]:
         try:
-            try:
-                method, path, headers, body = await asyncio.wait_for(_read_request(reader),
-                                                                     READ_TIMEOUT)
-            except _TooLarge:
-                reply = error(413, f"the body is limited to {MAX_BODY} bytes")
-            except _NoLength:
-                reply = error(411, "send a Content-Length (chunked bodies are not supported)")
-            except (ValueError, asyncio.LimitOverrunError, UnicodeDecodeError):
-                reply = error(400, "malformed HTTP request")
+            method, path, headers, body = await asyncio.wait_for(_read_request(reader),
+                                                                 READ_TIMEOUT)
+        except BadRequest as exc:
+            return "", error(exc.status, str(exc))
+        except (ValueError, UnicodeDecodeError):
+            return "", error(400, "malformed HTTP request")
+        refusal = self._admit(method, path, headers)
+        if refusal is not None:
+            return method, refusal
+        try:
+            return method, route(self.api, method, path, body)
+        except UnicodeDecodeError:
+            return method, error(400, "the shovel name is not valid percent-encoded UTF-8")
+        except Exception:
+            log.exception("HTTP %s %s failed", method, path.partition("?")[0])
+            return method, error(500, "internal error (see the pumpd log)")
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._connections += 1
+        try:
+            if self._connections > MAX_CONNECTIONS:
+                writer.write(_busy())
+                refused = True
             else:
-                if method in ("POST", "PUT", "DELETE") and "origin" in headers and \
-                        not status_page.same_origin(headers["origin"], headers.get("host"),
-                                                    self._host):
-                    reply = error(403, "changes are not accepted from other web sites "
-                                       "(Origin header)")
-                else:
-                    try:
-                        reply = route(self.api, method, path, body)
-                    except UnicodeDecodeError:
-                        reply = error(400, "the shovel name is not valid percent-encoded UTF-8")
-                    except Exception:
-                        log.exception("HTTP %s %s failed", method, path)
-                        reply = error(500, "internal error (see the pumpd log)")
-            writer.write(_encode(reply, head_only=method == "HEAD"))
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
-            pass  # the client went away or never finished its request: nothing to answer
+                method, reply = await self._answer(reader)
+                writer.write(_encode(reply, head_only=method == "HEAD"))
+                refused = reply.status >= 400
+            await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+            if refused:
+                await _linger(reader, writer)
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError, OSError):
+            pass  # the client went away, or never finished its request: nothing to answer
         finally:
+            self._connections -= 1
             writer.close()
             try:
-                await writer.wait_closed()
-            except (ConnectionError, OSError):
-                pass
+                await asyncio.wait_for(writer.wait_closed(), WRITE_TIMEOUT)
+            except (ConnectionError, OSError, asyncio.TimeoutError):
+                writer.transport.abort()

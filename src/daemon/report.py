@@ -194,6 +194,11 @@ def shovel_doc(v: ShovelView) -> dict[str, Any]:
                           "park_queue": cfg.undeliverable.park_queue},
         "origin": v.origin,
         "removing": v.removing,
+        # the plugin 4.x's protected shovels: DELETE / PUT over one need ?force=true
+        "internal": cfg.internal,
+        "internal_owner": None if cfg.internal_owner is None else {
+            "kind": cfg.internal_owner.kind, "name": cfg.internal_owner.name,
+            "virtual_host": cfg.internal_owner.virtual_host},
         "workers_configured": cfg.workers,
         # running = a live process that reports running or blocked; alive = any live process
         "workers_running": sum(1 for w in v.workers if w.moving),

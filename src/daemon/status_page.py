@@ -2,7 +2,8 @@
 (inline CSS and JavaScript, no external resource: pumpd runs on machines without internet).
 
 The page polls ``/api/overview`` and ``/api/shovels`` and posts restarts and deletes to the API
-from the same origin; :func:`same_origin` is the check that lets those through while cross-site
+from the same origin, with the bearer token it asks the user for once and keeps in the tab's
+``sessionStorage``; :func:`same_origin` is the check that lets those through while cross-site
 requests stay refused.
 """
 
