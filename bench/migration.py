@@ -81,6 +81,7 @@ def one_run(node: LocalNode, case: str, queues: int, per_queue: int, size: int,
             made = subprocess.run(
                 [sys.executable, "-m", "pumpd", "plan-migration", "--source", src,
                  "--destination", dst, "--management-port", str(node.management_port),
+                 "--management-insecure-http",  # the private node's plugin listens on http
                  "-o", str(config), *per_process], capture_output=True, text=True, check=False)
             plan_seconds = round(time.monotonic() - t0, 3)
             if made.returncode != 0:

@@ -79,14 +79,20 @@ See README.md for the configuration format, the daemon, its status and metrics.
 """
 
 
-def _positive_int(text: str) -> int:
+def _positive_int(text: str, high: int = 1000) -> int:
     try:
-        value = int(text)
+        value = int(text) if len(text) <= 20 else 0
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if not 1 <= value <= high:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to {high}, got {text[:20]!r}")
     return value
+
+
+def _workers(text: str) -> int:
+    from .config.limits import MAX_WORKERS
+
+    return _positive_int(text, MAX_WORKERS)
 
 
 def _seconds(text: str) -> float:
@@ -94,8 +100,9 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, got {text}")
+    if not 0 <= value <= 86_400:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"expected a number of seconds from 0 to 86400, "
+                                         f"got {text[:20]}")
     return value
 
 
@@ -110,7 +117,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", "-c", required=True, metavar="FILE", help="shovel definitions (JSON)")
     p.add_argument(
-        "--workers", type=_positive_int, default=None, metavar="N",
+        "--workers", type=_workers, default=None, metavar="N",
         help="worker processes per shovel, competing consumers on its source queue (default 1; "
              "a shovel's own \"workers\" clause wins; 1 keeps the queue's order)",
     )

@@ -4,6 +4,8 @@ or left unacknowledged, and every message the destination confirmed is there."""
 from __future__ import annotations
 
 import signal
+import sys
+from pathlib import Path
 
 from pumpd import exitcodes
 from pumpd.testing.localnode import LocalNode
@@ -65,3 +67,60 @@ def test_sigterm_during_a_100000_message_run_drains_and_exits_0(
     assert counters["in_flight"] == 0
     stopped = [e for e in d.log_events() if e.get("event") == "worker_stopped"]
     assert stopped and stopped[-1]["counters"]["acked"] == moved
+
+
+# The coordinator's loop raising out of the blue (a bug), injected through the flag file given
+# first on the command line: the real daemon otherwise, with real workers and brokers.
+_FAULTY_COORDINATOR = """
+import os, sys
+from pumpd.daemon import coordinator
+observe = coordinator.Coordinator._observe
+def faulty(self, now):
+    if os.path.exists(sys.argv[1]):
+        raise RuntimeError("injected: a bug in the coordinator's loop")
+    observe(self, now)
+coordinator.Coordinator._observe = faulty
+from pumpd.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_an_unexpected_error_in_the_coordinator_drains_every_worker_instead_of_killing_it(
+    pumpd_daemon, node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
+    tmp_path: Path
+) -> None:
+    """Issue 19: the last resort SIGTERMs the workers and waits for their drain; it used to
+    SIGKILL them, leaving published but unacknowledged messages to come again (duplicates)."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    n = 30_000
+    sent = [b"%06d" % i + b"." * 58 for i in range(n)]
+    flag = tmp_path / "fail-now"
+    d = pumpd_daemon({"big": shovel_def(src, "in", dst, "out")}, "--drain-timeout",
+                     str(DRAIN_TIMEOUT), start=False)
+    base = d.command
+    d.command = lambda: [sys.executable, "-c", _FAULTY_COORDINATOR, str(flag),
+                         *base()[3:]]  # type: ignore[method-assign]
+    d.start()
+    d.wait_for(lambda: running_state(d, "big"), 30, "running")
+    assert d.stop() == exitcodes.OK
+    fill_queue(src, "in", sent)
+    wait_depth(src, "in", n)
+
+    d.start()
+    d.wait_for(lambda: d.shovel("big")["counters"]["consumed"] >= 3_000, 120, "3,000 consumed")
+    d.remember_workers()
+    flag.touch()
+    assert d.wait_exit(DRAIN_TIMEOUT + 15) == exitcodes.FAILURE
+    events = d.log_events()
+    assert any(e.get("event") == "coordinator_failed" for e in events)
+    assert not any(e.get("event") == "kill" or "killing it" in e.get("message", "")
+                   for e in events), d.log()
+    assert any(e.get("message") == "1 of 1 worker process(es) drained" for e in events), d.log()
+
+    # The drain's guarantee: nothing unacknowledged, nothing twice.
+    remaining, unacked, consumers = settled(node_a, vhost_a, "in")
+    assert (unacked, consumers) == (0, 0)
+    moved = queue_depth(dst, "out")[0]
+    assert moved + remaining == n
+    got = [m.body for m in drain_queue(dst, "out", expected=moved, timeout=120)]
+    assert got == sent[:moved]

@@ -159,7 +159,12 @@ BAD_URIS = [
     ("amqp://h?channel_max=65536", "'channel_max' must be from 0 to 65535"),
     ("amqp://h?frame_max=100", "'frame_max' must be 0 (no limit) or from 4096 to 131072"),
     ("amqp://h?frame_max=1048576", "'frame_max' must be from 0 to 131072"),
-    ("amqp://h?connection_timeout=0", "'connection_timeout' must be at least 1"),
+    ("amqp://h?connection_timeout=0", "'connection_timeout' must be from 1 to 3600000"),
+    ("amqp://h?connection_timeout=3600001", "'connection_timeout' must be from 1 to 3600000, "
+                                            "got 3600001"),
+    ("amqp://h?heartbeat=" + "9" * 5000, "'heartbeat' must be from 0 to 65535, got 5000 digits"),
+    ("amqp://h:" + "9" * 5000, "the port must be a number from 1 to 65535"),
+    ("amqp://h/" + "v" * 9000, "a URI must be at most 8192 characters, got 9009"),
     ("amqp://h?connection_timeout=10", "for 10 seconds write 10000"),
     ("amqp://h?heartbeat=1&heartbeat=2", "'heartbeat' is given twice"),
     ("amqp://h?hearbeat=5", "unknown query parameter 'hearbeat'"),

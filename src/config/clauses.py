@@ -6,10 +6,20 @@ same checks.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from .limits import (
+    MAX_BROKERS,
+    MAX_DECLARATIONS,
+    MAX_DELETE_AFTER,
+    MAX_DURATION,
+    MAX_PREFETCH,
+    MAX_READ_HOLD_MS,
+    MAX_RECONNECT_DELAY,
+    MAX_URI,
+    MAX_WORKERS,
+)
 from .model import (
     AckMode,
     BrokerURI,
@@ -28,6 +38,7 @@ from .values import (
     _Ctx,
     _enum_value,
     _int,
+    _is_finite,
     _is_int,
     _number,
     _object,
@@ -56,24 +67,22 @@ COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable", "own_proces
 SEED_ALL = SEED_CLAUSES + SEED_EXTRAS + COMMON_CLAUSES
 # The plugin's floor for delete_after_duration (rabbit_shovel.hrl, SOFT_..._FLOOR), in seconds.
 PLUGIN_DURATION_FLOOR = 60
-MAX_DURATION = 315_360_000  # ten years: rabbit_misc:check_expiry on the value in milliseconds
 
 DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 5.0  # seed; also ?DEFAULT_RECONNECT_DELAY in rabbit_shovel.hrl
-MAX_PREFETCH = 65535  # basic.qos prefetch-count is a short
 DEFAULT_READ_HOLD_MS = 1  # the event loop's timers count whole milliseconds
-MAX_READ_HOLD_MS = 1000
+# Re-exported for the importers and the daemon, which take the bounds from here.
+__all__ = ["MAX_DURATION", "MAX_PREFETCH", "MAX_READ_HOLD_MS", "MAX_WORKERS"]
 
 
 def _reconnect_delay(ctx: _Ctx, clause: str, value: object) -> float:
     """The plugin restarts a worker only for a positive integer delay (rabbit_shovel_worker_sup,
     rabbit_shovel_dyn_worker_sup): anything else means "never reconnect" there."""
-    if (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and value < 0):
+    if _is_finite(value) and isinstance(value, (int, float)) and value < 0:
         ctx.warn(clause, f"{value:g} is read as 0, as the plugin does: the shovel stops for good "
                          "after its first failure")
         return 0.0
-    delay = _number(ctx, clause, value)
+    delay = _number(ctx, clause, value, MAX_RECONNECT_DELAY)
     if delay > 0 and not float(delay).is_integer():
         ctx.warn(clause, f"{delay:g} s: pumpd reconnects after {delay:g} s, where the plugin "
                          "never reconnects (it restarts a shovel only for a whole number of "
@@ -88,7 +97,7 @@ def _duration(ctx: _Ctx, clause: str, value: object) -> float | None:
     if not _is_int(value) or not isinstance(value, int) or value <= 0:
         ctx.fail(clause, f"must be a positive integer (seconds), got {_show(value)}")
     if value > MAX_DURATION:
-        ctx.fail(clause, f"must be at most {MAX_DURATION} seconds, got {value}")
+        ctx.fail(clause, f"must be at most {MAX_DURATION} seconds, got {_show(value)}")
     if value < PLUGIN_DURATION_FLOOR:
         ctx.warn(clause, f"{value} s: pumpd stops after {value} s; the plugin raises any value "
                          f"under {PLUGIN_DURATION_FLOOR} s to {PLUGIN_DURATION_FLOOR} s "
@@ -180,6 +189,8 @@ def _endpoint(ctx: _Ctx, clause: str, value: object) -> Endpoint:
         raw = obj["brokers"]
         if not isinstance(raw, list) or not raw:
             ctx.fail(f"{clause}.brokers", f"must be a non-empty list of URIs, got {_show(raw)}")
+        if len(raw) > MAX_BROKERS:
+            ctx.fail(f"{clause}.brokers", f"at most {MAX_BROKERS} URIs, got {len(raw)}")
         pairs = [(f"{clause}.brokers[{i}]", u) for i, u in enumerate(raw)]
     elif "broker" in obj:
         pairs = [(f"{clause}.broker", obj["broker"])]
@@ -190,6 +201,9 @@ def _endpoint(ctx: _Ctx, clause: str, value: object) -> Endpoint:
     raw_decls = obj.get("declarations", [])
     if not isinstance(raw_decls, list):
         ctx.fail(f"{clause}.declarations", f"must be a list, got {_show(raw_decls)}")
+    if len(raw_decls) > MAX_DECLARATIONS:
+        ctx.fail(f"{clause}.declarations", f"at most {MAX_DECLARATIONS} declarations, got "
+                                           f"{len(raw_decls)}")
     for i, item in enumerate(raw_decls):
         declared = any(d.method == "queue.declare" for d in declarations)
         declarations.append(_declaration(ctx, f"{clause}.declarations[{i}]", item, declared))
@@ -199,6 +213,8 @@ def _endpoint(ctx: _Ctx, clause: str, value: object) -> Endpoint:
 def _uri(ctx: _Ctx, clause: str, value: object) -> BrokerURI:
     if not isinstance(value, str):
         ctx.fail(clause, f"must be an AMQP URI string, got {_show(value)}")
+    if len(value) > MAX_URI:
+        ctx.fail(clause, f"a URI of at most {MAX_URI} characters, got {len(value)}")
     try:
         uri = parse_uri(value)
     except URIError as exc:
@@ -257,6 +273,8 @@ def _delete_after(ctx: _Ctx, clause: str, value: object) -> DeleteAfter | int:
     if value in ("never", "queue-length"):
         return DeleteAfter(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if value > MAX_DELETE_AFTER:
+            ctx.fail(clause, f"must be at most {MAX_DELETE_AFTER} messages, got {_show(value)}")
         return value
     ctx.fail(clause, f'must be "never", "queue-length" or a non-negative integer, '
                      f"got {_show(value)}")
@@ -288,7 +306,7 @@ def _undeliverable(ctx: _Ctx, value: object) -> UndeliverablePolicy:
 def _common_clauses(ctx: _Ctx, obj: Mapping[str, Any]) -> dict[str, Any]:
     """pumpd's own clauses, named alike in both forms, as :class:`ShovelConfig` fields."""
     return {
-        "workers": _int(ctx, "workers", obj.get("workers", 1), 1),
+        "workers": _int(ctx, "workers", obj.get("workers", 1), 1, MAX_WORKERS),
         "source_read_hold_ms": _int(ctx, "source_read_hold_ms",
                                     obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
                                     MAX_READ_HOLD_MS),

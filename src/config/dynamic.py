@@ -22,6 +22,7 @@ from .clauses import (
     _reconnect_delay,
     _uri,
 )
+from .limits import MAX_BROKERS
 from .model import AckMode, BrokerURI, Declaration, Endpoint, ShovelConfig, ShovelOwner
 from .values import _bool, _check_keys, _Ctx, _enum_value, _int, _shortstr, _show, _table
 from .vocabulary import (
@@ -212,4 +213,6 @@ def _uri_list(ctx: _Ctx, clause: str, value: object) -> tuple[BrokerURI, ...]:
         return (_uri(ctx, clause, value),)
     if not isinstance(value, list) or not value:
         ctx.fail(clause, f"must be a URI or a non-empty list of URIs, got {_show(value)}")
+    if len(value) > MAX_BROKERS:
+        ctx.fail(clause, f"at most {MAX_BROKERS} URIs, got {len(value)}")
     return tuple(_uri(ctx, f"{clause}[{i}]", u) for i, u in enumerate(value))

@@ -33,16 +33,28 @@ import orjson
 
 from .clauses import COMMON_CLAUSES, SEED_ALL, _seed_shovel
 from .dynamic import DYNAMIC_ALL, _dynamic_shovel
+from .limits import (
+    MAX_POSITIONS,
+    MAX_SHOVEL_NAME,
+    MAX_SHOVELS,
+    MAX_SHOVELS_PER_PROCESS,
+)
 from .model import AckMode, DeleteAfter, Disposition, Endpoint, PumpConfig, ShovelConfig
 from .redaction import register_uri_secrets
 from .uri import format_uri
-from .values import ConfigError, _check_keys, _Ctx, _int, _show
+from .values import (
+    ConfigError,
+    _check_keys,
+    _Ctx,
+    _int,
+    _path_part,
+    _show,
+    _utf8_size,
+    check_nesting,
+)
 
-__all__ = ["ConfigError", "load_config", "parse_config", "shovel_to_json"]
-
-# A worker process hosts at most this many shovels (one event loop; each shovel holds two
-# connections, so the process's descriptors bound it too).
-MAX_SHOVELS_PER_PROCESS = 1000
+__all__ = ["MAX_SHOVELS_PER_PROCESS", "ConfigError", "load_config", "parse_config",
+           "parse_document", "read_config", "shovel_to_json"]
 
 
 def _delete_after_name(definition: Mapping[str, Any]) -> str:
@@ -91,6 +103,7 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
     ctx = _Ctx(source)
     if not isinstance(obj, dict):
         ctx.fail(None, f'the top level must be an object {{"shovels": {{...}}}}, got {_show(obj)}')
+    check_nesting(obj, source)  # before any step that recurses
     _check_keys(ctx, "", obj, ("shovels", "shovels_per_process"), "unknown top-level key")
     per_process = (_int(ctx, "shovels_per_process", obj["shovels_per_process"], 1,
                         MAX_SHOVELS_PER_PROCESS)
@@ -101,11 +114,16 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
     if not isinstance(shovels_obj, dict):
         ctx.fail("shovels", f"must be an object mapping shovel names to definitions, got "
                             f"{_show(shovels_obj)}")
+    if len(shovels_obj) > MAX_SHOVELS:
+        ctx.fail("shovels", f"at most {MAX_SHOVELS} shovels, got {len(shovels_obj)}")
     shovels: dict[str, ShovelConfig] = {}
     for name, definition in shovels_obj.items():
         sctx = _Ctx(source, name)
         if not isinstance(name, str) or not name.strip():
             sctx.fail(None, "a shovel name must not be empty")
+        if _utf8_size(sctx, None, name) > MAX_SHOVEL_NAME:
+            _Ctx(source, _path_part(name)).fail(
+                None, f"a shovel name must be at most {MAX_SHOVEL_NAME} bytes in UTF-8")
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
             sctx.fail(None, "a shovel name must not contain control characters")
         if not isinstance(definition, dict):
@@ -122,6 +140,10 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
         if sctx.warnings:
             shovel = dataclasses.replace(shovel, warnings=tuple(sctx.warnings))
         shovels[name] = shovel
+    positions = sum(s.workers for s in shovels.values())
+    if positions > MAX_POSITIONS:
+        ctx.fail("shovels", f"at most {MAX_POSITIONS} workers in all (the sum of every shovel's "
+                            f"'workers'), got {positions}")
     return PumpConfig(shovels=shovels, shovels_per_process=per_process)
 
 
@@ -187,23 +209,47 @@ def load_config(path: str | os.PathLike[str]) -> PumpConfig:
     :raises ConfigError: when the file cannot be read, is not valid JSON (with its line and
         column), has a duplicate key, or fails validation (see :func:`parse_config`).
     """
+    return read_config(path)[0]
+
+
+def read_config(path: str | os.PathLike[str]) -> tuple[PumpConfig, dict[str, Any]]:
+    """Like :func:`load_config`, with the decoded document as well: both come from one read of
+    the file, so they always agree (a reload must not see two versions of a file being
+    replaced).
+
+    :raises ConfigError: as :func:`load_config`.
+    """
     source = os.fspath(path)
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
+    except (ValueError, MemoryError) as exc:  # an embedded NUL in the path, a huge file
+        raise ConfigError(f"cannot read the file: {exc}", source=source) from None
+    return parse_document(data, source)
+
+
+def parse_document(data: bytes, source: str) -> tuple[PumpConfig, dict[str, Any]]:
+    """A configuration file's bytes, decoded, checked and validated.
+
+    :raises ConfigError: when they are not valid JSON (with the line and column), nest too
+        deep, have a duplicate key, or fail validation (see :func:`parse_config`).
+    """
     # Every password in the file is known before any message can quote a piece of it.
     register_uri_secrets(data.decode("utf-8", "replace"))
     try:
         obj = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+    except orjson.JSONDecodeError as exc:  # also orjson's own nesting limit, where it has one
         line = getattr(exc, "lineno", None) or data[: exc.pos].count(b"\n") + 1
         col = getattr(exc, "colno", None)
         where = f"line {line}" + (f", column {col}" if col else "")
         raise ConfigError(f"invalid JSON at {where}: {exc.msg}", source=source) from None
+    check_nesting(obj, source)  # the duplicate check recurses
     _check_duplicates(data, source)
-    return parse_config(obj, source=source)
+    config = parse_config(obj, source=source)
+    assert isinstance(obj, dict)  # parse_config has checked it
+    return config, obj
 
 
 # --- back to JSON ---------------------------------------------------------------------------

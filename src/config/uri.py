@@ -34,6 +34,7 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
+from .limits import MAX_CONNECTION_TIMEOUT_MS, MAX_URI
 from .model import DEFAULT_PORTS, BrokerURI, TLSOptions
 from .redaction import (
     redact,
@@ -141,7 +142,8 @@ def _parse_host_port(hostport: str, scheme: str, uri: str) -> tuple[str | None, 
     port = DEFAULT_PORTS[scheme]
     if has_port and port_text:  # "host:" with an empty port means the default port (RFC 3986)
         # The value is not quoted: in a malformed URI it could be a piece of a password.
-        if not port_text.isdigit() or not 0 < int(port_text) <= 65535:
+        if not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5
+                and 0 < int(port_text) <= 65535):
             raise URIError(uri, "the port must be a number from 1 to 65535")
         port = int(port_text)
     return host, port
@@ -152,9 +154,12 @@ def _parse_int(name: str, value: str, low: int, high: int | None, uri: str) -> i
 
     :raises URIError: when ``value`` is not a plain decimal integer within [low, high].
     """
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise URIError(uri, f"query parameter {name!r} must be a non-negative integer, "
-                            f"got {value!r}")
+                            f"got {value[:40]!r}")
+    if len(value.lstrip("0")) > 18:  # beyond every bound below; int() of it could be slow
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise URIError(uri, f"query parameter {name!r} must be {bound}, got {len(value)} digits")
     n = int(value)
     if n < low or (high is not None and n > high):
         bound = f"from {low} to {high}" if high is not None else f"at least {low}"
@@ -261,6 +266,10 @@ def parse_uri(text: str) -> BrokerURI:
     :returns: the parsed URI; user, password, host and vhost percent-decoded.
     :raises URIError: (a :class:`ValueError`) naming what is wrong, quoting the URI redacted.
     """
+    if isinstance(text, str) and len(text) > MAX_URI:
+        # quoting none of it: cut anywhere, the redactor could not tell its password
+        raise URIError(f"{text.partition(':')[0][:10]}://...",
+                       f"a URI must be at most {MAX_URI} characters, got {len(text)}")
     scheme, after_scheme = _scheme(text)
     userinfo, rest, suspicious = split_userinfo(after_scheme)
     if suspicious:
@@ -350,7 +359,8 @@ def _connection_limits(params: dict[str, str], uri: str) -> dict[str, Any]:
                             f"{FRAME_MIN_SIZE} to {FRAME_MAX_SIZE}, got {frame_max}")
     limits["connection_timeout"] = None
     if "connection_timeout" in params:
-        ms = _parse_int("connection_timeout", params["connection_timeout"], 1, None, uri)
+        ms = _parse_int("connection_timeout", params["connection_timeout"], 1,
+                        MAX_CONNECTION_TIMEOUT_MS, uri)
         if ms < _MIN_CONNECTION_TIMEOUT_MS:
             raise URIError(uri, f"query parameter 'connection_timeout' is in milliseconds (as in "
                                 f"RabbitMQ's Erlang client) and must be at least "

@@ -13,6 +13,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+from .limits import (
+    MAX_DOCUMENT_DEPTH,
+    MAX_SHORTSTR,
+    MAX_TABLE_DEPTH,
+    MAX_TABLE_STRING,
+    MAX_TABLE_VALUES,
+)
 from .uri import redact
 
 _INT64 = 2**63
@@ -65,7 +72,11 @@ def _show(value: object) -> str:
         return "an object"
     if isinstance(value, (list, tuple)):
         return "a list"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"  # its digits could be a page long
     if isinstance(value, (str, bool, int, float)) or value is None:
+        if isinstance(value, str) and len(value) > 200:
+            value = value[:200]
         text = redact(json.dumps(value, ensure_ascii=False))
         return text if len(text) <= 80 else text[:77] + "..."
     return f"a Python {type(value).__name__}"
@@ -85,14 +96,24 @@ def _int(ctx: _Ctx, clause: str, value: object, low: int, high: int | None = Non
             and (high is None or value <= high)):
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value >= low:
-        ctx.fail(clause, f"must be at most {high}, got {value}")
+        ctx.fail(clause, f"must be at most {high}, got {_show(value)}")
     what = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
     ctx.fail(clause, f"must be {what}, got {_show(value)}")
 
 
-def _number(ctx: _Ctx, clause: str, value: object) -> float:
-    if (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value >= 0):
+def _is_finite(value: object) -> bool:
+    """A JSON number that is a finite float (math.isfinite overflows on a huge int)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -_INT64 <= value < _INT64
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _number(ctx: _Ctx, clause: str, value: object, high: float) -> float:
+    if _is_finite(value) and isinstance(value, (int, float)) and value >= 0:
+        if value > high:
+            ctx.fail(clause, f"must be at most {high:g} seconds, got {_show(value)}")
         return float(value)
     ctx.fail(clause, f"must be a non-negative number (seconds), got {_show(value)}")
 
@@ -103,11 +124,23 @@ def _bool(ctx: _Ctx, clause: str, value: object) -> bool:
     return value
 
 
+def _utf8_size(ctx: _Ctx, clause: str | None, text: str) -> int:
+    """The length of ``text`` in UTF-8, which every string on the wire is.
+
+    :raises ConfigError: when it holds a lone surrogate (no UTF-8 form).
+    """
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        ctx.fail(clause, "must be valid Unicode text (it holds a lone surrogate)")
+
+
 def _shortstr(ctx: _Ctx, clause: str, value: object, what: str = "must be a string") -> str:
     if not isinstance(value, str):
         ctx.fail(clause, f"{what}, got {_show(value)}")
-    if len(value.encode("utf-8")) > 255:  # AMQP shortstr
-        ctx.fail(clause, f"must be at most 255 bytes in UTF-8, got {len(value.encode())}")
+    size = _utf8_size(ctx, clause, value)
+    if size > MAX_SHORTSTR:  # AMQP shortstr
+        ctx.fail(clause, f"must be at most {MAX_SHORTSTR} bytes in UTF-8, got {size}")
     return value
 
 
@@ -118,30 +151,84 @@ def _object(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
 
 
 def _table(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
-    """An AMQP field table from a JSON object: every value must be encodable.
+    """An AMQP field table from a JSON object: every value must be encodable, and bounded.
 
-    :raises ConfigError: on a non-object, a key over 255 bytes, or an unencodable value.
+    :raises ConfigError: on a non-object, a key over 255 bytes, an unencodable value, tables or
+        arrays nested more than ``MAX_TABLE_DEPTH`` deep, more than ``MAX_TABLE_VALUES`` values,
+        or a string over ``MAX_TABLE_STRING`` bytes.
     """
     table = _object(ctx, clause, value)
+    count = 0
 
-    def check(v: object, path: str) -> None:
+    def check(v: object, path: str, depth: int) -> None:
+        nonlocal count
         at = f"at {path}: " if path else ""
+        count += 1
+        if count > MAX_TABLE_VALUES:
+            ctx.fail(clause, f"{at}more than {MAX_TABLE_VALUES} values in one table")
+        if isinstance(v, (dict, list)) and depth > MAX_TABLE_DEPTH:
+            ctx.fail(clause, f"{at}tables and arrays nested more than {MAX_TABLE_DEPTH} deep")
         if isinstance(v, dict):
             for k, item in v.items():
-                if not isinstance(k, str) or len(k.encode("utf-8")) > 255:
-                    ctx.fail(clause, f"{at}table key {k!r} must be a string of at most 255 bytes")
-                check(item, f"{path}.{k}" if path else k)
+                if not isinstance(k, str) or _utf8_size(ctx, clause, k) > MAX_SHORTSTR:
+                    ctx.fail(clause, f"{at}table key {_show(k)} must be a string of at most "
+                                     f"{MAX_SHORTSTR} bytes")
+                check(item, f"{path}.{_path_part(k)}" if path else _path_part(k), depth + 1)
         elif isinstance(v, list):
             for i, item in enumerate(v):
-                check(item, f"{path}[{i}]")
+                check(item, f"{path}[{i}]", depth + 1)
         elif isinstance(v, int) and not isinstance(v, bool):
             if not -_INT64 <= v < _INT64:
-                ctx.fail(clause, f"{at}integer {v} does not fit in 64 bits")
-        elif not (isinstance(v, (str, bool, float)) or v is None):
+                ctx.fail(clause, f"{at}integer {_show(v)} does not fit in 64 bits")
+        elif isinstance(v, str):
+            size = _utf8_size(ctx, clause, v)
+            if size > MAX_TABLE_STRING:
+                ctx.fail(clause, f"{at}a string of {size} bytes: at most {MAX_TABLE_STRING}")
+        elif not (isinstance(v, (bool, float)) or v is None):
             ctx.fail(clause, f"{at}{_show(v)} is not a JSON value")
+        elif isinstance(v, float) and not math.isfinite(v):
+            ctx.fail(clause, f"{at}{v} is not a finite number")
 
-    check(table, "")
+    check(table, "", 1)
     return dict(table)
+
+
+def _path_part(key: object) -> str:
+    """A key as one step of a path in a message: shortened, so that a message stays a line."""
+    text = "".join(c if c.isprintable() else "?" for c in str(key)[:40])
+    return text if len(text) < 40 else text[:37] + "..."
+
+
+def check_nesting(obj: object, source: str, limit: int = MAX_DOCUMENT_DEPTH) -> None:
+    """Refuse a decoded document nested deeper than ``limit`` (objects and arrays), without
+    recursion: every later step may then recurse safely.
+
+    :raises ConfigError: naming the path of the first value found too deep, and the bound.
+    """
+    stack: list[tuple[object, tuple[str, ...], int]] = [(obj, (), 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > limit:
+            shovel = clause = None
+            steps = path
+            if len(path) > 1 and path[0] == "shovels":
+                shovel, steps = path[1], path[2:]
+                if steps:
+                    clause, steps = steps[0], steps[1:]
+            where = "".join(s if s.startswith("[") or (not i and clause is None) else f".{s}"
+                            for i, s in enumerate(steps)).lstrip(".")
+            raise ConfigError(f"{'at ' + where + ': ' if where else ''}objects and arrays nested "
+                              f"more than {limit} deep", source=source, shovel=shovel,
+                              clause=clause)
+        if isinstance(value, dict):
+            children: Any = ((_path_part(k), v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            children = ((f"[{i}]", v) for i, v in enumerate(value))
+        else:
+            continue
+        for step, child in children:
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, (*path, step), depth + 1))
 
 
 def _check_keys(ctx: _Ctx, clause_prefix: str, obj: Mapping[str, Any], known: Sequence[str],

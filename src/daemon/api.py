@@ -18,6 +18,7 @@ from .definitions import ShovelDefinition
 from .http_api import Reply, error
 from .positions import Shovel, Worker
 from .report import metrics_text, shovel_doc
+from .slots import SlotsUnavailable
 from .views import shovel_view
 
 log = logging.getLogger("pumpd.coordinator")
@@ -160,7 +161,14 @@ class CoordinatorApi:
             confinement.check(new.cfg, sup.opts.tls_dirs, sup.opts.protected_files)
         except (daemon_config.BodyNotJson, ConfigError, confinement.Refused) as exc:
             return error(400, str(exc))
-        runtime = {n: d.definition for n, d in sup.runtime_definitions().items()}
+        before = dict(sup.runtime_definitions())
+        try:  # the daemon's totals, before anything is written
+            daemon_config.check_totals({**{s.name: s.definition for s in sup.shovels.values()
+                                           if not s.removing}, name: new},
+                                       f"PUT /api/shovels/{name}")
+        except ConfigError as exc:
+            return error(400, str(exc))
+        runtime = {n: d.definition for n, d in before.items()}
         runtime[name] = new.definition
         try:
             statefile.save(sup.opts.state_path, runtime)
@@ -168,18 +176,27 @@ class CoordinatorApi:
             log.error("%s", exc)
             return error(500, str(exc))
         now = time.monotonic()
-        if existing is None:
-            s = sup.add(name, new, now)
-            status = 201
-            log.info("shovel %s: added at run time", name, extra={"event": "added", "shovel": name})
-        elif not existing.removing and existing.definition.cfg == new.cfg:
-            existing.definition = new
-            s, status = existing, 200
-        else:
-            sup.replace(existing, new, now)
-            s, status = existing, 200
-            log.info("shovel %s: replaced at run time (restarting)", name,
-                     extra={"event": "replaced", "shovel": name})
+        try:
+            if existing is None:
+                s = sup.add(name, new, now)
+                status = 201
+                log.info("shovel %s: added at run time", name,
+                         extra={"event": "added", "shovel": name})
+            elif not existing.removing and existing.definition.cfg == new.cfg:
+                existing.definition = new
+                s, status = existing, 200
+            else:
+                sup.replace(existing, new, now)
+                s, status = existing, 200
+                log.info("shovel %s: replaced at run time (restarting)", name,
+                         extra={"event": "replaced", "shovel": name})
+        except SlotsUnavailable as exc:  # nothing changed: put the state file back as it was
+            log.error("shovel %s: PUT refused: %s", name, exc)
+            try:
+                statefile.save(sup.opts.state_path, {n: d.definition for n, d in before.items()})
+            except statefile.StateFileError as save_exc:
+                log.error("%s", save_exc)
+            return error(503, f"PUT refused: {exc}")
         sup.wake_loop()
         return Reply(status, shovel_doc(shovel_view(s, now)))
 

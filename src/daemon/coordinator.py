@@ -54,9 +54,9 @@ from .api import CoordinatorApi
 from .definitions import ShovelDefinition
 from .hosting import Hosts
 from .http_api import HttpServer
-from .positions import Shovel, Worker, describe_exit
+from .positions import Shovel, Worker, describe_exit, missing_positions, reload_plan
 from .report import SAMPLE_EVERY, carry
-from .slots import ReasonCode, SlotPool, SlotRecord, SlotUnreadable
+from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotsUnavailable, SlotUnreadable
 from .worker import WorkerSpec
 from .worker import main as worker_main
 
@@ -130,43 +130,57 @@ class Coordinator:
             loop.add_signal_handler(sig, self._record_signal, sig)
         loop.add_signal_handler(signal.SIGCHLD, self._wake.set)  # reap without waiting a tick
         now = time.monotonic()
-        for name, definition in self._initial.items():
-            self.add(name, definition, now)
-        scheme = "https" if access.tls is not None else "http"
-        where = (f"{scheme}://{self.http_address[0]}:{self.http_address[1]} (token file "
-                 f"{os.path.abspath(access.token_file)})" if self.http_address else "off")
-        k = self.opts.shovels_per_process
-        log.info("pumpd %s coordinator (pid %d): %d shovel(s), %d worker(s)%s; status endpoint %s",
-                 __version__, os.getpid(), len(self.shovels),
-                 sum(len(s.workers) for s in self.shovels.values()),
-                 f", up to {k} per process" if k > 1 else "", where,
-                 extra={"event": "start"})
         try:
-            while True:
-                self._wake.clear()
-                self._handle_signals()
-                now = time.monotonic()
-                self._reap(now)
-                if self.stopping and not any(s.workers for s in self.shovels.values()) \
-                        and not self._hosts.hosts:
-                    break
-                self._murder(now)
-                self._spawn_due(now)
-                self._observe(now)
-                try:
-                    await asyncio.wait_for(self._wake.wait(), TICK)
-                except asyncio.TimeoutError:
-                    pass
+            try:
+                for name, definition in self._initial.items():
+                    self.add(name, definition, now)
+            except SlotsUnavailable as exc:
+                log.error("cannot start: %s", exc, extra={"event": "start_failed"})
+                return exitcodes.UNAVAILABLE
+            scheme = "https" if access.tls is not None else "http"
+            where = (f"{scheme}://{self.http_address[0]}:{self.http_address[1]} (token file "
+                     f"{os.path.abspath(access.token_file)})" if self.http_address else "off")
+            k = self.opts.shovels_per_process
+            log.info("pumpd %s coordinator (pid %d): %d shovel(s), %d worker(s)%s; status "
+                     "endpoint %s", __version__, os.getpid(), len(self.shovels),
+                     sum(len(s.workers) for s in self.shovels.values()),
+                     f", up to {k} per process" if k > 1 else "", where,
+                     extra={"event": "start"})
+            await self._loop()
+        except Exception:  # the last resort: a bug; the workers still hold messages
+            log.critical("unexpected error in the coordinator: draining every worker (up to "
+                         "%gs), then exiting", self.opts.drain_timeout + DRAIN_GRACE,
+                         exc_info=True, extra={"event": "coordinator_failed"})
+            self._drain_all()
+            return exitcodes.FAILURE
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
                 loop.remove_signal_handler(sig)
             await server.close()
             if self.http_address is not None:
                 tokenfile.remove_record(self.http_address[1], os.getpid())
-            self._kill_all()  # only on an unexpected error: a clean stop has no worker left
+            self._kill_all()  # only what outlived its drain: a clean stop has no worker left
             self.pool.close()
         log.info("pumpd stopped", extra={"event": "stop"})
         return exitcodes.OK
+
+    async def _loop(self) -> None:
+        assert self._wake is not None
+        while True:
+            self._wake.clear()
+            self._handle_signals()
+            now = time.monotonic()
+            self._reap(now)
+            if self.stopping and not any(s.workers for s in self.shovels.values()) \
+                    and not self._hosts.hosts:
+                return
+            self._murder(now)
+            self._spawn_due(now)
+            self._observe(now)
+            try:
+                await asyncio.wait_for(self._wake.wait(), TICK)
+            except asyncio.TimeoutError:
+                pass
 
     def _record_signal(self, sig: int) -> None:
         """The signal handler: record, wake the loop, nothing else."""
@@ -390,6 +404,25 @@ class Coordinator:
             s.workers.remove(w)
             self.pool.free(w.slot)
 
+    def _drain_all(self) -> None:
+        """Every worker process drains as on SIGTERM (publishes what it holds, waits for its
+        confirms, acks); one still running after the drain timeout and the grace is killed by
+        :meth:`_kill_all`. Blocking: the loop is not to be trusted any more."""
+        processes = []
+        for _s, w in self._all_workers():
+            if w.host is None and w.process is not None and w.process.exitcode is None:
+                self._signal(w.pid, signal.SIGTERM)
+                processes.append(w.process)
+        for host in self._hosts.hosts:
+            if host.process.exitcode is None:
+                self._signal(host.pid, signal.SIGTERM)
+                processes.append(host.process)
+        deadline = time.monotonic() + self.opts.drain_timeout + DRAIN_GRACE
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        log.info("%d of %d worker process(es) drained", sum(p.exitcode is not None
+                                                           for p in processes), len(processes))
+
     def _kill_all(self) -> None:
         for _s, w in self._all_workers():
             if w.host is None and w.process is not None and w.process.exitcode is None:
@@ -465,28 +498,42 @@ class Coordinator:
 
     # ------------------------------------------------------------- shovels: add, change, remove
 
-    def add(self, name: str, definition: ShovelDefinition, now: float) -> Shovel:
+    def add(self, name: str, definition: ShovelDefinition, now: float,
+            slots: list[SlotRef] | None = None) -> Shovel:
+        """A new shovel, its workers due now; its slots from ``slots`` or allocated here.
+
+        :raises SlotsUnavailable: when its slots cannot be had; then nothing has changed.
+        """
+        n = definition.cfg.workers
+        if slots is None:
+            slots = self.pool.reserve(n)
         s = Shovel(name, definition)
         self.shovels[name] = s
-        for i in range(definition.cfg.workers):
-            s.workers.append(Worker(i, self.pool.allocate(), start_at=now))
+        for i in range(n):
+            s.workers.append(Worker(i, slots.pop(), start_at=now))
         return s
 
-    def replace(self, s: Shovel, definition: ShovelDefinition, now: float) -> None:
+    def replace(self, s: Shovel, definition: ShovelDefinition, now: float,
+                slots: list[SlotRef] | None = None) -> None:
         """A new definition for a shovel: every worker restarts with it (each starts again only
-        after its predecessor has exited, so a single-worker shovel keeps its order)."""
-        s.definition, s.removing = definition, False
+        after its predecessor has exited, so a single-worker shovel keeps its order).
+
+        :raises SlotsUnavailable: when the slots of added workers cannot be had; then nothing
+            has changed.
+        """
         n = definition.cfg.workers
+        missing = missing_positions(s, n)
+        if slots is None:
+            slots = self.pool.reserve(len(missing))
+        s.definition, s.removing = definition, False
         for w in list(s.workers):
             if w.index < n:
                 w.done, w.failures = False, 0
                 self.stop_worker(s, w, "restart", now)
             else:
                 self.stop_worker(s, w, "retire", now)
-        have = {w.index for w in s.workers if w.index < n}
-        for i in range(n):
-            if i not in have:
-                s.workers.append(Worker(i, self.pool.allocate(), start_at=now))
+        for i in missing:
+            s.workers.append(Worker(i, slots.pop(), start_at=now))
         s.workers.sort(key=lambda w: w.index)
 
     def remove(self, s: Shovel, now: float) -> None:
@@ -495,33 +542,34 @@ class Coordinator:
             self.stop_worker(s, w, "retire", now)
 
     def _reload(self, now: float) -> None:
+        """Read and validate the file once, reserve the slots it needs, and only then apply it:
+        any failure before that point leaves every running shovel untouched."""
         try:
             file_defs = daemon_config.load_file(self.opts.config_path, self.opts.default_workers)
             daemon_config.merge(file_defs, self.runtime_definitions(), self.opts.state_path)
-        except ConfigError as exc:
-            log.error("reload refused, the running configuration is kept: %s", exc,
+            plan = reload_plan(self.shovels, file_defs)
+            slots = self.pool.reserve(plan.slots)
+        except Exception as exc:  # whatever it is (RecursionError, MemoryError, ...): refused
+            reason = (str(exc) if isinstance(exc, ConfigError)
+                      else f"{self.opts.config_path}: {exc}" if isinstance(exc, SlotsUnavailable)
+                      else f"{self.opts.config_path}: {type(exc).__name__}: {exc}")
+            log.error("reload refused, the running configuration is kept: %s", reason,
                       extra={"event": "reload_failed"})
             return
-        added, changed, removed, unchanged = [], [], [], []
-        for s in list(self.shovels.values()):
-            if s.definition.origin == "config" and not s.removing and s.name not in file_defs:
-                self.remove(s, now)
-                removed.append(s.name)
-        for name, definition in file_defs.items():
-            existing = self.shovels.get(name)
-            if existing is None:
-                self.add(name, definition, now)
-                added.append(name)
-            elif existing.removing or existing.definition.cfg != definition.cfg:
-                self.replace(existing, definition, now)
-                changed.append(name)
-            else:
-                existing.definition = definition
-                unchanged.append(name)
+        for s in plan.removed:
+            self.remove(s, now)
+        for name in plan.added:
+            self.add(name, file_defs[name], now, slots)
+        for s in plan.changed:
+            self.replace(s, file_defs[s.name], now, slots)
+        for s in plan.unchanged:
+            s.definition = file_defs[s.name]
+        names = {"added": plan.added, "changed": [s.name for s in plan.changed],
+                 "removed": [s.name for s in plan.removed],
+                 "unchanged": [s.name for s in plan.unchanged]}
         log.info("reload: %d added, %d changed (restarting), %d removed, %d unchanged",
-                 len(added), len(changed), len(removed), len(unchanged),
-                 extra={"event": "reloaded", "added": added, "changed": changed,
-                        "removed": removed, "unchanged": unchanged})
+                 len(plan.added), len(plan.changed), len(plan.removed), len(plan.unchanged),
+                 extra={"event": "reloaded", **names})
 
     def runtime_definitions(self) -> dict[str, ShovelDefinition]:
         return {s.name: s.definition for s in self.shovels.values()

@@ -20,8 +20,9 @@ from typing import Any, Literal
 
 import orjson
 
+from ..config.limits import MAX_POSITIONS, MAX_SHOVELS, MAX_WORKERS
 from ..config.model import DeleteAfter, ShovelConfig
-from ..config.parse import ConfigError, load_config, parse_config
+from ..config.parse import ConfigError, load_config, parse_config, read_config
 from ..config.redaction import register_uri_secrets
 from . import statefile
 
@@ -44,6 +45,9 @@ def _apply_workers(cfg: ShovelConfig, raw: Mapping[str, Any], default_workers: i
     :raises ConfigError: when several workers cannot share this shovel's source queue.
     """
     if default_workers is not None and "workers" not in raw:
+        if not 1 <= default_workers <= MAX_WORKERS:
+            raise ConfigError(f"--workers {default_workers}: at most {MAX_WORKERS}",
+                              source=source, shovel=cfg.name, clause="workers")
         cfg = dataclasses.replace(cfg, workers=default_workers)
     if cfg.workers > 1:
         how = "its 'workers' clause" if "workers" in raw else f"--workers {cfg.workers}"
@@ -62,24 +66,32 @@ def _apply_workers(cfg: ShovelConfig, raw: Mapping[str, Any], default_workers: i
 
 def load_file(path: str | os.PathLike[str],
               default_workers: int | None) -> dict[str, ShovelDefinition]:
-    """The configuration file's shovels.
+    """The configuration file's shovels, from one read of the file.
 
     :raises ConfigError: on any error in the file.
     """
     source = os.fspath(path)
-    pump_config = load_config(path)
-    # load_config has validated the file; read it raw as well, to see which clauses were given.
-    try:
-        with open(path, "rb") as f:
-            raw = orjson.loads(f.read())["shovels"]
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ConfigError(f"the file changed while it was read: {exc}", source=source) from None
-    out: dict[str, ShovelDefinition] = {}
-    for name, cfg in pump_config.shovels.items():
-        definition = raw.get(name, {})
-        out[name] = ShovelDefinition(_apply_workers(cfg, definition, default_workers, source),
-                                     "config", definition)
+    pump_config, document = read_config(path)
+    raw = document["shovels"]  # the clauses as given: which ones were, for --workers
+    out = {name: ShovelDefinition(_apply_workers(cfg, raw[name], default_workers, source),
+                                  "config", raw[name])
+           for name, cfg in pump_config.shovels.items()}
+    check_totals(out, source)
     return out
+
+
+def check_totals(shovels: Mapping[str, ShovelDefinition], source: str) -> None:
+    """The daemon's totals, with --workers applied: shovels, and worker positions.
+
+    :raises ConfigError: naming the bound that is passed.
+    """
+    if len(shovels) > MAX_SHOVELS:
+        raise ConfigError(f"at most {MAX_SHOVELS} shovels in one daemon, got {len(shovels)}",
+                          source=source)
+    positions = sum(d.cfg.workers for d in shovels.values())
+    if positions > MAX_POSITIONS:
+        raise ConfigError(f"at most {MAX_POSITIONS} workers in one daemon (the sum of every "
+                          f"shovel's workers), got {positions}", source=source)
 
 
 def shovels_per_process(path: str | os.PathLike[str]) -> int | None:
@@ -102,7 +114,7 @@ def parse_runtime(name: str, definition: object, default_workers: int | None,
                             definition)
 
 
-class BodyNotJson(ValueError):
+class BodyNotJson(ConfigError):
     """A PUT body that is not JSON at all."""
 
 
@@ -118,7 +130,7 @@ def parse_put_body(name: str, body: bytes, default_workers: int | None) -> Shove
     try:
         definition = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise BodyNotJson(f"the body is not valid JSON: {exc}") from None
+        raise BodyNotJson(f"the body is not valid JSON: {exc}", source=source) from None
     if isinstance(definition, dict) and set(definition) <= {"value", "component", "vhost",
                                                              "name"} and "value" in definition:
         definition = definition["value"]
@@ -150,4 +162,6 @@ def merge(file_shovels: Mapping[str, ShovelDefinition],
         raise ConfigError("defined both in the configuration file and at run time (in the state "
                           "file); remove it from one of the two",
                           source=os.fspath(state_path), shovel=both[0])
-    return {**file_shovels, **runtime}
+    merged = {**file_shovels, **runtime}
+    check_totals(merged, os.fspath(state_path))
+    return merged

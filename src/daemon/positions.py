@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ..engine.status import Counters, State
 from .definitions import ShovelDefinition
@@ -103,6 +104,41 @@ class Shovel:
     state: State = State.STARTING
     reason: str = ""
     since: float = field(default_factory=time.time)
+
+
+def missing_positions(s: Shovel, n: int) -> list[int]:
+    """The positions a shovel of ``n`` workers lacks now (each will need a slot)."""
+    have = {w.index for w in s.workers if w.index < n}
+    return [i for i in range(n) if i not in have]
+
+
+class ReloadPlan(NamedTuple):
+    """What a reload does to the running shovels, decided before anything is done."""
+
+    removed: list[Shovel]
+    added: list[str]
+    changed: list[Shovel]
+    unchanged: list[Shovel]
+    slots: int  # new positions: of the added shovels, and beyond a changed one's present ones
+
+
+def reload_plan(shovels: Mapping[str, Shovel],
+                file_defs: Mapping[str, ShovelDefinition]) -> ReloadPlan:
+    removed = [s for s in shovels.values() if s.definition.origin == "config"
+               and not s.removing and s.name not in file_defs]
+    plan = ReloadPlan(removed, [], [], [], 0)
+    slots = 0
+    for name, definition in file_defs.items():
+        existing = shovels.get(name)
+        if existing is None:
+            plan.added.append(name)
+            slots += definition.cfg.workers
+        elif existing.removing or existing.definition.cfg != definition.cfg:
+            plan.changed.append(existing)
+            slots += len(missing_positions(existing, definition.cfg.workers))
+        else:
+            plan.unchanged.append(existing)
+    return plan._replace(slots=slots)
 
 
 def describe_exit(code: int, kill_reason: str | None) -> str:

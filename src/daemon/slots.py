@@ -76,6 +76,7 @@ __all__ = [
     "SlotTable",
     "SlotUnreadable",
     "SlotWriter",
+    "SlotsUnavailable",
     "classify_reason",
     "read_slot",
 ]
@@ -375,6 +376,11 @@ class SlotTable:
                 pass
 
 
+class SlotsUnavailable(Exception):
+    """No slot can be had: a new shared-memory block cannot be created (``/dev/shm`` full, too
+    many open files, ...). Nothing was allocated."""
+
+
 class SlotPool:
     """The coordinator's slots: blocks of ``block_size`` slots, a new block when all are taken.
 
@@ -398,6 +404,22 @@ class SlotPool:
             # reversed: pop() hands out low indexes first, which reads better in listings
             self._free = [SlotRef(table.name, i) for i in reversed(range(table.capacity))]
         return self._free.pop()
+
+    def reserve(self, n: int) -> list[SlotRef]:
+        """``n`` slots at once, or none: what a reload or a PUT needs before it changes anything.
+
+        :raises SlotsUnavailable: when they cannot all be had (those taken are given back).
+        """
+        taken: list[SlotRef] = []
+        try:
+            for _ in range(n):
+                taken.append(self.allocate())
+        except (OSError, ValueError, MemoryError) as exc:
+            for ref in reversed(taken):
+                self.free(ref)
+            raise SlotsUnavailable(f"cannot allocate {n} status slot(s) in shared memory: "
+                                   f"{type(exc).__name__}: {exc}") from None
+        return taken
 
     def free(self, ref: SlotRef) -> None:
         self._free.append(ref)  # its writer (a view on the block) stays for the next owner

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import orjson
 
 from .. import exitcodes
+from ..config.limits import MAX_IMPORT_BYTES
 from ..config.redaction import redact, register_uri_secrets
 from .errors import JSON, ConfigImportError
 
@@ -30,11 +31,6 @@ __all__ = ["JSON", "ConfigImportError", "main_import_definitions", "main_import_
 
 # ============================================================================================
 # Command-line entry points
-
-
-def _emit(document: dict[str, JSON]) -> None:
-    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
-    sys.stdout.flush()
 
 
 def check_warnings(document: dict[str, JSON]) -> list[str]:
@@ -49,26 +45,48 @@ def check_warnings(document: dict[str, JSON]) -> list[str]:
     return [f"shovel {name!r}: {w}" for name, s in config.shovels.items() for w in s.warnings]
 
 
+def _read(path: str) -> bytes:
+    """The file, at most :data:`MAX_IMPORT_BYTES` of it.
+
+    :raises ConfigImportError: when it is larger (nothing past the bound is read).
+    """
+    with open(path, "rb") as f:
+        data = f.read(MAX_IMPORT_BYTES + 1)
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ConfigImportError(f"the file is larger than {MAX_IMPORT_BYTES} bytes: not a "
+                                "configuration", source=path)
+    return data
+
+
 def _run(command: str, path: str,
          convert: Callable[[bytes, list[str]], dict[str, JSON]]) -> int:
     warnings: list[str] = []
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read(path)
         # Known before any message can quote a piece of the file: stderr redacts them by value
         # (the JSON on stdout keeps them: it is the configuration to run).
         register_uri_secrets(data.decode("utf-8", "replace"))
         document = convert(data, warnings)
+        text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
+        # On stderr, so that stdout stays the JSON document to redirect into a file.
+        notes = warnings + check_warnings(document)
     except OSError as exc:
         print(f"pumpd: {command}: {path}: {exc.strerror or exc}", file=sys.stderr)
+        return exitcodes.CONFIG_ERROR
+    except ValueError as exc:  # an embedded NUL in the path
+        print(f"pumpd: {command}: {path!r}: {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
     except ConfigImportError as exc:
         print(redact(f"pumpd: {command}: {exc}"), file=sys.stderr)
         return exitcodes.CONFIG_ERROR
-    # On stderr, so that stdout stays the JSON document to redirect into a file.
-    for warning in warnings + check_warnings(document):
-        print(redact(f"pumpd: {command}: warning: {warning}"), file=sys.stderr)
-    _emit(document)
+    except Exception as exc:  # a bug: still one line, and the input named
+        print(redact(f"pumpd: {command}: {path}: cannot import this file (internal error "
+                     f"{type(exc).__name__}, please report it)"), file=sys.stderr)
+        return exitcodes.CONFIG_ERROR
+    for note in notes:
+        print(redact(f"pumpd: {command}: warning: {note}"), file=sys.stderr)
+    sys.stdout.write(text)
+    sys.stdout.flush()
     return exitcodes.OK
 
 
@@ -106,6 +124,7 @@ def main_import_definitions(path: str) -> int:
         (``pumpd: import-definitions: FILE: ...``).
     """
     # imported here: import_definitions takes ConfigImportError from this module
+    from ..config.values import ConfigError, check_nesting
     from .definitions import import_definitions
 
     def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
@@ -115,6 +134,10 @@ def main_import_definitions(path: str) -> int:
             raise ConfigImportError(
                 f"not valid JSON: {exc.msg}", source=path, line=exc.lineno, column=exc.colno
             ) from exc
+        try:
+            check_nesting(obj, path)
+        except ConfigError as exc:
+            raise ConfigImportError(exc.message, source=path) from None
         return import_definitions(obj, source=path)
 
     return _run("import-definitions", path, convert)

@@ -11,8 +11,6 @@ current format's own ``ack_mode`` default (no_ack, with a warning). Anything tha
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from ..config.clauses import MAX_DURATION
 from ..config.model import AckMode
 from ..config.vocabulary import (
@@ -370,7 +368,8 @@ class _ErlangImporter(TermReader):
         uri = self._text(ctx, value, item, what="an AMQP URI string")
         if any(c.isspace() for c in uri):
             self.fail(f"{ctx}: the URI {uri!r} contains white space", value, item)
-        if urlsplit(uri).scheme.lower() not in ("amqp", "amqps"):
+        scheme, has_scheme, _rest = uri.partition("://")  # (urlsplit raises on a stray '[')
+        if not has_scheme or scheme.lower() not in ("amqp", "amqps"):
             self.fail(f"{ctx}: {uri!r} is not an amqp:// or amqps:// URI", value, item)
         return uri
 

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import NoReturn
 
+from ..config.limits import MAX_INTEGER_DIGITS
+
 
 class ErlangSyntaxError(ValueError):
     """The text is not a well-formed Erlang term.
@@ -241,12 +243,19 @@ class _Lexer:
             return token("punct", c)
         self._error(f"unexpected character {c!r}")
 
-    def _digits(self, base: int, what: str) -> str:
-        """Digits of ``base`` with single underscores between them; returns them without ``_``."""
+    def _digits(self, base: int, what: str, line: int, column: int) -> str:
+        """Digits of ``base`` with single underscores between them; returns them without ``_``.
+
+        At most :data:`MAX_INTEGER_DIGITS` of them: int() of a longer string is refused or slow
+        (CPython's int_max_str_digits), and no configuration value is that long.
+        """
         out: list[str] = []
         while True:
             c = self._peek()
             if c and _digit_value(c) < base:
+                if len(out) == MAX_INTEGER_DIGITS:
+                    self._error(f"a number of more than {MAX_INTEGER_DIGITS} digits", line,
+                                column)
                 out.append(self._advance())
             elif c == "_" and out and self._peek(1) and _digit_value(self._peek(1)) < base:
                 self._advance()
@@ -258,16 +267,17 @@ class _Lexer:
 
     def _number(self) -> tuple[str, int | float]:
         line, column = self.line, self.column
-        digits = self._digits(10, "a digit")
+        digits = self._digits(10, "a digit", line, column)
         if self._peek() == "#":
             base = int(digits)
             if not 2 <= base <= 36:
-                self._error(f"radix {base} is out of range: it must be 2..36", line, column)
+                self._error(f"radix {digits[:8]} is out of range: it must be 2..36", line, column)
             self._advance()
-            return "int", int(self._digits(base, f"a base-{base} digit after '{base}#'"), base)
+            return "int", int(self._digits(base, f"a base-{base} digit after '{base}#'", line,
+                                           column), base)
         if self._peek() == "." and "0" <= self._peek(1) <= "9":
             self._advance()
-            fraction = self._digits(10, "a digit")
+            fraction = self._digits(10, "a digit", line, column)
             exponent = ""
             if self._peek() in ("e", "E"):
                 # Only an exponent if digits follow: "1.5e" is the float 1.5 and the atom e.
@@ -276,7 +286,7 @@ class _Lexer:
                 if first_digit and "0" <= first_digit <= "9":
                     self._advance()
                     exponent = "e" + (self._advance() if has_sign else "")
-                    exponent += self._digits(10, "a digit in the exponent")
+                    exponent += self._digits(10, "a digit in the exponent", line, column)
             value = float(f"{digits}.{fraction}{exponent}")
             if math.isinf(value):
                 self._error("float literal is too large", line, column)
@@ -303,7 +313,7 @@ class _Lexer:
             if self._peek() == "{":
                 self._advance()
                 hex_digits = ""
-                while self._peek() and _digit_value(self._peek()) < 16:
+                while self._peek() and _digit_value(self._peek()) < 16 and len(hex_digits) < 8:
                     hex_digits += self._advance()
                 if not hex_digits or self._peek() != "}":
                     self._error("expected hexadecimal digits and '}' in a \\x{...} escape")

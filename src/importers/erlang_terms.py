@@ -40,6 +40,7 @@ import struct
 import sys
 from typing import Literal, NoReturn, TypeAlias
 
+from ..config.limits import MAX_BINARY_BYTES
 from .erlang_lexer import (
     _MAX_CODE_POINT,
     _RESERVED,
@@ -320,13 +321,15 @@ class _Parser:
     # -- binaries ----------------------------------------------------------------------------
 
     def _binary(self) -> bytes:
-        self._next()  # '<<'
+        start = self._next()  # '<<'
         out = bytearray()
         if self._is(">>"):
             self._next()
             return bytes(out)
         while True:
             out += self._segment()
+            if len(out) > MAX_BINARY_BYTES:
+                self._error(f"a binary of more than {MAX_BINARY_BYTES} bytes", start)
             if self._is(","):
                 self._next()
             elif self._is(">>"):
@@ -440,6 +443,8 @@ def _encode_segment(
         return bytes(out)
 
     bits = (size if size is not None else (64 if seg_type == "float" else 8)) * (unit or 1)
+    if bits > MAX_BINARY_BYTES * 8:  # before anything of that size is made
+        fail(f"a segment of {bits} bits: a binary holds at most {MAX_BINARY_BYTES} bytes")
     if bits % 8:
         fail(f"a segment of {bits} bits is not whole bytes (bitstrings are not supported)")
     width = bits // 8

@@ -14,7 +14,10 @@ time the application declares them). Streams are planned with a consumer offset 
 a stream keeps its messages when they are read, so its shovel copies it and then follows it.
 
 The management API is read with one request (``GET /api/queues/VHOST``), with the source URI's
-credentials in HTTP basic authentication; only the standard library's urllib is used.
+credentials in HTTP basic authentication; only the standard library's urllib is used. The
+credentials go over https only, unless ``--management-insecure-http`` says plain http is fine; a
+redirect is followed only within the same scheme, host and port (anything else would hand the
+password to another server); the answer is read up to :data:`MAX_RESPONSE_BYTES`.
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ import http.client
 import math
 import os
 import re
+import stat
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from urllib.parse import quote
+from typing import IO
+from urllib.parse import quote, urlsplit
 
 import orjson
 
@@ -55,6 +61,9 @@ MIN_PER_PROCESS = 25
 MAX_PROCESSES = 16
 SERVER_NAMED_PREFIX = "amq.gen-"
 HTTP_TIMEOUT = 30.0
+# The answer's size: 64 MiB is some 100,000 queues as the management API describes them.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+MAX_ERROR_BODY_BYTES = 64 * 1024  # an error page: only its "reason" is wanted
 
 
 @dataclass
@@ -102,17 +111,73 @@ def _reason(body: bytes) -> str:
     return ""
 
 
-def fetch_queues(base_url: str, uri: BrokerURI,
-                 timeout: float = HTTP_TIMEOUT) -> list[dict[str, JSON]]:
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to the same scheme, host and port: the request carries the
+    source's password, which another server (or plain http) must not see."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: http.client.HTTPMessage,
+                         newurl: str) -> urllib.request.Request | None:
+        try:
+            old, new = urlsplit(req.full_url), urlsplit(newurl)
+            same = (old.scheme, old.hostname, old.port) == (new.scheme, new.hostname, new.port)
+        except ValueError:  # a malformed Location (a stray '[', a port that is not a number)
+            raise _RedirectRefused(f"HTTP {code}: redirected to a malformed URL; not "
+                                   "followed") from None
+        if not same:
+            raise _RedirectRefused(f"HTTP {code}: redirected to {new.scheme}://{new.netloc}"
+                                   "; not followed: it would send the source's password there "
+                                   "(give that address with --management-url if it is the "
+                                   "management API)")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+class _RedirectRefused(Exception):
+    pass
+
+
+def _read_bounded(stream: IO[bytes], limit: int, url: str) -> bytes:
+    """At most ``limit`` bytes of an answer.
+
+    :raises ConfigImportError: when it is longer.
+    """
+    body = stream.read(limit + 1)
+    if len(body) > limit:
+        raise ConfigImportError(f"the answer is larger than {limit} bytes: not read further",
+                                source=url)
+    return body
+
+
+def _check_plain_http(url: str, insecure_http: bool) -> None:
+    """Basic authentication sends the password in the clear over http.
+
+    :raises ConfigImportError: for an http URL, unless the user said it is fine.
+    """
+    if urlsplit(url).scheme != "https" and not insecure_http:
+        raise ConfigImportError(
+            "refusing to send the source's user and password over plain http: give the "
+            "management API's https address with --management-url https://HOST:15671 (or "
+            "--management-port for an amqps source), or accept plain http with "
+            "--management-insecure-http", source=url)
+
+
+def fetch_queues(base_url: str, uri: BrokerURI, timeout: float = HTTP_TIMEOUT, *,
+                 insecure_http: bool = False) -> list[dict[str, JSON]]:
     """Every queue of ``uri``'s vhost, as ``GET /api/queues/VHOST`` lists them.
 
-    :param base_url: the management API, e.g. ``http://host:15672`` (a path prefix is kept).
+    :param base_url: the management API, e.g. ``https://host:15671`` (a path prefix is kept).
     :param uri: the source; its user and password authenticate, its vhost is listed.
+    :param insecure_http: send them over plain http too.
     :raises ConfigImportError: naming the URL and what went wrong (nothing listening, the user
-        refused, no such vhost, an answer that is not the API's JSON).
+        refused, no such vhost, an answer that is not the API's JSON or is too large, plain http
+        without ``insecure_http``, a redirect elsewhere).
     """
     url = f"{base_url.rstrip('/')}/api/queues/{quote(uri.vhost, safe='')}"
-    request = urllib.request.Request(url, method="GET")
+    try:
+        _check_plain_http(url, insecure_http)
+        request = urllib.request.Request(url, method="GET")
+    except ValueError as exc:  # not a URL urllib can use
+        raise ConfigImportError(f"not an http or https URL: {exc}", source=url) from None
     credentials = f"{uri.username}:{uri.password}".encode()
     request.add_header("Authorization", "Basic " + base64.b64encode(credentials).decode())
     request.add_header("Accept", "application/json")
@@ -120,11 +185,17 @@ def fetch_queues(base_url: str, uri: BrokerURI,
         context = ssl_context(uri) if url.startswith("https:") else None
     except URIError as exc:  # the URI's TLS files cannot be loaded
         raise ConfigImportError(str(exc), source=url) from None
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context),
+                                         _SameOriginRedirects())
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-            body = response.read()
+        with opener.open(request, timeout=timeout) as response:
+            body = _read_bounded(response, MAX_RESPONSE_BYTES, url)
+    except _RedirectRefused as exc:
+        raise ConfigImportError(str(exc), source=url) from None
+    except ValueError as exc:  # urllib on a malformed URL of its own making or a server's
+        raise ConfigImportError(f"cannot use this URL: {exc}", source=url) from None
     except urllib.error.HTTPError as exc:
-        said = _reason(exc.read())
+        said = _reason(exc.read(MAX_ERROR_BODY_BYTES))
         status = f"HTTP {exc.code}" + (f" ({said})" if said else f" {exc.reason}")
         if exc.code == 401:
             raise ConfigImportError(
@@ -156,8 +227,9 @@ def fetch_queues(base_url: str, uri: BrokerURI,
     except orjson.JSONDecodeError as exc:
         raise ConfigImportError(f"the answer is not JSON ({exc.msg}): is this the management "
                                 "API?", source=url) from None
-    if not isinstance(queues, list) or not all(isinstance(q, dict) and isinstance(q.get("name"), str)
-                                               for q in queues):
+    if not isinstance(queues, list) or not all(
+            isinstance(q, dict) and isinstance(q.get("name"), str)
+            and isinstance(q.get("arguments") or {}, dict) for q in queues):
         raise ConfigImportError("the answer is not a list of queues: is this the management "
                                 "API?", source=url)
     # Only the vhost asked for, whatever the URL answered (a proxy in front may rewrite paths).
@@ -347,6 +419,9 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--management-url", metavar="URL",
                        help="the management API's base URL, e.g. https://mgmt.example:443/rabbit "
                             "(when it is not on the source host)")
+    p.add_argument("--management-insecure-http", action="store_true",
+                   help="send the source's user and password to the management API over plain "
+                        "http (by default only https is used for them)")
     p.add_argument("--shovels-per-process", type=_per_process, metavar="K",
                    help="write \"shovels_per_process\": K into the plan (default: none up to 24 "
                         f"shovels, then at least {MIN_PER_PROCESS} per process and at most "
@@ -358,13 +433,41 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _write(path: str | None, text: str) -> None:
+    """The plan on stdout, or in ``path``: written to a new file (mode 0600: the plan holds the
+    URIs' passwords) in the same directory and renamed over ``path``, so that neither an existing
+    file's mode nor a symbolic link decides where the passwords go.
+
+    :raises OSError: when ``path`` is a symbolic link or not a regular file, or on a write error.
+    """
     if path is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(f"is a symbolic link: not written through it (give the file it points "
+                          f"to, {os.path.realpath(path)!r}, if that is where the plan goes)")
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("is not a regular file: not replaced")
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                               dir=directory)  # created 0600, O_EXCL: no link followed
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # replaces the name itself, never what a link points to
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def main(argv: Sequence[str]) -> int:
@@ -386,7 +489,7 @@ def main(argv: Sequence[str]) -> int:
                      "every message would be published back into its own queue")
     base = ns.management_url or management_url(source, ns.management_port)
     try:
-        queues = fetch_queues(base, source)
+        queues = fetch_queues(base, source, insecure_http=ns.management_insecure_http)
     except ConfigImportError as exc:
         print(f"pumpd: plan-migration: {exc}", file=sys.stderr)
         return exitcodes.UNAVAILABLE
@@ -399,11 +502,11 @@ def main(argv: Sequence[str]) -> int:
         print(f"pumpd: plan-migration: nothing to plan in vhost {source.vhost!r} "
               f"({len(queues)} queues: {plan.summary()})", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
-    try:  # the plan is pumpd's own output: refusing it here is a bug, not the user's problem
+    try:  # a queue's arguments come from the management API: they may be past pumpd's bounds
         parse_config(plan.document, source="the plan")
     except ConfigError as exc:
-        print(f"pumpd: plan-migration: internal error, the plan does not validate: {exc}",
-              file=sys.stderr)
+        print(f"pumpd: plan-migration: the plan does not validate (a queue as the management "
+              f"API describes it cannot be moved as it is): {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
     text = orjson.dumps(plan.document, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
     try:

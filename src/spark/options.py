@@ -8,18 +8,20 @@ pyspark or pyarrow, so :func:`pumpd.spark.publish_partition` shares it on Spark 
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
+import orjson
+
 from ..config.clauses import _declaration
+from ..config.limits import MAX_DECLARATIONS, MAX_TABLE_DEPTH
 from ..config.model import Declaration
 from ..config.redaction import redact_uri, register_secret, register_uri_secrets, split_userinfo
 from ..config.uri import parse_uri
-from ..config.values import ConfigError, _Ctx
+from ..config.values import ConfigError, _Ctx, check_nesting
 from ..dataplane.frames import PROPERTY_NAMES
 
 MessageIdMode = Literal["column", "deterministic", "none"]
@@ -105,33 +107,52 @@ def _bool(name: str, value: str) -> bool:
     raise ValueError(f"pumpd option {name}: expected true or false, got {value!r}")
 
 
-def _int(name: str, value: str, low: int) -> int:
+MAX_IN_FLIGHT = 1_000_000  # maxInFlight: unconfirmed messages held by one task
+MAX_CONFIRM_TIMEOUT_MS = 86_400_000  # confirmTimeoutMs: one day
+
+
+def _int(name: str, value: str, low: int, high: int) -> int:
+    text = value.strip()
     try:
-        n = int(value.strip())
+        n = int(text) if len(text) <= 20 else None
     except ValueError:
-        raise ValueError(f"pumpd option {name}: expected an integer, got {value!r}") from None
-    if n < low:
-        raise ValueError(f"pumpd option {name}: must be at least {low}, got {n}")
+        n = None
+    if n is None:
+        raise ValueError(f"pumpd option {name}: expected an integer, got {value[:40]!r}")
+    if not low <= n <= high:
+        raise ValueError(f"pumpd option {name}: must be from {low} to {high}, got {n}")
     return n
 
 
 def _declarations(text: str) -> tuple[Declaration, ...]:
     try:
-        items = json.loads(text)
-    except json.JSONDecodeError as exc:
+        items = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:  # its own depth limit included
         raise ValueError(f"pumpd option declarations: not JSON ({exc})") from None
     if not isinstance(items, list):
         raise ValueError("pumpd option declarations: expected a JSON list, as a shovel's "
                          "destination declarations")
-    ctx = _Ctx("option declarations")
+    ctx = _Ctx("declarations")
     out: list[Declaration] = []
     try:
+        if len(items) > MAX_DECLARATIONS:
+            ctx.fail("declarations", f"at most {MAX_DECLARATIONS} declarations, got {len(items)}")
+        # a declaration's arguments are the 4th level, [ {method: {arguments: {...}}} ]: the
+        # table's own check, with its own bound, sees any table that fits
+        check_nesting(items, "declarations", 4 + MAX_TABLE_DEPTH)
         for i, item in enumerate(items):
             declared = any(d.method == "queue.declare" for d in out)
             out.append(_declaration(ctx, f"declarations[{i}]", item, declared))
     except ConfigError as exc:
         raise ValueError(f"pumpd option {exc}") from None
     return tuple(out)
+
+
+def _json_text(name: str, value: object) -> str:
+    try:  # orjson: a depth limit of its own where json.dumps recurses
+        return orjson.dumps(value).decode()
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        raise ValueError(f"pumpd option {name}: not JSON ({exc})") from None
 
 
 def parse_options(options: Mapping[str, Any]) -> WriteOptions:
@@ -151,7 +172,7 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ValueError(f"pumpd: unknown option {key!r}{hint}; the options: "
                              + ", ".join(s for s, _ in OPTIONS.values()))
-        opts.setdefault(k, value if isinstance(value, str) else json.dumps(value)
+        opts.setdefault(k, value if isinstance(value, str) else _json_text(k, value)
                         if isinstance(value, (list, dict)) else str(value))
     raw_uri = opts.get("uri", "").strip()
     if not raw_uri:
@@ -182,8 +203,9 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
         routing_key=routing_key,
         mandatory=_bool("mandatory", opts.get("mandatory", "false")),
         persistent=_bool("persistent", opts.get("persistent", "false")),
-        max_in_flight=_int("maxInFlight", opts.get("maxinflight", "5000"), 1),
-        confirm_timeout=_int("confirmTimeoutMs", opts.get("confirmtimeoutms", "30000"), 1) / 1000,
+        max_in_flight=_int("maxInFlight", opts.get("maxinflight", "5000"), 1, MAX_IN_FLIGHT),
+        confirm_timeout=_int("confirmTimeoutMs", opts.get("confirmtimeoutms", "30000"), 1,
+                             MAX_CONFIRM_TIMEOUT_MS) / 1000,
         message_id=mode,  # type: ignore[arg-type]  # checked against MESSAGE_ID_MODES above
         declarations=_declarations(opts.get("declarations", "[]")),
         ignore_unknown_columns=_bool("ignoreUnknownColumns",
