@@ -152,7 +152,8 @@ class Session:
             if self.cfg.ack_mode == AckMode.ON_CONFIRM:
                 await self.destination.confirm_select()
         except LinkError as exc:
-            raise LinkError(f"destination: {exc}", reply_code=exc.reply_code) from exc
+            raise LinkError(f"destination: {exc}", reply_code=exc.reply_code,
+                            side="destination") from exc
         try:
             self.source = await open_link(
                 source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)"))
@@ -160,12 +161,15 @@ class Session:
             await self.source.declare(self.cfg.source.declarations)
             await self._start_source(name)
         except LinkError as exc:
-            raise LinkError(f"source: {exc}", reply_code=exc.reply_code) from exc
+            if exc.side is not None:  # the destination, lost meanwhile: already says so
+                raise
+            raise LinkError(f"source: {exc}", reply_code=exc.reply_code, side="source") from exc
 
     async def _start_source(self, name: str) -> None:
         assert self.source is not None and self.destination is not None
         if not self.destination.is_open:  # lost while the source was opening
-            raise LinkError(f"destination: {self.destination.closed.result()}")
+            raise LinkError(f"destination: {self.destination.closed.result()}",
+                            side="destination")
         assert self.source_uri is not None and self.destination_uri is not None
         source_uri, destination_uri = self.source_uri, self.destination_uri
         self.queue = self.cfg.queue or self.source.last_declared_queue
