@@ -39,17 +39,19 @@ spark-demo: install
 	@java -version >/dev/null 2>&1 || { echo "spark-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
 	$(PYTHON) -m pumpd.spark.demo
 
-# The shovel benchmark, the confirm-strategy benchmark, the Spark data source's, then the PySpark
-# report (about 30 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
+# The shovel benchmark, the confirm-strategy benchmark, the Spark data source's, the
+# latency benchmark, then the PySpark report (about 40 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
 # the analysis needs a JRE 17+. A benchmark with a failed run still goes on to the report.
 bench: install
-	@echo "== 1/4 shovel benchmark: bench/shovel.py (about 12 minutes)"
+	@echo "== 1/5 shovel benchmark: bench/shovel.py (about 12 minutes)"
 	-$(PYTHON) bench/shovel.py
-	@echo "== 2/4 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
+	@echo "== 2/5 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
 	-$(PYTHON) bench/confirms.py --persistent
-	@echo "== 3/4 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
+	@echo "== 3/5 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
 	-$(PYTHON) bench/spark.py --rows 300000 --individual-rows 3000
-	@echo "== 4/4 analysis in PySpark: bench/analyse.py"
+	@echo "== 4/5 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
+	-$(PYTHON) bench/latency.py
+	@echo "== 5/5 analysis in PySpark: bench/analyse.py"
 	$(PYTHON) bench/analyse.py
 	@echo "the report: bench/report/README.md"
 

@@ -277,7 +277,13 @@ def write_report(spark: Any, df: Any, out_dir: Path, files: list[str]) -> Path:
                            _fmt(r["client_us"], ".1f"), _fmt(r["broker_us"], ".1f")]
                           for r in shovel]), ""]
         parts += [f"![shovel]({_shovel_chart(shovel, out_dir).name})", ""]
-    allm = [r.asDict() for r in medians(df.where("bench != 'confirms'")).collect()]
+    latency = out_dir / "latency.md"
+    if latency.exists():
+        parts += ["## Latency", "", "What a shovel adds from publisher to consumer, with no "
+                  "shovel, the plugin and pumpd at paced rates: [latency.md](latency.md) "
+                  "(`bench/latency.py`).", ""]
+    allm = [r.asDict() for r in medians(
+        df.where("bench not in ('confirms', 'latency')")).collect()]
     if allm:
         parts += ["## Every case and system (shovel, workers)", "",
                   _table(["bench", "case", "system", "runs", "msg/s", "min", "max", "spread",

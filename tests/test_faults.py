@@ -28,9 +28,14 @@ def unacked(node: LocalNode, vhost: str, queue: str) -> int:
     return int(counts.get(queue, 0))
 
 
-def first_choice_seed(options: int, wanted: int) -> int:
-    """A seed whose first random choice among ``options`` brokers is ``wanted``."""
-    return next(s for s in range(1000) if random.Random(s).choice(range(options)) == wanted)
+def first_pick_seed(options: int, wanted: int) -> int:
+    """A seed whose first broker among ``options`` is ``wanted`` (engine/brokers.py shuffles the
+    source list first)."""
+    def first(seed: int) -> int:
+        order = list(range(options))
+        random.Random(seed).shuffle(order)
+        return order[0]
+    return next(s for s in range(1000) if first(s) == wanted)
 
 
 def test_several_brokers_one_down_reconnects_to_another(node_a: LocalNode, vhost_a: str) -> None:
@@ -39,13 +44,30 @@ def test_several_brokers_one_down_reconnects_to_another(node_a: LocalNode, vhost
     declare_queue(uri, "q", durable=True)
     declare_queue(uri, "out", durable=True)
     publish_messages(uri, "", "q", [Message(b"x")] * 100)
+    # reconnect_delay 3600: a wait would fail the test; another broker is tried at once
     s = shovel(sources={"brokers": [dead, uri]}, destinations={"broker": uri}, queue="q",
-               publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.2)
-    with running(s, rng=random.Random(first_choice_seed(2, 0))) as pumps:
+               publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=3600)
+    with running(s, rng=random.Random(first_pick_seed(2, 0))) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 100, 60, "100 acked")
     reasons = [r for st, r in pumps.history["s"] if st == State.STARTING and r]
-    assert any("cannot connect" in r and "reconnecting in 0.2s" in r for r in reasons), reasons
-    assert pumps.status().counters.reconnects >= 1
+    assert any("cannot connect" in r and "reconnecting now, to the next broker" in r
+               for r in reasons), reasons
+    assert pumps.status().counters.reconnects == 1
+
+
+def test_every_broker_down_backs_off_then_a_new_round(node_a: LocalNode, vhost_a: str) -> None:
+    """Two dead brokers of two: the round is over after both failed once, and only then does
+    the shovel wait reconnect_delay; the next round tries both again."""
+    dead = [f"amqp://guest:guest@127.0.0.1:{find_free_port()}/%2F" for _ in range(2)]
+    uri = node_a.uri(vhost_a)
+    s = shovel(sources={"brokers": dead}, destinations={"broker": uri}, queue="q",
+               publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.2)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().counters.reconnects >= 6, 60, "three rounds")
+    reasons = [r for st, r in pumps.history["s"] if st == State.STARTING and r]
+    kinds = ["now" if "reconnecting now" in r else "wait" for r in reasons
+             if "reconnecting" in r][:6]
+    assert kinds == ["now", "wait", "now", "wait", "now", "wait"], reasons
 
 
 def test_declarations_are_reissued_on_every_connect(node_a: LocalNode, vhost_a: str) -> None:

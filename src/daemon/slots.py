@@ -144,7 +144,7 @@ def classify_reason(state: State, reason: str | None) -> ReasonCode:
             return ReasonCode.GAVE_UP
         if reason.startswith("undeliverable message"):
             return ReasonCode.UNDELIVERABLE
-    elif "reconnecting in" in reason:
+    elif "reconnecting in" in reason or "reconnecting now" in reason:
         return ReasonCode.RECONNECTING
     return ReasonCode.OTHER
 

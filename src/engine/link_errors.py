@@ -27,12 +27,16 @@ class LinkError(Exception):
     """A connection or channel failed, was refused, or was closed by the broker.
 
     ``reply_code`` is the broker's AMQP reply code when the broker closed the channel or the
-    connection (406 PRECONDITION_FAILED, 501 FRAME_ERROR, ...), else None.
+    connection (406 PRECONDITION_FAILED, 501 FRAME_ERROR, ...), else None; ``side`` says which
+    of a session's connections it was, when known.
     """
 
-    def __init__(self, message: str, *, reply_code: int | None = None) -> None:
+    def __init__(self, message: str, *, reply_code: int | None = None,
+                 side: str | None = None) -> None:
         super().__init__(message)
         self.reply_code = reply_code
+        # "source" or "destination" once a session knows which of its connections failed
+        self.side = side
 
 
 def root_cause(exc: BaseException) -> BaseException:

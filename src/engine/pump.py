@@ -1,8 +1,10 @@
 """The generic pump: run one shovel's sessions one after the other, for as long as it should run.
 
-Connect to a source and a destination broker chosen at random, forward, and after a failure wait
-``reconnect_delay`` (with jitter once failures repeat) and connect to brokers chosen at random
-again; with a delay of 0 the shovel stops for good after its first failure (the seed's rule).
+Connect to a source and a destination broker chosen at random, forward, and after a failure try
+the failed side's brokers not yet tried in this round at once; when every one has failed, wait
+``reconnect_delay`` (backing off, with jitter, once rounds fail in a row) and start a new round
+(``brokers.py``); with a delay of 0 the shovel stops for good after its first failure (the
+seed's rule).
 State changes and counters go to a :class:`~pumpd.engine.status.StatusSink`; how they are shown or
 stored is not the pump's concern.
 """
@@ -15,6 +17,7 @@ import random
 import time
 
 from ..config.model import AckMode, DeleteAfter, ShovelConfig
+from .brokers import BrokerRound
 from .link import LinkError, quiet_pika_errors
 from .session import Session, SessionEnded
 from .status import Counters, State, StatusSink
@@ -54,6 +57,9 @@ class Pump:
         self.drain_timeout = drain_timeout
         self.client_name = client_name
         self._rng = rng or random.Random()
+        self._sources = BrokerRound(cfg.source.brokers, self._rng)
+        self._destinations = BrokerRound(cfg.destination.brokers, self._rng)
+        self._failed_side: str | None = None  # of the last failed session, when known
         self._totals = Counters()  # completed sessions
         self._session: Session | None = None
         self._state: State | None = None
@@ -177,10 +183,16 @@ class Pump:
                 continue
             if self._moved() > moved_before or time.monotonic() - started >= HEALTHY_SESSION_SECONDS:
                 failures = 0  # a healthy session: this failure is a first one again
-            failures += 1
+                self._sources.healthy()
+                self._destinations.healthy()
             if self.cfg.reconnect_delay == 0:
                 self._terminate(f"{error}; reconnect_delay is 0, not reconnecting")
                 return
+            if self._next_broker():
+                self._totals.reconnects += 1
+                self._enter(State.STARTING, f"{error}; reconnecting now, to the next broker of the list")
+                continue
+            failures += 1
             delay = self._backoff(failures)
             self._totals.reconnects += 1
             self._enter(State.STARTING, f"{error}; reconnecting in {delay:.1f}s")
@@ -189,6 +201,14 @@ class Pump:
             except asyncio.TimeoutError:
                 continue
         self._terminate(self._stopped_reason())
+
+    def _next_broker(self) -> bool:
+        """Move the failed side(s) on to their next broker; True when one is left to try at
+        once in this round, False when the round is over (wait, then start a new one)."""
+        sides = {"source": [self._sources], "destination": [self._destinations]}.get(
+            self._failed_side or "", [self._sources, self._destinations])
+        results = [side.failed() for side in sides]
+        return any(results)
 
     def _stopped_reason(self) -> str:
         if self._expired_after is None:
@@ -226,8 +246,8 @@ class Pump:
         limit = self._remaining_limit()
         if limit < 0:
             return "limit", None
-        src = self._rng.choice(self.cfg.source.brokers)
-        dst = self._rng.choice(self.cfg.destination.brokers)
+        src, dst = self._sources.current, self._destinations.current
+        self._failed_side = None
         session = Session(
             self.cfg,
             limit_from_queue_length=(
@@ -262,8 +282,10 @@ class Pump:
                     return "handled", str(ended)
                 if ended.refused_message and not self._careful:
                     self._careful = ended.unsettled
+                self._failed_side = ended.side
                 return "failed", str(ended)
             except LinkError as exc:
+                self._failed_side = exc.side
                 return "failed", str(exc)
             except OSError as exc:
                 return "failed", f"{exc.strerror or exc}"

@@ -18,6 +18,7 @@ from typing import Any
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
 from ..dataplane.fastpath import Relay
 from ..dataplane.frames import basic_ack_frame, basic_reject_frame
+from .batching import BatchingRule
 from .forwarding import relay_options
 from .link import Link, LinkError, open_link
 from .parameters import to_pika_parameters
@@ -30,9 +31,6 @@ log = logging.getLogger("pumpd.session")
 DEST_WRITE_HIGH_WATER = 8 * 1024 * 1024  # bytes queued for the destination socket
 ACK_DELAY = 0.001  # seconds a source ack may wait to cover more messages (libuv timers are ms)
 UNBOUNDED_ACK_BATCH = 256  # with prefetch 0: ack at once when this many are settled
-# A source read shorter than this starts a read hold (ShovelConfig.source_read_hold_ms); a longer
-# one means the broker is ahead of us, and the next read follows at once anyway.
-READ_HOLD_BELOW = 64 * 1024
 
 
 # Reply codes with which a destination refuses one message by closing its channel or connection
@@ -103,7 +101,8 @@ class Session:
         self._blocked = False
         self._flush_scheduled = False
         self._ack_timer: asyncio.TimerHandle | None = None
-        self._read_hold = cfg.source_read_hold_ms / 1000
+        # whether a read hold or an ack delay pays now: only when more messages are coming
+        self._batching = BatchingRule(cfg.source_read_hold_ms / 1000, ACK_DELAY)
         self._read_hold_timer: asyncio.TimerHandle | None = None
         # Ack at once when a quarter of the prefetch window waits for it, so the source never
         # runs dry; below that an ack waits up to ACK_DELAY to cover more. Each ack is a write
@@ -153,7 +152,8 @@ class Session:
             if self.cfg.ack_mode == AckMode.ON_CONFIRM:
                 await self.destination.confirm_select()
         except LinkError as exc:
-            raise LinkError(f"destination: {exc}", reply_code=exc.reply_code) from exc
+            raise LinkError(f"destination: {exc}", reply_code=exc.reply_code,
+                            side="destination") from exc
         try:
             self.source = await open_link(
                 source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)"))
@@ -161,12 +161,15 @@ class Session:
             await self.source.declare(self.cfg.source.declarations)
             await self._start_source(name)
         except LinkError as exc:
-            raise LinkError(f"source: {exc}", reply_code=exc.reply_code) from exc
+            if exc.side is not None:  # the destination, lost meanwhile: already says so
+                raise
+            raise LinkError(f"source: {exc}", reply_code=exc.reply_code, side="source") from exc
 
     async def _start_source(self, name: str) -> None:
         assert self.source is not None and self.destination is not None
         if not self.destination.is_open:  # lost while the source was opening
-            raise LinkError(f"destination: {self.destination.closed.result()}")
+            raise LinkError(f"destination: {self.destination.closed.result()}",
+                            side="destination")
         assert self.source_uri is not None and self.destination_uri is not None
         source_uri, destination_uri = self.source_uri, self.destination_uri
         self.queue = self.cfg.queue or self.source.last_declared_queue
@@ -413,22 +416,29 @@ class Session:
 
     def _held(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
         """Wrap the source feed so that a short read pauses reading the source for the read
-        hold. A broker delivering at a steady pace sends a few messages per socket read, and
-        every read costs a wakeup, a read, a publish write and (over loopback) the broker's side
-        of that TCP segment: holding for a millisecond lets the deliveries of that millisecond
-        be read, scanned and forwarded in one go. The bytes already read go on at once."""
-        if self._read_hold <= 0:
+        hold when the arrival rate says more messages are coming (``engine/batching.py``). A
+        broker delivering at a steady pace sends a few messages per socket read, and every read
+        costs a wakeup, a read, a publish write and (over loopback) the broker's side of that TCP
+        segment: at a high rate, holding for a millisecond lets the deliveries of that
+        millisecond be read, scanned and forwarded in one go; at a low rate it would only delay
+        them. The bytes already read go on at once."""
+        if self._batching.hold <= 0:
             return feed
+        rule = self._batching
 
-        def hold_after_short_read(data: bytes) -> bytes:
+        def hold_when_busy(data: bytes) -> bytes:
+            relay = self.relay
+            before = relay.consumed if relay is not None else 0
             rest = feed(data)
-            if len(data) < READ_HOLD_BELOW and self._read_hold_timer is None:
+            delivered = (relay.consumed - before) if relay is not None else 0
+            hold = rule.after_read(time.monotonic(), len(data), delivered)
+            if hold > 0 and self._read_hold_timer is None:
                 assert self._loop is not None and self.source is not None
                 self.source.pause_reading(True, "read-hold")
-                self._read_hold_timer = self._loop.call_later(self._read_hold, self._end_read_hold)
+                self._read_hold_timer = self._loop.call_later(hold, self._end_read_hold)
             return rest
 
-        return hold_after_short_read
+        return hold_when_busy
 
     def _end_read_hold(self) -> None:
         self._read_hold_timer = None
@@ -450,8 +460,14 @@ class Session:
                 self._ack_timer = None
             self.source.write(relay.take_source_output())
         elif self._ack_timer is None and relay.has_source_output():
+            # Waiting covers more messages only when more are coming; on a quiet link it
+            # would only keep the source's unacknowledged count up.
+            wait = self._batching.ack_wait(time.monotonic())
+            if wait <= 0:
+                self.source.write(relay.take_source_output())
+                return
             assert self._loop is not None
-            self._ack_timer = self._loop.call_later(ACK_DELAY, self._acks_due)
+            self._ack_timer = self._loop.call_later(wait, self._acks_due)
 
     def _acks_due(self) -> None:
         self._ack_timer = None
