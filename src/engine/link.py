@@ -40,6 +40,7 @@ from ..config.vocabulary import (
     TABLE,
     USES_LAST_QUEUE,
 )
+from ..dataplane.frames import CONNECTION_CLOSE_FRAME_ERROR, FrameError, connection_close_frame
 from .link_errors import LinkError, closed_how, describe, quiet_pika_errors, reply_code
 
 __all__ = ["Interceptor", "Link", "LinkError", "open_link", "quiet_pika_errors"]
@@ -98,7 +99,10 @@ class _StreamProtocol(asyncio.Protocol):
         if interceptor is not None:
             try:
                 rest = interceptor(data)
-            except Exception as exc:  # a framing fault: the stream cannot be trusted any more
+            except FrameError as exc:  # the peer broke AMQP's framing: as RabbitMQ does, say so
+                self._close_on_frame_error(exc)
+                return
+            except Exception as exc:  # a fault of the data plane: the stream cannot be trusted
                 if self.on_intercept_error is not None:
                     self.on_intercept_error(exc)
                 if self.transport is not None:
@@ -110,6 +114,20 @@ class _StreamProtocol(asyncio.Protocol):
                 return
             data = rest
         self.pika_protocol.data_received(data)
+
+    def _close_on_frame_error(self, exc: FrameError) -> None:
+        """connection.close 501 FRAME_ERROR with the reason, then drop the connection without
+        waiting for close-ok (nothing more is read: the stream cannot be trusted)."""
+        self.interceptor = _refuse_all
+        if self.on_intercept_error is not None:
+            self.on_intercept_error(exc)
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        t.write(connection_close_frame(CONNECTION_CLOSE_FRAME_ERROR, f"FRAME_ERROR - {exc}"))
+        t.close()  # flushes the close frame, then the socket
+        # a peer that does not read cannot hold the connection open
+        asyncio.get_running_loop().call_later(1.0, t.abort)
 
     def eof_received(self) -> bool | None:
         return bool(self.pika_protocol.eof_received())
@@ -124,6 +142,11 @@ class _StreamProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.pika_protocol.connection_lost(exc)
+
+
+def _refuse_all(_data: bytes) -> bytes:
+    """After a frame error: whatever is still read is dropped, for pika too."""
+    return b""
 
 
 class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
@@ -242,6 +265,12 @@ class Link:
 
     def _data_plane_failed(self, exc: BaseException) -> None:
         """The relay could not make sense of the byte stream: the connection is dropped."""
+        if isinstance(exc, FrameError):
+            message = (f"connection to {self.uri.redacted()} closed by pumpd with 501 "
+                       f"FRAME_ERROR: {exc}")
+            log.warning("%s", message)
+            self._fail(LinkError(message))
+            return
         self._fail(LinkError(f"connection to {self.uri.redacted()} dropped: the data plane "
                              f"failed on its byte stream: {exc}"))
 
