@@ -63,6 +63,7 @@ class _PikaTransport(nbio_interface.AbstractStreamTransport):  # type: ignore[mi
     def __init__(self, transport: asyncio.Transport, protocol: Any) -> None:
         self._transport = transport
         self._protocol = protocol
+        self.muted = False  # after a frame error: pika's writes (its own close) are dropped
 
     def abort(self) -> None:
         self._transport.abort()
@@ -71,7 +72,8 @@ class _PikaTransport(nbio_interface.AbstractStreamTransport):  # type: ignore[mi
         return self._protocol
 
     def write(self, data: bytes) -> None:
-        self._transport.write(data)
+        if not self.muted:
+            self._transport.write(data)
 
     def get_write_buffer_size(self) -> int:
         return self._transport.get_write_buffer_size()
@@ -87,6 +89,7 @@ class _StreamProtocol(asyncio.Protocol):
         self.interceptor: Interceptor | None = None
         self.on_intercept_error: Callable[[BaseException], None] | None = None
         self.on_write_pressure: Callable[[bool], None] | None = None
+        self.frame_error: FrameError | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCPTransport is not an asyncio.Transport subclass, but has the same methods
@@ -116,17 +119,23 @@ class _StreamProtocol(asyncio.Protocol):
         self.pika_protocol.data_received(data)
 
     def _close_on_frame_error(self, exc: FrameError) -> None:
-        """connection.close 501 FRAME_ERROR with the reason, then drop the connection without
-        waiting for close-ok (nothing more is read: the stream cannot be trusted)."""
+        """connection.close 501 FRAME_ERROR with the reason and our end of the stream, then drop
+        the connection when the peer closes its end, or after a second. Without waiting for
+        close-ok: whatever arrives meanwhile is read and dropped, pika sees nothing more and
+        writes nothing more. (Closing at once with unread bytes would reset the connection,
+        and a peer may lose the close frame with the reset.)"""
         self.interceptor = _refuse_all
+        self.frame_error = exc
+        if self.pika_transport is not None:
+            self.pika_transport.muted = True
         if self.on_intercept_error is not None:
             self.on_intercept_error(exc)
         t = self.transport
         if t is None or t.is_closing():
             return
         t.write(connection_close_frame(CONNECTION_CLOSE_FRAME_ERROR, f"FRAME_ERROR - {exc}"))
-        t.close()  # flushes the close frame, then the socket
-        # a peer that does not read cannot hold the connection open
+        if t.can_write_eof():
+            t.write_eof()
         asyncio.get_running_loop().call_later(1.0, t.abort)
 
     def eof_received(self) -> bool | None:
@@ -244,6 +253,11 @@ class Link:
         return int(self.connection.params.frame_max)
 
     @property
+    def frame_error(self) -> FrameError | None:
+        """The framing fault that made pumpd close this connection with 501, if one did."""
+        return self._stream.frame_error
+
+    @property
     def channel_number(self) -> int:
         return int(self.channel.channel_number)
 
@@ -303,7 +317,8 @@ class Link:
 
     def write(self, data: bytes) -> None:
         """Write raw frames (built by the relay) to the connection."""
-        if data and self._stream.transport is not None and not self._stream.transport.is_closing():
+        if data and self._stream.transport is not None and self._stream.frame_error is None \
+                and not self._stream.transport.is_closing():
             self._stream.transport.write(data)
             self.connection.bytes_sent += len(data)
 
@@ -471,6 +486,15 @@ class Link:
 
     async def close(self) -> None:
         """Close the connection politely; returns when it is closed (or at once if it is)."""
+        if self._stream.frame_error is not None:
+            # closing already (see _StreamProtocol._close_on_frame_error): within a second
+            t = self._stream.transport
+            for _ in range(120):
+                if t is None or t.is_closing():
+                    return
+                await asyncio.sleep(0.01)
+            self.abort()
+            return
         if self.connection.is_closed:
             self._fail(LinkError("closed"))
             return

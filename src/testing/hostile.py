@@ -276,6 +276,7 @@ class HostilePeer:
         self.heartbeat = heartbeat
         self.connections: list[Connection] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)  # accept() wakes up to see stop()
         self.port: int = self._listener.getsockname()[1]
         self._stopped = threading.Event()
         self._sessions: list[_Session] = []
@@ -290,13 +291,13 @@ class HostilePeer:
 
     def stop(self) -> None:
         self._stopped.set()
+        self._thread.join(5)
         self._listener.close()
         for session in self._sessions:
             try:
                 session.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self._thread.join(5)
 
     def __enter__(self) -> HostilePeer:
         return self.start()
@@ -316,8 +317,11 @@ class HostilePeer:
         while not self._stopped.is_set():
             try:
                 sock, _addr = self._listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            sock.settimeout(None)
             session = _Session(self, sock)
             self._sessions.append(session)
             self.connections.append(session.record)
