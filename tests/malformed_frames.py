@@ -179,25 +179,33 @@ def feed(p: Any, plane: str, data: bytes) -> bytes:
     return bytes(p.feed_source(data) if plane == "source" else p.feed_destination(data))
 
 
-def outputs(p: Any, plane: str) -> list[bytes]:
-    """Everything a plane hands out besides the passthrough, as bytes."""
-    out: list[bytes] = []
+def outputs(p: Any, plane: str) -> list[tuple[str, bytes]]:
+    """Everything a plane hands out besides the passthrough: ("field", ...) for what is cut from
+    one received frame (names, reply texts, properties), ("made", ...) for what the plane
+    encodes or joins (publish frames, acks, bodies, reasons)."""
+    out: list[tuple[str, bytes]] = []
     if plane == "publish":
-        for item in p.take_returns():
-            out += [x for x in item if isinstance(x, bytes)]
-        out.append(bytes(p.take_output()))
+        for _seq, _code, text, exchange, rk, props in p.take_returns():
+            out += [("field", text), ("field", exchange), ("field", rk), ("field", props)]
+        out.append(("made", bytes(p.take_output())))
         return out
-    out.append(bytes(p.take_publishes()))
-    out.append(bytes(p.take_source_output()))
-    for item in (p.take_undeliverable(), p.take_returned(), p.last_message):
+    out.append(("made", bytes(p.take_publishes())))
+    out.append(("made", bytes(p.take_source_output())))
+    for item in (p.take_undeliverable(), p.last_message):
         if item is not None:
-            out += [x.encode() if isinstance(x, str) else x for x in item
-                    if isinstance(x, (bytes, str))]
-    return out
+            _tag, _redelivered, exchange, rk, props, body_, reason = item
+            out += [("field", exchange), ("field", rk), ("field", props), ("made", body_),
+                    ("made", reason.encode())]
+    returned = p.take_returned()
+    if returned is not None:
+        _code, text, exchange, rk, props, body_ = returned
+        out += [("field", text.encode()), ("field", exchange), ("field", rk), ("field", props),
+                ("made", body_)]
+    return [(kind, bytes(data)) for kind, data in out]
 
 
 def run(plane: str, impl: str, chunks: list[bytes], *, edits: bool = False
-        ) -> tuple[str, bytes, list[bytes]]:
+        ) -> tuple[str, bytes, list[tuple[str, bytes]]]:
     """Feed ``chunks`` in turn: (verdict, passthrough, outputs). The verdict is ``error: ...``
     (a FrameError, its message), ``undeliverable: ...`` (the relay paused on a message, its
     reason), ``returned: CODE`` (the relay paused on a returned message) or ``ok``. Any other
