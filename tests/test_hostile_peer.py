@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from pumpd import Publisher, PublishError
+from pumpd.engine.link import LinkError
 from pumpd.testing.hostile import (
     HostilePeer,
     basic_deliver,
@@ -191,3 +192,20 @@ def test_a_publisher_facing_an_oversized_frame_buffers_nothing(impl: str) -> Non
         assert peer.connections[0].flooded < FLOOD
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kb < RSS_LIMIT_KB, f"the test process grew by {grown_kb} kB"
+
+
+def test_an_oversized_frame_during_the_handshake_is_refused_before_pika_buffers_it(
+        impl: str) -> None:
+    """Before a data plane takes the stream over (handshake, declarations), the link's frame
+    guard checks every header: a connection.start announcing 0xFFFFFFF0 bytes."""
+    with HostilePeer(instead_of_start=frame(1, 0, b"", size=0xFFFFFFF0, end=b""),
+                     flood=FLOOD) as peer:
+        with pytest.raises(LinkError) as caught:
+            Publisher(peer.uri(), implementation=impl)
+        assert str(caught.value) == (
+            f"cannot connect to amqp://guest@127.0.0.1:{peer.port}/%2F: closed by pumpd with 501 "
+            "FRAME_ERROR: a frame of 4294967288 bytes (type 1, channel 0) exceeds the "
+            "negotiated frame_max 131072")
+        code, text = _close_of(peer)
+        assert code == 501 and text.startswith("FRAME_ERROR - a frame of 4294967288 bytes")
+        assert peer.connections[0].flooded < FLOOD

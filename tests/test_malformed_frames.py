@@ -8,7 +8,7 @@ import random
 
 import pytest
 from pumpd.dataplane import publish_ref
-from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM, FrameError
+from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM, FrameError, FrameGuard
 from pumpd.testing.hostile import content_header, frame
 
 from impls import IMPLEMENTATIONS, native, relay_class
@@ -105,3 +105,24 @@ def test_max_body_size_is_configurable(plane: str, impl: str) -> None:
         r.feed_source(DELIVER + content_header(CH, 100) + frame(3, CH, bytes(100)))
         with pytest.raises(FrameError, match="a body of 101 bytes, over the limit of 100"):
             r.feed_source(DELIVER + content_header(CH, 101))
+
+
+def test_the_link_guard_walks_frames_without_keeping_them() -> None:
+    """What guards a stream pika parses (before a data plane takes it over): frames pass
+    untouched, cut anywhere; a header over frame_max or of an unknown type is refused at once;
+    the limit is read per frame (connection.tune changes it)."""
+    limit = [131072]
+    guard = FrameGuard(lambda: limit[0])
+    stream = MARKER + frame(8, 0, b"") + frame(1, 0, bytes(5000)) + MARKER
+    assert b"".join(guard(stream[i : i + 1]) for i in range(len(stream))) == stream
+    limit[0] = 4096
+    assert guard(frame(1, 0, bytes(4088))) == frame(1, 0, bytes(4088))
+    head = frame(3, 1, b"", size=4089, end=b"")
+    guard(head[:6])
+    with pytest.raises(FrameError, match=r"a frame of 4097 bytes .* frame_max 4096$"):
+        guard(head[6:])
+    with pytest.raises(FrameError, match="unknown frame type 9 on channel 0"):
+        FrameGuard(lambda: 4096)(frame(9, 0, b""))
+    # a broker refusing the protocol version answers with its own header: pika says so
+    refusal = b"AMQP\x00\x00\x09\x01"
+    assert FrameGuard(lambda: 4096)(refusal) == refusal

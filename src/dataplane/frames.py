@@ -91,6 +91,48 @@ def check_body_size(body_size: int, max_body_size: int) -> None:
                          f"limit of {max_body_size}")
 
 
+class FrameGuard:
+    """An interceptor for a stream pika parses itself (the handshake and declarations, before a
+    data plane takes the stream over; a park connection): it walks the frame boundaries, keeping
+    nothing but a partial header, and refuses a frame header by :func:`check_frame_head`. pika
+    would buffer whatever size a header announced. ``frame_max()`` is read per frame: before
+    connection.tune it is the client's proposal, after it the negotiated value.
+
+    A stream that starts with ``AMQP`` is a broker refusing the protocol version (its own
+    protocol header): it is left to pika, which says so.
+    """
+
+    def __init__(self, frame_max: Callable[[], int]) -> None:
+        self._frame_max = frame_max
+        self._head = b""  # a frame header not yet whole
+        self._left = 0  # bytes of the current frame still to come (payload and end octet)
+        self._first = True
+        self._off = False
+
+    def __call__(self, data: bytes) -> bytes:
+        pos, n = 0, len(data)
+        while pos < n and not self._off:
+            if self._left:
+                k = min(self._left, n - pos)
+                self._left -= k
+                pos += k
+                continue
+            k = min(FRAME_HEADER_SIZE - len(self._head), n - pos)
+            self._head += data[pos : pos + k]
+            pos += k
+            if len(self._head) < FRAME_HEADER_SIZE:
+                break
+            head, self._head = self._head, b""
+            if self._first and head[:4] == b"AMQP":
+                self._off = True
+                break
+            self._first = False
+            ftype, channel, size = FRAME_HEAD.unpack(head)
+            check_frame_head(ftype, channel, size, self._frame_max())
+            self._left = size + 1
+        return data
+
+
 def scan_frames(
     buf: bytes,
     channel: int,

@@ -40,7 +40,12 @@ from ..config.vocabulary import (
     TABLE,
     USES_LAST_QUEUE,
 )
-from ..dataplane.frames import CONNECTION_CLOSE_FRAME_ERROR, FrameError, connection_close_frame
+from ..dataplane.frames import (
+    CONNECTION_CLOSE_FRAME_ERROR,
+    FrameError,
+    FrameGuard,
+    connection_close_frame,
+)
 from .link_errors import LinkError, closed_how, describe, quiet_pika_errors, reply_code
 
 __all__ = ["Interceptor", "Link", "LinkError", "open_link", "quiet_pika_errors"]
@@ -90,6 +95,11 @@ class _StreamProtocol(asyncio.Protocol):
         self.on_intercept_error: Callable[[BaseException], None] | None = None
         self.on_write_pressure: Callable[[bool], None] | None = None
         self.frame_error: FrameError | None = None
+
+    def frame_max(self) -> int:
+        """The connection's frame_max: pika's proposal until connection.tune, then the
+        negotiated value."""
+        return int(self.pika_protocol.conn.params.frame_max)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCPTransport is not an asyncio.Transport subclass, but has the same methods
@@ -179,6 +189,9 @@ class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 stream = _StreamProtocol(protocol_factory())
+                # until a data plane takes the stream over, frame sizes are checked here
+                stream.interceptor = FrameGuard(stream.frame_max)
+                self.stream = stream  # for open_link's error, should the handshake fail
                 await loop.create_connection(
                     lambda: stream,
                     sock=sock,
@@ -530,9 +543,11 @@ async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Li
 
     def on_open_error(_conn: Any, exc: BaseException) -> None:
         if not opened.done():
-            opened.set_exception(
-                LinkError(f"cannot connect to {uri.redacted()}: {describe(exc, uri)}")
-            )
+            stream = services.stream
+            why = describe(exc, uri)
+            if stream is not None and stream.frame_error is not None:
+                why = f"closed by pumpd with 501 FRAME_ERROR: {stream.frame_error}"
+            opened.set_exception(LinkError(f"cannot connect to {uri.redacted()}: {why}"))
 
     def on_close(_conn: Any, exc: BaseException) -> None:
         if closed_holder:

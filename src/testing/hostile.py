@@ -170,7 +170,10 @@ class _Session:
             if header != PROTOCOL_HEADER:
                 self.send(PROTOCOL_HEADER)
                 return
-            self.send(method(0, 10, 10, _start_arguments()))
+            if self.peer.instead_of_start is not None:
+                self.craft(0, self.peer.instead_of_start)
+            else:
+                self.send(method(0, 10, 10, _start_arguments()))
             while (got := self.read_frame()) is not None:
                 if not self.answer(*got):
                     break
@@ -263,12 +266,15 @@ class HostilePeer:
     :param after_publish: frames sent after the first complete basic.publish
     :param flood: zero bytes sent after the crafted frames (64 KiB at a time) until the client
         closes the connection or this many were sent
+    :param instead_of_start: frames sent instead of connection.start (then ``flood``)
     :param frame_max: the frame_max proposed in connection.tune
     :param heartbeat: the heartbeat proposed in connection.tune (0: none)
     """
 
     def __init__(self, *, after_consume: Crafted = b"", after_publish: Crafted = b"",
-                 flood: int = 0, frame_max: int = 131072, heartbeat: int = 0) -> None:
+                 flood: int = 0, instead_of_start: Crafted | None = None,
+                 frame_max: int = 131072, heartbeat: int = 0) -> None:
+        self.instead_of_start = instead_of_start
         self.after_consume = after_consume
         self.after_publish = after_publish
         self.flood = flood
