@@ -65,8 +65,10 @@ def frames(draw: st.DrawFn) -> bytes:
                                                      draw(st.integers(0, 3))))
     if kind == "heartbeat":
         return frame(8, 0, b"")
-    return method(channel, draw(st.sampled_from([10, 20, 60])), draw(st.integers(0, 130)),
-                  draw(st.binary(max_size=20)))
+    # a method the planes leave to pika (those they read are built above, well-formed)
+    class_id, method_id = draw(st.sampled_from(
+        [(10, 50), (20, 40), (50, 11), (60, 11), (60, 21), (60, 31), (60, 40), (60, 90)]))
+    return method(channel, class_id, method_id, draw(st.binary(max_size=20)))
 
 
 @st.composite
