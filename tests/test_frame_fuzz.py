@@ -71,11 +71,39 @@ def frames(draw: st.DrawFn) -> bytes:
     return method(channel, class_id, method_id, draw(st.binary(max_size=20)))
 
 
+def _split(data: bytes) -> list[tuple[int, int, bytes]]:
+    """(type, channel, payload) of each frame of a well-formed stream."""
+    out, pos = [], 0
+    while pos < len(data):
+        ftype, channel, size = struct.unpack_from(">BHI", data, pos)
+        out.append((ftype, channel, data[pos + 7 : pos + 7 + size]))
+        pos += 8 + size
+    return out
+
+
 @st.composite
 def mutated(draw: st.DrawFn) -> bytes:
-    """Valid frames, then a few bytes overwritten, inserted or cut (length fields included)."""
-    data = bytearray(b"".join(draw(st.lists(frames(), min_size=1, max_size=6))))
-    for _ in range(draw(st.integers(0, 4))):
+    """Valid frames, then a few payloads edited inside well-formed frames (the fields' lengths
+    lie, the framing does not), and a few bytes overwritten, inserted or cut anywhere (length
+    fields included)."""
+    parts = _split(b"".join(draw(st.lists(frames(), min_size=1, max_size=6))))
+    for _ in range(draw(st.integers(0, 3))):
+        i = draw(st.integers(0, len(parts) - 1))
+        ftype, channel, payload = parts[i]
+        edited = bytearray(payload)
+        pos = draw(st.integers(0, len(edited)))
+        op = draw(st.sampled_from(["set", "insert", "cut", "truncate"]))
+        if op == "set" and pos < len(edited):
+            edited[pos] = draw(st.sampled_from([0, 1, 5, 11, 12, 13, 40, 127, 200, 255]))
+        elif op == "insert":
+            edited[pos:pos] = draw(st.binary(min_size=1, max_size=4))
+        elif op == "cut":
+            del edited[pos : pos + draw(st.integers(1, 8))]
+        else:
+            del edited[pos:]
+        parts[i] = (ftype, channel, bytes(edited))
+    data = bytearray(b"".join(frame(t, c, p) for t, c, p in parts))
+    for _ in range(draw(st.integers(0, 2))):
         op = draw(st.sampled_from(["set", "insert", "cut", "length"]))
         pos = draw(st.integers(0, max(len(data) - 1, 0)))
         if op == "set" and data:
