@@ -40,6 +40,7 @@ from libc.string cimport memcmp, memcpy, memmove
 from libc.time cimport time
 
 from pumpd.dataplane import frames as _frames
+from pumpd.dataplane import received as _received
 from pumpd.dataplane.frames import FrameError, UnparseableProperties
 
 cdef extern from *:
@@ -166,8 +167,8 @@ if (
 ):
     raise ImportError("pumpd._fastpath disagrees with pumpd.dataplane.frames on the wire constants")
 
-cdef Py_ssize_t DEFAULT_FRAME_MAX = _frames.DEFAULT_FRAME_MAX
-cdef uint64_t MAX_BODY_SIZE = _frames.MAX_BODY_SIZE
+cdef Py_ssize_t DEFAULT_FRAME_MAX = _received.DEFAULT_FRAME_MAX
+cdef uint64_t MAX_BODY_SIZE = _received.MAX_BODY_SIZE
 
 
 cdef inline Py_ssize_t payload_limit(long long frame_max) noexcept:
@@ -177,10 +178,10 @@ cdef inline Py_ssize_t payload_limit(long long frame_max) noexcept:
 
 cdef inline int check_head(const unsigned char *h, Py_ssize_t payload_max) except -1:
     """The 7-byte frame header at ``h``: a known type, a size within the limit. Two C
-    comparisons per frame; the message is built by ``frames.check_frame_head`` (cold path)."""
+    comparisons per frame; the message is built by ``received.check_frame_head`` (cold path)."""
     cdef unsigned t = h[0]
     if t > 8 or not ((FRAME_TYPE_BITS >> t) & 1) or <Py_ssize_t>pumpd_rd32(h + 3) > payload_max:
-        _frames.check_frame_head(t, pumpd_rd16(h + 1), pumpd_rd32(h + 3),
+        _received.check_frame_head(t, pumpd_rd16(h + 1), pumpd_rd32(h + 3),
                                  payload_max + FRAME_HEAD + 1)
         raise AssertionError("check_frame_head passed a frame check_head refused")
     return 0
@@ -188,7 +189,7 @@ cdef inline int check_head(const unsigned char *h, Py_ssize_t payload_max) excep
 
 cdef inline int check_body_size(uint64_t body_size, uint64_t limit) except -1:
     if body_size > limit:
-        _frames.check_body_size(body_size, limit)
+        _received.check_body_size(body_size, limit)
     return 0
 
 

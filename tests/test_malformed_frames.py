@@ -8,7 +8,8 @@ import random
 
 import pytest
 from pumpd.dataplane import publish_ref
-from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM, FrameError, FrameGuard
+from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM, FrameError
+from pumpd.dataplane.received import FrameGuard
 from pumpd.testing.hostile import content_header, frame
 
 from impls import IMPLEMENTATIONS, native, relay_class

@@ -44,19 +44,21 @@ from .frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
-    MAX_BODY_SIZE,
     METHOD_ID,
     PROPERTY_INDEX,
     PROPERTY_KINDS,
     U64,
     FrameError,
+    shortstr,
+    split_properties,
+)
+from .received import (
+    MAX_BODY_SIZE,
     basic_return_fields,
     confirm_fields,
     content_header_fields,
     method_id_of,
     scan_frames,
-    shortstr,
-    split_properties,
 )
 
 _HEADER_PREFIX = struct.Struct(">BHIHHQ")  # frame head + class, weight, body size

@@ -37,19 +37,21 @@ from .frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
-    MAX_BODY_SIZE,
     FrameError,
     UnparseableProperties,
     basic_ack_frame,
-    basic_deliver_fields,
     basic_nack_frame,
     basic_publish_payload,
-    basic_return_fields,
-    confirm_fields,
-    content_header_fields,
     content_header_payload,
     edit_properties,
     frame,
+)
+from .received import (
+    MAX_BODY_SIZE,
+    basic_deliver_fields,
+    basic_return_fields,
+    confirm_fields,
+    content_header_fields,
     method_id_of,
     scan_frames,
 )
@@ -100,7 +102,7 @@ class Relay:
     :param hold_returns: a basic.return pauses the destination side (see
         :meth:`take_returned`)
     :param source_frame_max: negotiated frame_max of the source connection. A frame received
-        over its connection's frame_max (0: ``frames.DEFAULT_FRAME_MAX``), or a content header
+        over its connection's frame_max (0: ``received.DEFAULT_FRAME_MAX``), or a content header
         announcing more than ``max_body_size`` bytes, raises :class:`FrameError`: the session
         closes that connection with 501 FRAME_ERROR.
     """

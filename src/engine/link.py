@@ -40,12 +40,8 @@ from ..config.vocabulary import (
     TABLE,
     USES_LAST_QUEUE,
 )
-from ..dataplane.frames import (
-    CONNECTION_CLOSE_FRAME_ERROR,
-    FrameError,
-    FrameGuard,
-    connection_close_frame,
-)
+from ..dataplane.frames import CONNECTION_CLOSE_FRAME_ERROR, FrameError, connection_close_frame
+from ..dataplane.received import FrameGuard
 from .link_errors import LinkError, closed_how, describe, quiet_pika_errors, reply_code
 
 __all__ = ["Interceptor", "Link", "LinkError", "open_link", "quiet_pika_errors"]
