@@ -53,6 +53,8 @@ class Relay:
         limit: int = 0,
         keep_last: bool = False,
         hold_returns: bool = False,
+        source_frame_max: int = 0,
+        max_body_size: int = ...,
     ) -> None: ...
     @property
     def consumed(self) -> int: ...
@@ -101,7 +103,7 @@ class Relay:
 class PublishPlane:
     def __init__(
         self, *, channel: int, frame_max: int, exchange: builtins.bytes = b"",
-        mandatory: bool = False,
+        mandatory: bool = False, max_body_size: int = ...,
     ) -> None: ...
     @property
     def published(self) -> int: ...

@@ -40,6 +40,7 @@ from libc.string cimport memcmp, memcpy, memmove
 from libc.time cimport time
 
 from pumpd.dataplane import frames as _frames
+from pumpd.dataplane import received as _received
 from pumpd.dataplane.frames import FrameError, UnparseableProperties
 
 cdef extern from *:
@@ -100,6 +101,9 @@ cdef enum:
     FRAME_BODY = 3
     FRAME_END = 0xCE
     FRAME_HEAD = 7  # type(1) channel(2) size(4)
+    FRAME_HEARTBEAT = 8
+    # bit t set: frame type t is AMQP 0-9-1's (method, header, body, heartbeat)
+    FRAME_TYPE_BITS = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 8)
     CLASS_BASIC = 60
     BASIC_PUBLISH = 40
     BASIC_RETURN = 50
@@ -162,6 +166,53 @@ if (
         ACK_MODE_ON_PUBLISH, ACK_MODE_ON_CONFIRM)
 ):
     raise ImportError("pumpd._fastpath disagrees with pumpd.dataplane.frames on the wire constants")
+
+cdef Py_ssize_t DEFAULT_FRAME_MAX = _received.DEFAULT_FRAME_MAX
+cdef uint64_t MAX_BODY_SIZE = _received.MAX_BODY_SIZE
+
+
+cdef inline Py_ssize_t payload_limit(long long frame_max) noexcept:
+    """The largest frame payload allowed on a connection of ``frame_max`` (0: the default)."""
+    return (frame_max if frame_max else DEFAULT_FRAME_MAX) - (FRAME_HEAD + 1)
+
+
+cdef inline int check_head(const unsigned char *h, Py_ssize_t payload_max) except -1:
+    """The 7-byte frame header at ``h``: a known type, a size within the limit. Two C
+    comparisons per frame; the message is built by ``received.check_frame_head`` (cold path)."""
+    cdef unsigned t = h[0]
+    if t > 8 or not ((FRAME_TYPE_BITS >> t) & 1) or <Py_ssize_t>pumpd_rd32(h + 3) > payload_max:
+        _received.check_frame_head(t, pumpd_rd16(h + 1), pumpd_rd32(h + 3),
+                                 payload_max + FRAME_HEAD + 1)
+        raise AssertionError("check_frame_head passed a frame check_head refused")
+    return 0
+
+
+cdef inline int check_body_size(uint64_t body_size, uint64_t limit) except -1:
+    if body_size > limit:
+        _received.check_body_size(body_size, limit)
+    return 0
+
+
+cdef tuple return_fields(const unsigned char *p, Py_ssize_t size, bint make):
+    """The basic.return whose payload (class and method ids first) is ``p[:size]``: every length
+    checked against ``size``; with ``make``, (reply_code, reply_text, exchange, routing_key)
+    as bytes, else None."""
+    cdef Py_ssize_t pos = 6, k
+    cdef Py_ssize_t starts[3]
+    if size < 6:
+        raise FrameError("basic.return truncated")
+    for k in range(3):
+        if pos >= size or pos + 1 + p[pos] > size:
+            raise FrameError("basic.return truncated")
+        starts[k] = pos
+        pos += 1 + p[pos]
+    if not make:
+        return None
+    return (pumpd_rd16(p + 4),
+            PyBytes_FromStringAndSize(<const char *>p + starts[0] + 1, p[starts[0]]),
+            PyBytes_FromStringAndSize(<const char *>p + starts[1] + 1, p[starts[1]]),
+            PyBytes_FromStringAndSize(<const char *>p + starts[2] + 1, p[starts[2]]))
+
 
 # -- growable byte buffers -----------------------------------------------------------------------
 
@@ -551,6 +602,9 @@ cdef class Relay:
     cdef int64_t _now  # the clock, read once per feed call that needs it (-1: not yet)
     cdef bint _edits  # overrides, forward or timestamp header: the properties are parsed
     cdef Py_ssize_t _frame_max  # 0: no limit
+    cdef Py_ssize_t _src_payload_max  # the largest frame payload received on each connection
+    cdef Py_ssize_t _dst_payload_max
+    cdef uint64_t _max_body  # the largest body a content header may announce
     # undeliverable messages and keep_last
     cdef bint _keep_last
     cdef object _last  # keep_last: the last message published
@@ -622,10 +676,19 @@ cdef class Relay:
         limit=0,
         keep_last=False,
         hold_returns=False,
+        source_frame_max=0,
+        max_body_size=MAX_BODY_SIZE,
     ):
         cdef Py_ssize_t i
         if dest_frame_max and dest_frame_max < 4096:
             raise ValueError(f"destination frame_max {dest_frame_max} is below AMQP's 4096")
+        if source_frame_max and source_frame_max < 4096:
+            raise ValueError(f"source frame_max {source_frame_max} is below AMQP's 4096")
+        if max_body_size < 0:
+            raise ValueError(f"max_body_size {max_body_size} is negative")
+        self._src_payload_max = payload_limit(source_frame_max)
+        self._dst_payload_max = payload_limit(dest_frame_max)
+        self._max_body = max_body_size
         if ack_mode not in (ACK_MODE_NO_ACK, ACK_MODE_ON_PUBLISH, ACK_MODE_ON_CONFIRM):
             raise ValueError(f"unknown ack mode {ack_mode}")
         for name, channel in (("source_channel", source_channel), ("dest_channel", dest_channel)):
@@ -912,6 +975,8 @@ cdef class Relay:
                     buf_append(carry, data, k)
                     pos = k
                 if carry.len >= FRAME_HEAD:
+                    check_head(carry.data,
+                               self._src_payload_max if source else self._dst_payload_max)
                     frame_len = FRAME_HEAD + <Py_ssize_t>pumpd_rd32(carry.data + 3) + 1
                     k = min(frame_len - carry.len, n - pos)
                     buf_append(carry, data + pos, k)
@@ -943,9 +1008,11 @@ cdef class Relay:
     cdef Py_ssize_t _scan(self, const unsigned char *buf, Py_ssize_t n, bint source) except -1:
         """Handle every complete frame in ``buf``; returns the bytes used."""
         cdef Py_ssize_t pos = 0, size, end
+        cdef Py_ssize_t payload_max = self._src_payload_max if source else self._dst_payload_max
         cdef uint16_t channel
         cdef int taken
         while n - pos >= FRAME_HEAD:
+            check_head(buf + pos, payload_max)  # before waiting for the rest of the frame
             size = <Py_ssize_t>pumpd_rd32(buf + pos + 3)
             end = pos + FRAME_HEAD + size
             if end >= n:
@@ -1054,6 +1121,7 @@ cdef class Relay:
     cdef int _on_header(self, const unsigned char *p, Py_ssize_t size) except -1:
         """The content header: write ours (properties forwarded, spliced or rewritten)."""
         cdef uint64_t body_size = pumpd_rd64(p + 4)
+        check_body_size(body_size, self._max_body)
         self._cur_size = body_size
         self._remaining = body_size
         self._out_left = 0
@@ -1387,17 +1455,21 @@ cdef class Relay:
                 if size < 12:
                     raise FrameError(f"content header of {size} bytes")
                 self._ret_remaining = pumpd_rd64(p + 4)
+                check_body_size(self._ret_remaining, self._max_body)
                 self._ret_state = BODY if self._ret_remaining else IDLE
                 if self._hold_returns:
                     self._ret_props = PyBytes_FromStringAndSize(<char *>p + 12, size - 12)
                     self._ret_body = []
             else:
+                if ftype != FRAME_BODY:
+                    raise FrameError(f"expected a body frame, got frame type {ftype}")
+                if <uint64_t>size > self._ret_remaining:
+                    raise FrameError("body frames longer than the content header's body size")
                 if self._hold_returns:
                     self._ret_body.append(PyBytes_FromStringAndSize(<char *>p, size))
-                if <uint64_t>size >= self._ret_remaining:
+                self._ret_remaining -= <uint64_t>size
+                if self._ret_remaining == 0:
                     self._ret_state = IDLE
-                else:
-                    self._ret_remaining -= <uint64_t>size
             if self._ret_state == IDLE and self._hold_returns:
                 self._returned = (*self._ret_fields, self._ret_props, b"".join(self._ret_body))
                 self._ret_body = []
@@ -1429,10 +1501,12 @@ cdef class Relay:
                 self._src_out.len += ACK_FRAME_SIZE
             return 1
         if method_id == BASIC_RETURN:
+            fields = return_fields(p, size, self._hold_returns)
             self.returned += 1
             self._ret_state = HEADER
             if self._hold_returns:
-                self._ret_fields = _return_fields(PyBytes_FromStringAndSize(<char *>p + 4, size - 4))
+                code, text, exchange, routing_key = fields
+                self._ret_fields = (code, text.decode("utf-8", "replace"), exchange, routing_key)
             return 1
         return 0
 
@@ -1461,21 +1535,6 @@ cdef class Relay:
             raise AssertionError("relay: a complete frame left in the source carry-over")
         self._window._check()
         return 0
-
-
-cdef tuple _return_fields(bytes m):
-    """reply_code, reply_text, exchange, routing_key of a basic.return's arguments (rare: only
-    with hold_returns, so Python objects are fine)."""
-    if len(m) < 3:
-        raise FrameError("basic.return truncated")
-    code = (m[0] << 8) | m[1]
-    pos = 2
-    text = m[pos + 1:pos + 1 + m[pos]]
-    pos += 1 + m[pos]
-    exchange = m[pos + 1:pos + 1 + m[pos]]
-    pos += 1 + m[pos]
-    routing_key = m[pos + 1:pos + 1 + m[pos]]
-    return (code, text.decode("utf-8", "replace"), exchange, routing_key)
 
 
 cdef int _short_string(unsigned char *out, value, str what) except -1:
@@ -1522,15 +1581,19 @@ cdef class PublishPlane:
     cdef int _ret_state
     cdef uint64_t _ret_remaining
     cdef tuple _ret_method
+    cdef Py_ssize_t _payload_max  # the largest frame payload received
+    cdef uint64_t _max_body  # the largest body a returned message's header may announce
     cdef readonly unsigned long long published
     cdef readonly unsigned long long confirmed
     cdef readonly unsigned long long nacked
     cdef readonly unsigned long long returned
 
     def __init__(self, *, int channel, long long frame_max, bytes exchange=b"",
-                 bint mandatory=False):
+                 bint mandatory=False, unsigned long long max_body_size=MAX_BODY_SIZE):
         if frame_max and frame_max < 4096:
             raise ValueError(f"frame_max {frame_max} is below AMQP's 4096")
+        self._payload_max = payload_limit(frame_max)
+        self._max_body = max_body_size
         if len(exchange) > 255:
             raise ValueError("exchange name longer than 255 bytes")
         self._ch = <uint16_t>channel
@@ -1800,6 +1863,7 @@ cdef class PublishPlane:
             n = PyBytes_GET_SIZE(data)
         try:
             while n - pos >= 7:
+                check_head(p + pos, self._payload_max)  # before waiting for the rest
                 ftype = p[pos]
                 channel = pumpd_rd16(p + pos + 1)
                 size = pumpd_rd32(p + pos + 3)
@@ -1825,11 +1889,13 @@ cdef class PublishPlane:
         cdef uint16_t class_id, method_id
         cdef uint64_t seq
         cdef bint multiple
-        cdef Py_ssize_t q
         if self._ret_state == PUB_RET_HEADER:
             if ftype != FRAME_HEADER:
                 raise FrameError("expected a content header after basic.return")
+            if end - start < 12:
+                raise FrameError(f"content header of {end - start} bytes")
             self._ret_remaining = pumpd_rd64(p + start + 4)
+            check_body_size(self._ret_remaining, self._max_body)
             code, text, exchange, rk = self._ret_method
             self._returns.append((0, code, text, exchange, rk,
                                   PyBytes_FromStringAndSize(<const char *>p + start + 12,
@@ -1841,21 +1907,24 @@ cdef class PublishPlane:
         if self._ret_state == PUB_RET_BODY:
             if ftype != FRAME_BODY:
                 raise FrameError(f"expected a body frame, got frame type {ftype}")
-            if <uint64_t>(end - start) >= self._ret_remaining:
-                self._ret_remaining = 0
+            if <uint64_t>(end - start) > self._ret_remaining:
+                raise FrameError("body frames longer than the content header's body size")
+            self._ret_remaining -= <uint64_t>(end - start)
+            if self._ret_remaining == 0:
                 self._ret_state = PUB_RET_IDLE
-            else:
-                self._ret_remaining -= <uint64_t>(end - start)
             return True
-        if ftype != FRAME_METHOD or end - start < 4:
+        if ftype != FRAME_METHOD:
             return False
+        if end - start < 4:
+            raise FrameError(f"method frame of {end - start} bytes")
         class_id = pumpd_rd16(p + start)
         method_id = pumpd_rd16(p + start + 2)
         if class_id != CLASS_BASIC:
             return False
         if method_id == BASIC_ACK or method_id == BASIC_NACK:
             if end - start < 13:
-                raise FrameError("basic.ack / basic.nack frame too short")
+                raise FrameError("basic.ack truncated" if method_id == BASIC_ACK
+                                 else "basic.nack truncated")
             seq = pumpd_rd64(p + start + 4)
             multiple = p[start + 12] & 1
             if self._unattributed:
@@ -1866,15 +1935,7 @@ cdef class PublishPlane:
                 self._nack(seq, multiple)
             return True
         if method_id == BASIC_RETURN:
-            q = start + 4
-            code = pumpd_rd16(p + q)
-            q += 2
-            text = PyBytes_FromStringAndSize(<const char *>p + q + 1, p[q])
-            q += 1 + p[q]
-            exchange = PyBytes_FromStringAndSize(<const char *>p + q + 1, p[q])
-            q += 1 + p[q]
-            rk = PyBytes_FromStringAndSize(<const char *>p + q + 1, p[q])
-            self._ret_method = (code, text, exchange, rk)
+            self._ret_method = return_fields(p + start, end - start, True)
             self._ret_state = PUB_RET_HEADER
             return True
         return False

@@ -6,6 +6,8 @@
   works); ``node_b`` has none. The system broker on 5672 is never used.
 * ``node_a`` / ``node_b``: one of them, running: if an earlier test killed or stopped it, it is
   restarted (same ports and data) before the test runs.
+* Hypothesis: ``HYPOTHESIS_PROFILE=thorough`` runs every property test with 10,000 examples
+  (the default profile is Hypothesis' own, 100).
 * ``vhost_a`` / ``vhost_b``: the name (a ``str``) of a vhost created for this test only on that
   node, with full permissions for ``guest``; deleted afterwards. Connect with
   ``node_a.uri(vhost_a)``.

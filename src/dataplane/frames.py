@@ -9,7 +9,7 @@ No I/O here. The pure-Python relay uses these per message; the native relay uses
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pika.data
@@ -58,46 +58,15 @@ def frame(frame_type: int, channel: int, payload: bytes | bytearray | memoryview
     return FRAME_HEAD.pack(frame_type, channel, len(payload)) + bytes(payload) + b"\xce"
 
 
-def scan_frames(
-    buf: bytes,
-    channel: int,
-    take: Callable[[int, bytes, int, int], bool],
-    stop: Callable[[], bool] = lambda: False,
-) -> tuple[bytes, bytes]:
-    """Walk the whole frames in ``buf``: ``take(type, buf, payload_start, payload_end)`` decides
-    for each frame on ``channel`` whether the caller keeps it; after a frame for which ``stop()``
-    holds, the walk ends there. Returns the rest (an incomplete tail to carry over, or what
-    follows the stop) and the frames meant for pika, in order."""
-    passthrough: list[bytes] = []
-    pos = 0
-    n = len(buf)
-    while n - pos >= 7:
-        ftype, frame_channel, size = FRAME_HEAD.unpack_from(buf, pos)
-        end = pos + 7 + size
-        if end >= n:
-            break
-        if buf[end] != FRAME_END:
-            raise FrameError(f"frame end octet missing on channel {frame_channel}")
-        if not (frame_channel == channel and take(ftype, buf, pos + 7, end)):
-            passthrough.append(buf[pos : end + 1])
-        pos = end + 1
-        if stop():
-            break
-    return buf[pos:], b"".join(passthrough)
+# The reply code of connection.close for a frame that breaks the framing rules (RabbitMQ's too).
+CONNECTION_CLOSE_FRAME_ERROR = 501
 
 
-def basic_return_fields(buf: bytes, start: int) -> tuple[int, bytes, bytes, bytes]:
-    """reply_code, reply_text, exchange and routing_key of the basic.return method whose payload
-    (class and method ids first) starts at ``start``."""
-    pos = start + 4
-    code = _U16.unpack_from(buf, pos)[0]
-    pos += 2
-    fields = []
-    for _ in range(3):
-        n = buf[pos]
-        fields.append(bytes(buf[pos + 1 : pos + 1 + n]))
-        pos += 1 + n
-    return code, fields[0], fields[1], fields[2]
+def connection_close_frame(reply_code: int, reply_text: str) -> bytes:
+    """connection.close (channel 0) with ``reply_code`` and the text cut to a short string."""
+    text = reply_text.encode("utf-8", "replace")[:255]
+    payload = struct.pack(">HHH", 10, 50, reply_code) + shortstr(text) + struct.pack(">HH", 0, 0)
+    return frame(FRAME_METHOD, 0, payload)
 
 
 def shortstr(value: bytes) -> bytes:

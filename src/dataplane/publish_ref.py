@@ -49,9 +49,16 @@ from .frames import (
     PROPERTY_KINDS,
     U64,
     FrameError,
-    basic_return_fields,
-    scan_frames,
     shortstr,
+    split_properties,
+)
+from .received import (
+    MAX_BODY_SIZE,
+    basic_return_fields,
+    confirm_fields,
+    content_header_fields,
+    method_id_of,
+    scan_frames,
 )
 
 _HEADER_PREFIX = struct.Struct(">BHIHHQ")  # frame head + class, weight, body size
@@ -152,28 +159,13 @@ def encode_properties(properties: Mapping[str, Any] | None) -> bytes:
 
 
 def message_id_of(raw_properties: bytes) -> bytes | None:
-    """The ``message_id`` in a raw property list, or None."""
-    if len(raw_properties) < 2:
+    """The ``message_id`` in a raw property list, or None (also when the list cannot be read
+    that far: a returned message's properties come from the broker)."""
+    try:
+        value = split_properties(raw_properties)[PROPERTY_INDEX["message_id"]]
+    except FrameError:
         return None
-    flags = struct.unpack_from(">H", raw_properties)[0]
-    target = PROPERTY_INDEX["message_id"]
-    if not flags & (1 << (15 - target)):
-        return None
-    pos = 2
-    for i in range(target):
-        if not flags & (1 << (15 - i)):
-            continue
-        kind = PROPERTY_KINDS[i]
-        if kind == "s":
-            pos += 1 + raw_properties[pos]
-        elif kind == "t":
-            pos += 4 + struct.unpack_from(">I", raw_properties, pos)[0]
-        elif kind == "o":
-            pos += 1
-        else:
-            pos += 8
-    n = raw_properties[pos]
-    return bytes(raw_properties[pos + 1 : pos + 1 + n])
+    return None if value is None else value[1:]
 
 
 # -- the data plane ------------------------------------------------------------------------------
@@ -186,16 +178,22 @@ class PublishPlane:
     :param frame_max: the connection's negotiated frame_max (body frames are split to fit)
     :param exchange: the exchange every publish goes to
     :param mandatory: publish with mandatory set: unroutable messages come back as returns
+    :param max_body_size: the largest body a returned message's content header may announce
+
+    A frame received over ``frame_max``, or a content header over ``max_body_size``, raises
+    :class:`FrameError` (the publisher closes the connection with 501 FRAME_ERROR).
     """
 
     def __init__(self, *, channel: int, frame_max: int, exchange: bytes = b"",
-                 mandatory: bool = False) -> None:
+                 mandatory: bool = False, max_body_size: int = MAX_BODY_SIZE) -> None:
         if frame_max and frame_max < 4096:
             raise ValueError(f"frame_max {frame_max} is below AMQP's 4096")
         if len(exchange) > 255:
             raise ValueError("exchange name longer than 255 bytes")
         self._ch = channel
         self._body_max = (frame_max or 131072) - FRAME_OVERHEAD
+        self._frame_max = frame_max
+        self._max_body = max_body_size
         self._exchange = shortstr(exchange)
         self._mandatory = b"\x01" if mandatory else b"\x00"
         self._out: list[bytes] = []
@@ -315,14 +313,14 @@ class PublishPlane:
     def feed(self, data: bytes) -> bytes:
         """Scan bytes read from the connection; returns the frames meant for pika."""
         self._buf, passthrough = scan_frames(self._buf + data if self._buf else data, self._ch,
-                                             self._take)
+                                             self._take, frame_max=self._frame_max)
         return passthrough
 
     def _take(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         if self._ret_state == 1:
             if ftype != FRAME_HEADER:
                 raise FrameError("expected a content header after basic.return")
-            self._ret_remaining = U64.unpack_from(buf, start + 4)[0]
+            self._ret_remaining = content_header_fields(buf, start, end, self._max_body)
             code, text, exchange, rk = self._ret_method
             self._returns.append((0, code, text, exchange, rk, bytes(buf[start + 12 : end])))
             self._unattributed += 1
@@ -332,18 +330,19 @@ class PublishPlane:
         if self._ret_state == 2:
             if ftype != FRAME_BODY:
                 raise FrameError(f"expected a body frame, got frame type {ftype}")
+            if end - start > self._ret_remaining:
+                raise FrameError("body frames longer than the content header's body size")
             self._ret_remaining -= end - start
-            if self._ret_remaining <= 0:
+            if self._ret_remaining == 0:
                 self._ret_state = 0
             return True
         if ftype != FRAME_METHOD:
             return False
-        class_id, method_id = METHOD_ID.unpack_from(buf, start)
+        class_id, method_id = method_id_of(buf, start, end)
         if class_id != CLASS_BASIC:
             return False
         if method_id == BASIC_ACK or method_id == BASIC_NACK:
-            seq = U64.unpack_from(buf, start + 4)[0]
-            multiple = bool(buf[start + 12] & 1)
+            seq, multiple = confirm_fields(buf, start, end, method_id)
             self._attribute_returns(seq)
             if method_id == BASIC_ACK:
                 self._ack(seq, multiple)
@@ -351,7 +350,7 @@ class PublishPlane:
                 self._nack(seq, multiple)
             return True
         if method_id == BASIC_RETURN:
-            self._ret_method = basic_return_fields(buf, start)
+            self._ret_method = basic_return_fields(buf, start, end)
             self._ret_state = 1
             return True
         return False

@@ -37,17 +37,22 @@ from .frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
-    METHOD_ID,
-    U64,
     FrameError,
     UnparseableProperties,
     basic_ack_frame,
     basic_nack_frame,
     basic_publish_payload,
-    basic_return_fields,
     content_header_payload,
     edit_properties,
     frame,
+)
+from .received import (
+    MAX_BODY_SIZE,
+    basic_deliver_fields,
+    basic_return_fields,
+    confirm_fields,
+    content_header_fields,
+    method_id_of,
     scan_frames,
 )
 
@@ -64,14 +69,15 @@ _IDLE, _HEADER, _BODY = 0, 1, 2
 class _Assembler:
     """Collects method + header + body frames of one message on one channel."""
 
-    __slots__ = ("body", "method_payload", "properties", "remaining", "state")
+    __slots__ = ("body", "deliver", "properties", "remaining", "state")
 
     def __init__(self) -> None:
         self.state = _IDLE
         self.remaining = 0
         self.properties = b""
         self.body: list[bytes] = []
-        self.method_payload = b""
+        # delivery_tag, redelivered, exchange, routing_key of the basic.deliver
+        self.deliver: tuple[int, bool, bytes, bytes] = (0, False, b"", b"")
 
 
 class Relay:
@@ -93,6 +99,12 @@ class Relay:
         held unpublished and unacknowledged, so closing the source channel requeues them
     :param keep_last: keep the last message published as :attr:`last_message` (for isolating a
         message the destination refuses; meant for prefetch 1, it copies every message)
+    :param hold_returns: a basic.return pauses the destination side (see
+        :meth:`take_returned`)
+    :param source_frame_max: negotiated frame_max of the source connection. A frame received
+        over its connection's frame_max (0: ``received.DEFAULT_FRAME_MAX``), or a content header
+        announcing more than ``max_body_size`` bytes, raises :class:`FrameError`: the session
+        closes that connection with 501 FRAME_ERROR.
     """
 
     def __init__(
@@ -112,6 +124,8 @@ class Relay:
         limit: int = 0,
         keep_last: bool = False,
         hold_returns: bool = False,
+        source_frame_max: int = 0,
+        max_body_size: int = MAX_BODY_SIZE,
     ) -> None:
         if dest_frame_max and dest_frame_max < 4096:
             raise ValueError(f"destination frame_max {dest_frame_max} is below AMQP's 4096")
@@ -121,6 +135,8 @@ class Relay:
         self._dst_ch = dest_channel
         self._body_max = (dest_frame_max or 131072) - FRAME_OVERHEAD
         self._frame_max = dest_frame_max
+        self._src_frame_max = source_frame_max
+        self._max_body = max_body_size
         self._ack_mode = ack_mode
         self._exchange = exchange
         self._routing_key = routing_key
@@ -216,6 +232,7 @@ class Relay:
             self._src_ch,
             self._take_source_frame,
             lambda: self._undeliverable is not None,
+            self._src_frame_max,
         )
         if self._undeliverable is not None:
             self._src_buf, self._kept = b"", buf
@@ -253,15 +270,15 @@ class Relay:
     def _take_source_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         asm = self._deliver
         if asm.state == _IDLE:
-            if ftype != FRAME_METHOD or METHOD_ID.unpack_from(buf, start) != (CLASS_BASIC, BASIC_DELIVER):
+            if ftype != FRAME_METHOD or method_id_of(buf, start, end) != (CLASS_BASIC, BASIC_DELIVER):
                 return False
-            asm.method_payload = buf[start + 4 : end]
+            asm.deliver = basic_deliver_fields(buf, start, end)
             asm.state = _HEADER
             return True
         if asm.state == _HEADER:
             if ftype != FRAME_HEADER:
                 raise FrameError(f"expected a content header after basic.deliver, got frame type {ftype}")
-            asm.remaining = U64.unpack_from(buf, start + 4)[0]
+            asm.remaining = content_header_fields(buf, start, end, self._max_body)
             asm.properties = buf[start + 12 : end]
             asm.body = []
             if asm.remaining == 0:
@@ -282,14 +299,7 @@ class Relay:
 
     def _on_delivery(self, asm: _Assembler) -> None:
         asm.state = _IDLE
-        m = asm.method_payload
-        pos = 1 + m[0]  # consumer tag
-        tag = U64.unpack_from(m, pos)[0]
-        redelivered = m[pos + 8] & 1
-        pos += 9
-        exchange = m[pos + 1 : pos + 1 + m[pos]]
-        pos += 1 + m[pos]
-        routing_key = m[pos + 1 : pos + 1 + m[pos]]
+        tag, redelivered, exchange, routing_key = asm.deliver
         if self._hold_rest or (self._limit and self.consumed >= self._limit):
             return  # held unacknowledged: requeued at the source when the session closes
         body = b"".join(asm.body)
@@ -311,7 +321,7 @@ class Relay:
                 f"content header of {header_size} bytes exceeds the destination's "
                 f"frame_max {self._frame_max}"
             )
-        message = (tag, bool(redelivered), exchange, routing_key, asm.properties, body, reason)
+        message = (tag, redelivered, exchange, routing_key, asm.properties, body, reason)
         if reason:
             self.undeliverable += 1
             self._undeliverable = message
@@ -384,6 +394,7 @@ class Relay:
             self._dst_ch,
             self._take_dest_frame,
             lambda: self._returned is not None,
+            self._frame_max,
         )
         if self._returned is not None:
             self._dst_buf, self._dst_kept = b"", buf
@@ -418,11 +429,15 @@ class Relay:
             if asm.state == _HEADER:
                 if ftype != FRAME_HEADER:
                     raise FrameError("expected a content header after basic.return")
-                asm.remaining = U64.unpack_from(buf, start + 4)[0]
+                asm.remaining = content_header_fields(buf, start, end, self._max_body)
                 asm.state = _BODY if asm.remaining else _IDLE
                 if self._hold_returns:
                     self._ret_props, self._ret_body = buf[start + 12 : end], []
             else:
+                if ftype != FRAME_BODY:
+                    raise FrameError(f"expected a body frame, got frame type {ftype}")
+                if end - start > asm.remaining:
+                    raise FrameError("body frames longer than the content header's body size")
                 asm.remaining -= end - start
                 if self._hold_returns:
                     self._ret_body.append(buf[start:end])
@@ -434,24 +449,23 @@ class Relay:
             return True
         if ftype != FRAME_METHOD:
             return False
-        class_id, method_id = METHOD_ID.unpack_from(buf, start)
+        class_id, method_id = method_id_of(buf, start, end)
         if class_id != CLASS_BASIC:
             return False
         if method_id == BASIC_ACK:
-            self._window.ack(U64.unpack_from(buf, start + 4)[0], bool(buf[start + 12] & 1))
+            self._window.ack(*confirm_fields(buf, start, end, method_id))
             return True
         if method_id == BASIC_NACK:
-            seq = U64.unpack_from(buf, start + 4)[0]
             # Queued before the multiple ack that take_source_output() adds: once the source has
             # the nack, that ack cannot cover the refused tag.
-            for tag in self._window.nack(seq, bool(buf[start + 12] & 1)):
+            for tag in self._window.nack(*confirm_fields(buf, start, end, method_id)):
                 self._source_out.append(basic_nack_frame(self._src_ch, tag, False, True))
             return True
         if method_id == BASIC_RETURN:
+            code, text, exchange, routing_key = basic_return_fields(buf, start, end)
             self.returned += 1
             asm.state = _HEADER
             if self._hold_returns:
-                code, text, exchange, routing_key = basic_return_fields(buf, start)
                 self._ret_fields = (code, text.decode("utf-8", "replace"), exchange, routing_key)
             return True
         return False

@@ -40,6 +40,8 @@ from ..config.vocabulary import (
     TABLE,
     USES_LAST_QUEUE,
 )
+from ..dataplane.frames import CONNECTION_CLOSE_FRAME_ERROR, FrameError, connection_close_frame
+from ..dataplane.received import FrameGuard
 from .link_errors import LinkError, closed_how, describe, quiet_pika_errors, reply_code
 
 __all__ = ["Interceptor", "Link", "LinkError", "open_link", "quiet_pika_errors"]
@@ -62,6 +64,7 @@ class _PikaTransport(nbio_interface.AbstractStreamTransport):  # type: ignore[mi
     def __init__(self, transport: asyncio.Transport, protocol: Any) -> None:
         self._transport = transport
         self._protocol = protocol
+        self.muted = False  # after a frame error: pika's writes (its own close) are dropped
 
     def abort(self) -> None:
         self._transport.abort()
@@ -70,7 +73,8 @@ class _PikaTransport(nbio_interface.AbstractStreamTransport):  # type: ignore[mi
         return self._protocol
 
     def write(self, data: bytes) -> None:
-        self._transport.write(data)
+        if not self.muted:
+            self._transport.write(data)
 
     def get_write_buffer_size(self) -> int:
         return self._transport.get_write_buffer_size()
@@ -86,6 +90,12 @@ class _StreamProtocol(asyncio.Protocol):
         self.interceptor: Interceptor | None = None
         self.on_intercept_error: Callable[[BaseException], None] | None = None
         self.on_write_pressure: Callable[[bool], None] | None = None
+        self.frame_error: FrameError | None = None
+
+    def frame_max(self) -> int:
+        """The connection's frame_max: pika's proposal until connection.tune, then the
+        negotiated value."""
+        return int(self.pika_protocol.conn.params.frame_max)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCPTransport is not an asyncio.Transport subclass, but has the same methods
@@ -98,7 +108,10 @@ class _StreamProtocol(asyncio.Protocol):
         if interceptor is not None:
             try:
                 rest = interceptor(data)
-            except Exception as exc:  # a framing fault: the stream cannot be trusted any more
+            except FrameError as exc:  # the peer broke AMQP's framing: as RabbitMQ does, say so
+                self._close_on_frame_error(exc)
+                return
+            except Exception as exc:  # a fault of the data plane: the stream cannot be trusted
                 if self.on_intercept_error is not None:
                     self.on_intercept_error(exc)
                 if self.transport is not None:
@@ -110,6 +123,26 @@ class _StreamProtocol(asyncio.Protocol):
                 return
             data = rest
         self.pika_protocol.data_received(data)
+
+    def _close_on_frame_error(self, exc: FrameError) -> None:
+        """connection.close 501 FRAME_ERROR with the reason and our end of the stream, then drop
+        the connection when the peer closes its end, or after a second. Without waiting for
+        close-ok: whatever arrives meanwhile is read and dropped, pika sees nothing more and
+        writes nothing more. (Closing at once with unread bytes would reset the connection,
+        and a peer may lose the close frame with the reset.)"""
+        self.interceptor = _refuse_all
+        self.frame_error = exc
+        if self.pika_transport is not None:
+            self.pika_transport.muted = True
+        if self.on_intercept_error is not None:
+            self.on_intercept_error(exc)
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        t.write(connection_close_frame(CONNECTION_CLOSE_FRAME_ERROR, f"FRAME_ERROR - {exc}"))
+        if t.can_write_eof():
+            t.write_eof()
+        asyncio.get_running_loop().call_later(1.0, t.abort)
 
     def eof_received(self) -> bool | None:
         return bool(self.pika_protocol.eof_received())
@@ -124,6 +157,11 @@ class _StreamProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.pika_protocol.connection_lost(exc)
+
+
+def _refuse_all(_data: bytes) -> bytes:
+    """After a frame error: whatever is still read is dropped, for pika too."""
+    return b""
 
 
 class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
@@ -147,6 +185,9 @@ class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 stream = _StreamProtocol(protocol_factory())
+                # until a data plane takes the stream over, frame sizes are checked here
+                stream.interceptor = FrameGuard(stream.frame_max)
+                self.stream = stream  # for open_link's error, should the handshake fail
                 await loop.create_connection(
                     lambda: stream,
                     sock=sock,
@@ -221,6 +262,11 @@ class Link:
         return int(self.connection.params.frame_max)
 
     @property
+    def frame_error(self) -> FrameError | None:
+        """The framing fault that made pumpd close this connection with 501, if one did."""
+        return self._stream.frame_error
+
+    @property
     def channel_number(self) -> int:
         return int(self.channel.channel_number)
 
@@ -242,6 +288,12 @@ class Link:
 
     def _data_plane_failed(self, exc: BaseException) -> None:
         """The relay could not make sense of the byte stream: the connection is dropped."""
+        if isinstance(exc, FrameError):
+            message = (f"connection to {self.uri.redacted()} closed by pumpd with 501 "
+                       f"FRAME_ERROR: {exc}")
+            log.warning("%s", message)
+            self._fail(LinkError(message))
+            return
         self._fail(LinkError(f"connection to {self.uri.redacted()} dropped: the data plane "
                              f"failed on its byte stream: {exc}"))
 
@@ -274,7 +326,8 @@ class Link:
 
     def write(self, data: bytes) -> None:
         """Write raw frames (built by the relay) to the connection."""
-        if data and self._stream.transport is not None and not self._stream.transport.is_closing():
+        if data and self._stream.transport is not None and self._stream.frame_error is None \
+                and not self._stream.transport.is_closing():
             self._stream.transport.write(data)
             self.connection.bytes_sent += len(data)
 
@@ -442,6 +495,15 @@ class Link:
 
     async def close(self) -> None:
         """Close the connection politely; returns when it is closed (or at once if it is)."""
+        if self._stream.frame_error is not None:
+            # closing already (see _StreamProtocol._close_on_frame_error): within a second
+            t = self._stream.transport
+            for _ in range(120):
+                if t is None or t.is_closing():
+                    return
+                await asyncio.sleep(0.01)
+            self.abort()
+            return
         if self.connection.is_closed:
             self._fail(LinkError("closed"))
             return
@@ -477,9 +539,11 @@ async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Li
 
     def on_open_error(_conn: Any, exc: BaseException) -> None:
         if not opened.done():
-            opened.set_exception(
-                LinkError(f"cannot connect to {uri.redacted()}: {describe(exc, uri)}")
-            )
+            stream = services.stream
+            why = describe(exc, uri)
+            if stream is not None and stream.frame_error is not None:
+                why = f"closed by pumpd with 501 FRAME_ERROR: {stream.frame_error}"
+            opened.set_exception(LinkError(f"cannot connect to {uri.redacted()}: {why}"))
 
     def on_close(_conn: Any, exc: BaseException) -> None:
         if closed_holder:

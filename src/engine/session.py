@@ -188,6 +188,7 @@ class Session:
             source_channel=self.source.channel_number,
             dest_channel=self.destination.channel_number,
             dest_frame_max=self.destination.frame_max,
+            source_frame_max=self.source.frame_max,
             window=1 if self._careful else self.cfg.prefetch_count,
             limit=self._limit,
             keep_last=bool(self._careful),

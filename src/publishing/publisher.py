@@ -378,6 +378,8 @@ class Publisher:
         if self._loop.is_closed():
             return
         try:
+            if self._link.frame_error is not None:  # closing already, within a second
+                self._loop.run_until_complete(self._link.close())
             self._link.abort()
             self._loop.run_until_complete(asyncio.sleep(0))  # let the transport go
         finally:
