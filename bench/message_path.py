@@ -30,10 +30,8 @@ from types import FrameType
 from typing import Any
 
 import pika
-import uvloop
-
 import pumpd
-
+import uvloop
 from pumpd.config.parse import parse_config
 from pumpd.engine.pump import Pump
 from pumpd.engine.status import Counters, State
