@@ -12,18 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
-from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
+from ..config.model import AckMode, BrokerURI, ShovelConfig
 from ..dataplane.fastpath import Relay
-from ..dataplane.frames import basic_ack_frame, basic_reject_frame
 from .batching import BatchingRule
+from .ending import SessionEnded, connection_ended
 from .forwarding import relay_options
-from .link import Link, LinkError, open_link
+from .link import Interceptor, Link, LinkError, open_link
 from .parameters import to_pika_parameters
-from .parking import Parker, message_id
 from .status import Counters
+from .undeliverable import Undeliverable
+
+__all__ = ["Session", "SessionEnded"]
 
 log = logging.getLogger("pumpd.session")
 
@@ -31,46 +33,6 @@ log = logging.getLogger("pumpd.session")
 DEST_WRITE_HIGH_WATER = 8 * 1024 * 1024  # bytes queued for the destination socket
 ACK_DELAY = 0.001  # seconds a source ack may wait to cover more messages (libuv timers are ms)
 UNBOUNDED_ACK_BATCH = 256  # with prefetch 0: ack at once when this many are settled
-
-
-# Reply codes with which a destination refuses one message by closing its channel or connection
-# while forwarding (a user_id that is not the connection's user, a message over max_message_size,
-# a frame it cannot parse): the same message would be refused again on the next session.
-MESSAGE_REFUSAL_CODES = frozenset({406, 501, 502, 505})
-# What a source broker says when a delivery stayed unacknowledged longer than its consumer_timeout.
-CONSUMER_TIMEOUT_TEXT = "delivery acknowledgement"
-
-
-class SessionEnded(Exception):
-    """Why a session stopped forwarding (a failure; carries a human-readable reason).
-
-    :param side: "source" or "destination" when one connection failed
-    :param reply_code: the broker's reply code when it closed the channel or connection
-    :param unsettled: messages published and not yet confirmed when it happened
-    :param terminal: the shovel must stop (an undeliverable message under the ``stop`` policy)
-    :param handled: the failure was a refused message that the policy has dealt with: reconnect
-        at once, it is not a failure of the shovel
-    """
-
-    def __init__(self, reason: str, *, side: str | None = None, reply_code: int | None = None,
-                 unsettled: int = 0, terminal: bool = False, handled: bool = False) -> None:
-        super().__init__(reason)
-        self.side = side
-        self.reply_code = reply_code
-        self.unsettled = unsettled
-        self.terminal = terminal
-        self.handled = handled
-
-    @property
-    def refused_message(self) -> bool:
-        """The destination closed on a message (see MESSAGE_REFUSAL_CODES) with some in flight."""
-        return (self.side == "destination" and self.reply_code in MESSAGE_REFUSAL_CODES
-                and self.unsettled > 0)
-
-
-def undeliverable_kind(reason: str) -> str:
-    """The counter suffix for a reason the relay gives."""
-    return "too_large" if "frame_max" in reason else "malformed"
 
 
 class Session:
@@ -115,18 +77,12 @@ class Session:
         self._flow_task: asyncio.Task[None] | None = None
         self.source_uri: BrokerURI | None = None
         self.destination_uri: BrokerURI | None = None
-        # careful > 0: the last session ended on a message the destination refused. This one
-        # forwards one message at a time (prefetch 1, the relay keeping a copy of it) until
-        # ``careful`` messages are settled, so that a refusal names its message for certain.
-        self._careful = careful if cfg.ack_mode == AckMode.ON_CONFIRM else 0
-        self.careful_left = 0  # after a refusal handled here: for the next session
-        self._parker: Parker | None = None
-        # The task settling a paused side, by why it paused ("undeliverable" on the source,
-        # "returned" on the destination): at most one each.
-        self._settling: dict[str, asyncio.Task[None]] = {}
-        self._terminal: str | None = None
-        # handled undeliverable messages, by Counters field
-        self.policy_counts: dict[str, int] = {}
+        self.undeliverable = Undeliverable(cfg, self, careful=careful)
+
+    @property
+    def careful_left(self) -> int:
+        """After a refused message handled here: how many the next session forwards carefully."""
+        return self.undeliverable.careful_left
 
     @property
     def unbounded(self) -> bool:
@@ -179,32 +135,27 @@ class Session:
             self.queue_length_limit = self._limit = await self.source.queue_length(self.queue)
             if self._limit == 0:
                 return
+        careful = self.undeliverable.careful
         if self.cfg.ack_mode != AckMode.NO_ACK:
-            await self.source.qos(1 if self._careful else self.cfg.prefetch_count)
-        if self._careful:
+            await self.source.qos(1 if careful else self.cfg.prefetch_count)
+        if careful:
             log.warning("shovel %s: the destination refused a message last time: forwarding the "
-                        "next %d one at a time to find it", self.cfg.name, self._careful)
+                        "next %d one at a time to find it", self.cfg.name, careful)
         self.relay = Relay(
             source_channel=self.source.channel_number,
             dest_channel=self.destination.channel_number,
             dest_frame_max=self.destination.frame_max,
             source_frame_max=self.source.frame_max,
-            window=1 if self._careful else self.cfg.prefetch_count,
+            window=1 if careful else self.cfg.prefetch_count,
             limit=self._limit,
-            keep_last=bool(self._careful),
-            hold_returns=self._holds_returns,
+            keep_last=bool(careful),
+            hold_returns=self.undeliverable.holds_returns,
             **relay_options(self.cfg, source_uri, destination_uri, self.queue),
         )
-        self._parker = Parker(source_uri, self.cfg.undeliverable.park_queue,
-                              client_name=f"{name} (park)")
-        relay = self.relay
-        self.source.intercept(self._held(self._settles(
-            self._fed(relay.feed_source), "source", "undeliverable",
-            lambda r: r.paused, self._settle_paused)))
+        self.undeliverable.open_parker(source_uri, f"{name} (park)")
+        self.source.intercept(self._source_feed(self.relay, self.source))
         # returned messages go to the unroutable policy before their confirm is read
-        self.destination.intercept(self._settles(
-            self._fed(relay.feed_destination), "destination", "returned",
-            lambda r: r.destination_paused, self._settle_returned))
+        self.destination.intercept(self._destination_feed(self.relay))
         self.destination.on_blocked(self._set_blocked)
         # A destination slower than the source (a WAN link, large bodies, no_ack with nothing
         # bounding it) must not pile up unsent bytes here: stop reading the source meanwhile.
@@ -227,219 +178,68 @@ class Session:
     def _watch(self, link: Link, side: str) -> None:
         def closed(fut: asyncio.Future[BaseException]) -> None:
             if self._failed is not None and not self._failed.done():
-                self._failed.set_result(self._ended(side, fut.result()))
+                relay = self.relay
+                unsettled = relay.in_flight + relay.buffered if relay is not None else 0
+                self._failed.set_result(connection_ended(side, fut.result(), unsettled))
 
         link.closed.add_done_callback(closed)
 
-    def _ended(self, side: str, exc: BaseException) -> SessionEnded:
-        """The session's end, in words that say which side failed and why."""
-        code = getattr(exc, "reply_code", None)
-        text = str(exc)
-        if side == "source" and code == 406 and CONSUMER_TIMEOUT_TEXT in text:
-            text += (" (consumer timeout: the source broker's consumer_timeout passed while "
-                     "messages waited for the destination; they are redelivered)")
-        unsettled = 0
-        if self.relay is not None:
-            unsettled = self.relay.in_flight + self.relay.buffered
-        return SessionEnded(f"{side}: {text}", side=side, reply_code=code, unsettled=unsettled)
-
-    def _end(self, ended: SessionEnded) -> None:
+    def end(self, ended: SessionEnded) -> None:
+        """End the session (the first end given is the one :meth:`wait` raises)."""
         if self._failed is not None and not self._failed.done():
             self._failed.set_result(ended)
 
-    # -- undeliverable messages ---------------------------------------------------------------
+    # -- the data plane's bytes --------------------------------------------------------------
 
-    def _settles(self, feed: Callable[[bytes], bytes], side: str, why: str,
-                 paused: Callable[[Relay], bool],
-                 settle: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[bytes], bytes]:
-        """Wrap a relay feed: when the relay paused that side on a message (``paused``), stop
-        reading it and settle the message by the policy (``settle``, one task at a time)."""
-
-        def check(data: bytes) -> bytes:
-            rest = feed(data)
-            relay = self.relay
-            if relay is not None and paused(relay) and why not in self._settling:
-                link = self.source if side == "source" else self.destination
-                assert self._loop is not None and link is not None
-                link.pause_reading(True, why)
-                self._settling[why] = self._loop.create_task(settle())
-            return rest
-
-        return check
-
-    async def _settle_paused(self) -> None:
-        relay, source = self.relay, self.source
-        assert relay is not None and source is not None
-        try:
-            while relay.paused:
-                item = relay.take_undeliverable()
-                if item is None:
-                    break
-                tag, _redelivered, exchange, routing_key, props, body, reason = item
-                self.flush(acks_due=True)  # what came before it goes first
-                await self._dispose(f"undeliverable_{undeliverable_kind(reason)}", tag,
-                                    (exchange, routing_key), props, body, reason)
-                if self._terminal is not None:
-                    # Everything after it stays unacknowledged and is requeued at close; the
-                    # relay goes on reading, so that pika sees the cancel-ok and close-ok.
-                    relay.hold_rest()
-                source.hand_to_pika(relay.resume())
-            source.pause_reading(False, "undeliverable")
-            self.flush()
-        except LinkError as exc:
-            self._end(SessionEnded(f"source: {exc}", side="source"))
-        finally:
-            self._settling.pop("undeliverable", None)
-
-    async def _dispose(self, counter: str, tag: int, routing: tuple[bytes, bytes], props: bytes,
-                       body: bytes, cause: str) -> None:
-        """Apply the undeliverable policy to one message the source delivered as ``tag``.
-
-        :raises LinkError: when parking fails (the message stays unacknowledged at the source)
-        """
-        assert self.source is not None and self._parker is not None
-        policy = self.cfg.undeliverable.policy
-        mid = message_id(props)
-        what = f"delivery tag {tag}" + (f", message_id {mid!r}" if mid else "")
-        self._count(counter)
-        if policy == Disposition.STOP:
-            self._stop_on(what, cause)
-            return
-        if policy == Disposition.DEAD_LETTER:
-            self.source.write(basic_reject_frame(self.source.channel_number, tag, False))
-            self._count("dead_lettered")
-            log.warning("shovel %s: undeliverable message (%s): %s; rejected to the source "
-                        "queue's dead-letter exchange", self.cfg.name, what, cause)
-            return
-        await self._park(what, routing, props, body, cause)
-        self.source.write(basic_ack_frame(self.source.channel_number, tag, False))
-
-    def _stop_on(self, what: str, cause: str) -> None:
-        """The stop policy: the session ends and the shovel terminates, naming the message."""
-        self._terminal = f"undeliverable message ({what}): {cause}; policy stop"
-        log.error("shovel %s: %s", self.cfg.name, self._terminal)
-        self._end(SessionEnded(self._terminal, terminal=True))
-
-    async def _park(self, what: str, routing: tuple[bytes, bytes], props: bytes, body: bytes,
-                    cause: str) -> None:
-        """The park policy, up to the park queue's confirm (the caller settles the source).
-
-        :raises LinkError: when the park queue cannot take it
-        """
-        assert self._parker is not None
-        await self._parker.park(routing, props, body, {
-            "x-pumpd-undeliverable": cause,
-            "x-pumpd-shovel": self.cfg.name,
-            "x-pumpd-original-exchange": routing[0].decode("utf-8", "replace"),
-            "x-pumpd-original-routing-key": routing[1].decode("utf-8", "replace"),
-        })
-        self._count("parked")
-        log.warning("shovel %s: undeliverable message (%s): %s; parked in queue %r",
-                    self.cfg.name, what, cause, self.cfg.undeliverable.park_queue)
-
-    @property
-    def _holds_returns(self) -> bool:
-        """Whether returned messages go to the unroutable policy (else they are only counted)."""
-        return (self.cfg.publish_mandatory
-                and self.cfg.undeliverable.unroutable != Disposition.DROP)
-
-    async def _settle_returned(self) -> None:
-        relay, destination = self.relay, self.destination
-        assert relay is not None and destination is not None and self._parker is not None
-        try:
-            while relay.destination_paused:
-                returned = relay.take_returned()
-                if returned is None:
-                    break
-                code, text, exchange, routing_key, props, body = returned
-                cause = (f"unroutable: the destination returned it ({code} {text}; exchange "
-                         f"{exchange.decode('utf-8', 'replace')!r}, routing key "
-                         f"{routing_key.decode('utf-8', 'replace')!r})")
-                self._count("undeliverable_unroutable")
-                mid = message_id(props)
-                what = "a returned message" + (f" (message_id {mid!r})" if mid else "")
-                if self.cfg.undeliverable.unroutable == Disposition.STOP:
-                    # Its confirm, and the source ack it would allow, stay unread: the source
-                    # keeps it (and requeues the messages in flight after it) when we close.
-                    self._stop_on(what, cause)
-                    return
-                # Parked before its confirm is read, so its source ack waits for the park.
-                await self._park(what, (exchange, routing_key), props, body, cause)
-                destination.hand_to_pika(relay.resume_destination())
-            destination.pause_reading(False, "returned")
-            self.flush()
-        except LinkError as exc:
-            self._end(SessionEnded(f"source: {exc}", side="source"))
-        finally:
-            self._settling.pop("returned", None)
-
-    def _count(self, counter: str) -> None:
-        self.policy_counts[counter] = self.policy_counts.get(counter, 0) + 1
-
-    async def settle_refused(self, ended: SessionEnded) -> SessionEnded:
-        """After the destination closed on a message in a careful session: that message (the
-        only one in flight) is the one it refuses; apply the policy to it at the source, which
-        is still connected. Returns how the session ended, marked handled when it was."""
-        relay, source = self.relay, self.source
-        if not (self._careful and ended.refused_message and relay is not None
-                and source is not None and source.is_open and relay.in_flight == 1):
-            return ended
-        last = relay.last_message
-        if last is None:
-            return ended
-        tag, _redelivered, exchange, routing_key, props, body, _ = last
-        cause = f"refused by the destination: {ended}"
-        try:
-            await self._dispose("undeliverable_refused", tag, (exchange, routing_key), props,
-                                body, cause)
-        except LinkError as exc:
-            return SessionEnded(f"{ended}; parking the refused message failed: {exc}",
-                                side="source")
-        if self._terminal is not None:
-            return SessionEnded(self._terminal, terminal=True)
-        self.careful_left = max(self._careful - relay.acked - 1, 0)
-        return SessionEnded(str(ended), side=ended.side, reply_code=ended.reply_code,
-                            handled=True)
-
-
-    def _fed(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
-        """Wrap a relay feed so that any output it produced gets flushed this loop iteration."""
-
-        def intercept(data: bytes) -> bytes:
-            rest = feed(data)
-            if not self._flush_scheduled and self.relay is not None and self.relay.has_output():
-                self._flush_scheduled = True
-                assert self._loop is not None
-                self._loop.call_soon(self.flush)
-            return rest
-
-        return intercept
-
-    def _held(self, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
-        """Wrap the source feed so that a short read pauses reading the source for the read
-        hold when the arrival rate says more messages are coming (``engine/batching.py``). A
-        broker delivering at a steady pace sends a few messages per socket read, and every read
-        costs a wakeup, a read, a publish write and (over loopback) the broker's side of that TCP
+    def _source_feed(self, relay: Relay, source: Link) -> Interceptor:
+        """The source link's interceptor: the relay reads what the socket gave, then what it
+        produced is flushed this loop iteration, a message it paused on goes to the
+        undeliverable policy, and a short read may hold reading the source for the read hold
+        when the arrival rate says more messages are coming (``engine/batching.py``). A broker
+        delivering at a steady pace sends a few messages per socket read, and every read costs
+        a wakeup, a read, a publish write and (over loopback) the broker's side of that TCP
         segment: at a high rate, holding for a millisecond lets the deliveries of that
         millisecond be read, scanned and forwarded in one go; at a low rate it would only delay
         them. The bytes already read go on at once."""
-        if self._batching.hold <= 0:
-            return feed
-        rule = self._batching
+        feed, policy, rule = relay.feed_source, self.undeliverable, self._batching
+        holds = rule.hold > 0
+        loop = self._loop
+        assert loop is not None
 
-        def hold_when_busy(data: bytes) -> bytes:
-            relay = self.relay
-            before = relay.consumed if relay is not None else 0
+        def feed_source(data: bytes) -> bytes:
+            before = relay.consumed
             rest = feed(data)
-            delivered = (relay.consumed - before) if relay is not None else 0
-            hold = rule.after_read(time.monotonic(), len(data), delivered)
-            if hold > 0 and self._read_hold_timer is None:
-                assert self._loop is not None and self.source is not None
-                self.source.pause_reading(True, "read-hold")
-                self._read_hold_timer = self._loop.call_later(hold, self._end_read_hold)
+            if not self._flush_scheduled and relay.has_output():
+                self._flush_scheduled = True
+                loop.call_soon(self.flush)
+            if relay.paused:
+                policy.source_paused()
+            if holds:
+                hold = rule.after_read(time.monotonic(), len(data), relay.consumed - before)
+                if hold > 0 and self._read_hold_timer is None:
+                    source.pause_reading(True, "read-hold")
+                    self._read_hold_timer = loop.call_later(hold, self._end_read_hold)
             return rest
 
-        return hold_when_busy
+        return feed_source
+
+    def _destination_feed(self, relay: Relay) -> Interceptor:
+        """The destination link's interceptor: the relay reads confirms (and returns), what it
+        produced is flushed this loop iteration, a returned message goes to the policy."""
+        feed, policy = relay.feed_destination, self.undeliverable
+        loop = self._loop
+        assert loop is not None
+
+        def feed_destination(data: bytes) -> bytes:
+            rest = feed(data)
+            if not self._flush_scheduled and relay.has_output():
+                self._flush_scheduled = True
+                loop.call_soon(self.flush)
+            if relay.destination_paused:
+                policy.destination_paused()
+            return rest
+
+        return feed_destination
 
     def _end_read_hold(self) -> None:
         self._read_hold_timer = None
@@ -509,20 +309,21 @@ class Session:
         stop_task: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         # Only a delivery limit or a careful session needs polling; otherwise sleep until a
         # failure or the stop (issue 14: an idle shovel must not wake five times a second).
-        poll = 0.2 if self._limit or self._careful else None
+        careful = self.undeliverable.careful
+        poll = 0.2 if self._limit or careful else None
         try:
             while True:
                 waiting: set[asyncio.Future[Any]] = {self._failed, stop_task}
                 await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
                 if self._failed.done():
-                    raise await self.settle_refused(self._failed.result())
+                    raise await self.undeliverable.settle_refused(self._failed.result())
                 if stop_task.done():
                     return None
                 if self.relay.limit_reached and self.relay.buffered == 0:
                     return "limit"
-                if self._careful and self.relay.acked >= self._careful:
+                if careful and self.relay.acked >= careful:
                     log.info("shovel %s: %d messages forwarded one at a time without a refusal; "
-                             "back to the full prefetch window", self.cfg.name, self._careful)
+                             "back to the full prefetch window", self.cfg.name, careful)
                     return "careful-done"
         finally:
             stop_task.cancel()
@@ -565,10 +366,7 @@ class Session:
         if self._read_hold_timer is not None:  # closing needs to read the broker's close-ok
             self._read_hold_timer.cancel()
             self._end_read_hold()
-        for task in list(self._settling.values()):
-            task.cancel()
-        if self._parker is not None:
-            await self._parker.close()
+        await self.undeliverable.close()
         for link in (self.source, self.destination):
             if link is not None:
                 try:
@@ -581,4 +379,4 @@ class Session:
         """What this session moved: its relay's counters and the undeliverable ones it handled."""
         if self.relay is None:
             return Counters()
-        return Counters.of_relay(self.relay, **self.policy_counts)
+        return Counters.of_relay(self.relay, **self.undeliverable.counts)

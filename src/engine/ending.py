@@ -1,0 +1,47 @@
+"""How a session ends: :class:`SessionEnded`, and a failed connection's end in words."""
+
+from __future__ import annotations
+
+# Reply codes with which a destination refuses one message by closing its channel or connection
+# while forwarding (a user_id that is not the connection's user, a message over max_message_size,
+# a frame it cannot parse): the same message would be refused again on the next session.
+MESSAGE_REFUSAL_CODES = frozenset({406, 501, 502, 505})
+# What a source broker says when a delivery stayed unacknowledged longer than its consumer_timeout.
+CONSUMER_TIMEOUT_TEXT = "delivery acknowledgement"
+
+
+class SessionEnded(Exception):
+    """Why a session stopped forwarding (a failure; carries a human-readable reason).
+
+    :param side: "source" or "destination" when one connection failed
+    :param reply_code: the broker's reply code when it closed the channel or connection
+    :param unsettled: messages published and not yet confirmed when it happened
+    :param terminal: the shovel must stop (an undeliverable message under the ``stop`` policy)
+    :param handled: the failure was a refused message that the policy has dealt with: reconnect
+        at once, it is not a failure of the shovel
+    """
+
+    def __init__(self, reason: str, *, side: str | None = None, reply_code: int | None = None,
+                 unsettled: int = 0, terminal: bool = False, handled: bool = False) -> None:
+        super().__init__(reason)
+        self.side = side
+        self.reply_code = reply_code
+        self.unsettled = unsettled
+        self.terminal = terminal
+        self.handled = handled
+
+    @property
+    def refused_message(self) -> bool:
+        """The destination closed on a message (see MESSAGE_REFUSAL_CODES) with some in flight."""
+        return (self.side == "destination" and self.reply_code in MESSAGE_REFUSAL_CODES
+                and self.unsettled > 0)
+
+
+def connection_ended(side: str, exc: BaseException, unsettled: int) -> SessionEnded:
+    """A session's end by one connection's failure, in words that say which side and why."""
+    code = getattr(exc, "reply_code", None)
+    text = str(exc)
+    if side == "source" and code == 406 and CONSUMER_TIMEOUT_TEXT in text:
+        text += (" (consumer timeout: the source broker's consumer_timeout passed while "
+                 "messages waited for the destination; they are redelivered)")
+    return SessionEnded(f"{side}: {text}", side=side, reply_code=code, unsettled=unsettled)
