@@ -1,6 +1,9 @@
-"""How a session ends: :class:`SessionEnded`, and a failed connection's end in words."""
+"""How a session ends: its :class:`Outcome`, :class:`SessionEnded`, and a failed connection's
+end in words."""
 
 from __future__ import annotations
+
+import enum
 
 # Reply codes with which a destination refuses one message by closing its channel or connection
 # while forwarding (a user_id that is not the connection's user, a message over max_message_size,
@@ -8,6 +11,17 @@ from __future__ import annotations
 MESSAGE_REFUSAL_CODES = frozenset({406, 501, 502, 505})
 # What a source broker says when a delivery stayed unacknowledged longer than its consumer_timeout.
 CONSUMER_TIMEOUT_TEXT = "delivery acknowledgement"
+
+
+class Outcome(enum.Enum):
+    """How one session ended, as far as the pump's next step goes."""
+
+    STOPPED = "stopped"  # told to stop (or delete_after_duration passed): terminate
+    LIMIT = "limit"  # the delivery limit is reached: terminate
+    TERMINAL = "terminal"  # the undeliverable policy stopped the shovel: terminate
+    CAREFUL_DONE = "careful-done"  # a careful session forwarded its part: go on at once
+    HANDLED = "handled"  # a refused message was handled by the policy: reconnect at once
+    FAILED = "failed"  # a connection failed: reconnect, after a delay when the round is over
 
 
 class SessionEnded(Exception):

@@ -18,6 +18,7 @@ import time
 
 from ..config.model import AckMode, DeleteAfter, ShovelConfig
 from .brokers import BrokerRound
+from .ending import Outcome
 from .link import LinkError, quiet_pika_errors
 from .session import Session, SessionEnded
 from .status import Counters, State, StatusSink
@@ -165,18 +166,18 @@ class Pump:
             self._enter(State.STARTING)
             started, moved_before = time.monotonic(), self._moved()
             outcome, error = await self._one_session(stop)
-            if outcome == "stopped":
+            if outcome == Outcome.STOPPED:
                 self._terminate(self._stopped_reason())
                 return
-            if outcome == "limit":
+            if outcome == Outcome.LIMIT:
                 self._terminate(f"delete-after reached: {self._moved()} messages moved")
                 return
-            if outcome == "terminal":
+            if outcome == Outcome.TERMINAL:
                 self._terminate(error or "stopped by the undeliverable policy")
                 return
-            if outcome in ("careful-done", "handled"):
+            if outcome in (Outcome.CAREFUL_DONE, Outcome.HANDLED):
                 failures = 0
-                if outcome == "handled":
+                if outcome == Outcome.HANDLED:
                     self._totals.reconnects += 1
                     self._enter(State.STARTING, f"{error}; handled by the undeliverable policy, "
                                                 "reconnecting now")
@@ -241,11 +242,12 @@ class Pump:
             return 0
         return max(self._limit_total - self._moved(), 0) or -1
 
-    async def _one_session(self, stop: asyncio.Event) -> tuple[str, str | None]:
-        """Returns ("stopped" | "limit" | "failed", reason)."""
+    async def _one_session(self, stop: asyncio.Event) -> tuple[Outcome, str | None]:
+        """Run one session to its end; returns how it ended and, when it failed or was stopped
+        by the policy, why."""
         limit = self._remaining_limit()
         if limit < 0:
-            return "limit", None
+            return Outcome.LIMIT, None
         src, dst = self._sources.current, self._destinations.current
         self._failed_side = None
         session = Session(
@@ -268,7 +270,7 @@ class Pump:
                     log.info("shovel %s: will move %d messages (the queue's length at start)",
                              self.cfg.name, self._limit_total)
                     if self._limit_total == 0:
-                        return "limit", None
+                        return Outcome.LIMIT, None
                 # blocked already while opening: a destination alarm raised before the start
                 self._enter(State.BLOCKED if session.blocked else State.RUNNING)
                 backlog_reader = asyncio.create_task(self._read_backlog(session))
@@ -276,20 +278,20 @@ class Pump:
             except SessionEnded as ended:
                 if ended.terminal:
                     await session.drain(self.drain_timeout)
-                    return "terminal", str(ended)
+                    return Outcome.TERMINAL, str(ended)
                 if ended.handled:
                     self._careful = session.careful_left
-                    return "handled", str(ended)
+                    return Outcome.HANDLED, str(ended)
                 if ended.refused_message and not self._careful:
                     self._careful = ended.unsettled
                 self._failed_side = ended.side
-                return "failed", str(ended)
+                return Outcome.FAILED, str(ended)
             except LinkError as exc:
                 self._failed_side = exc.side
-                return "failed", str(exc)
+                return Outcome.FAILED, str(exc)
             except OSError as exc:
-                return "failed", f"{exc.strerror or exc}"
-            if outcome == "careful-done":
+                return Outcome.FAILED, f"{exc.strerror or exc}"
+            if outcome == Outcome.CAREFUL_DONE:
                 self._careful = 0
             drained = await session.drain(self.drain_timeout)
             if not drained:
@@ -299,9 +301,7 @@ class Pump:
                     (session.relay.in_flight + session.relay.buffered) if session.relay else 0,
                     self.drain_timeout,
                 )
-            if outcome == "careful-done":
-                return "careful-done", None
-            return ("limit" if outcome == "limit" else "stopped"), None
+            return outcome or Outcome.STOPPED, None
         finally:
             if backlog_reader is not None:
                 backlog_reader.cancel()

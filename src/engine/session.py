@@ -18,7 +18,7 @@ from typing import Any
 from ..config.model import AckMode, BrokerURI, ShovelConfig
 from ..dataplane.fastpath import Relay
 from .batching import BatchingRule
-from .ending import SessionEnded, connection_ended
+from .ending import Outcome, SessionEnded, connection_ended
 from .forwarding import relay_options
 from .link import Interceptor, Link, LinkError, open_link
 from .parameters import to_pika_parameters
@@ -301,10 +301,10 @@ class Session:
         except LinkError as exc:
             log.debug("shovel %s: source flow change failed: %s", self.cfg.name, exc)
 
-    async def wait(self, stop: asyncio.Event) -> str | None:
+    async def wait(self, stop: asyncio.Event) -> Outcome | None:
         """Forward until ``stop`` is set (returns None), the delivery limit is reached (returns
-        "limit"), a careful session has done its part (returns "careful-done"), or a connection
-        fails or a message stops the shovel (raises :class:`SessionEnded`)."""
+        ``Outcome.LIMIT``), a careful session has done its part (``Outcome.CAREFUL_DONE``), or
+        a connection fails or a message stops the shovel (raises :class:`SessionEnded`)."""
         assert self._failed is not None and self.relay is not None
         stop_task: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         # Only a delivery limit or a careful session needs polling; otherwise sleep until a
@@ -320,11 +320,11 @@ class Session:
                 if stop_task.done():
                     return None
                 if self.relay.limit_reached and self.relay.buffered == 0:
-                    return "limit"
+                    return Outcome.LIMIT
                 if careful and self.relay.acked >= careful:
                     log.info("shovel %s: %d messages forwarded one at a time without a refusal; "
                              "back to the full prefetch window", self.cfg.name, careful)
-                    return "careful-done"
+                    return Outcome.CAREFUL_DONE
         finally:
             stop_task.cancel()
 
