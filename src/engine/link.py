@@ -1,7 +1,7 @@
 """One AMQP connection with one channel: pika for the control plane, raw bytes for the data plane.
 
-This is the only module that touches pika internals (tested with pika 1.3.2 and 1.4.4, pinned in
-pyproject.toml). pika negotiates the connection, opens the channel, runs declarations, qos,
+This module and ``link_stream.py`` (the interception itself) are the only ones that touch pika
+internals (tested with pika 1.3.2 and 1.4.4, pinned in pyproject.toml). pika negotiates the connection, opens the channel, runs declarations, qos,
 consume and confirm.select, handles heartbeats, connection.blocked and every error. The socket
 itself is an asyncio transport of the running loop (uvloop's in pumpd), and every byte read off it
 goes first through an *interceptor* (the relay), which keeps the frames of the data plane and hands
@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pika
 import pika.channel
 import pika.exceptions
-from pika.adapters.asyncio_connection import AsyncioConnection, _AsyncioIOServicesAdapter
-from pika.adapters.utils import nbio_interface
+from pika.adapters.asyncio_connection import AsyncioConnection
 
 from ..config.model import BrokerURI, Declaration
 from ..config.vocabulary import (
@@ -40,15 +37,13 @@ from ..config.vocabulary import (
     TABLE,
     USES_LAST_QUEUE,
 )
-from ..dataplane.frames import CONNECTION_CLOSE_FRAME_ERROR, FrameError, connection_close_frame
-from ..dataplane.received import FrameGuard
+from ..dataplane.frames import FrameError
 from .link_errors import LinkError, closed_how, describe, quiet_pika_errors, reply_code
+from .link_stream import InterceptedStream, InterceptingServices, Interceptor, future_callback
 
 __all__ = ["Interceptor", "Link", "LinkError", "open_link", "quiet_pika_errors"]
 
 log = logging.getLogger("pumpd.amqp_link")
-
-Interceptor = Callable[[bytes], bytes]
 
 # What pika is given for a field a declaration leaves out: AMQP's default for its type (pika
 # would put the queue name for a missing routing key), or this field's own default.
@@ -56,175 +51,6 @@ _OMITTED_KIND: dict[str, Any] = {BIT: False, SHORTSTR: "", TABLE: None}
 _OMITTED = {"type": "direct"}
 # pika's keyword for a field, where it is not the field's own name.
 _PIKA_KEYWORD = {"type": "exchange_type"}
-
-
-class _PikaTransport(nbio_interface.AbstractStreamTransport):  # type: ignore[misc]
-    """What pika's protocol sees of an asyncio transport."""
-
-    def __init__(self, transport: asyncio.Transport, protocol: Any) -> None:
-        self._transport = transport
-        self._protocol = protocol
-        self.muted = False  # after a frame error: pika's writes (its own close) are dropped
-
-    def abort(self) -> None:
-        self._transport.abort()
-
-    def get_protocol(self) -> Any:
-        return self._protocol
-
-    def write(self, data: bytes) -> None:
-        if not self.muted:
-            self._transport.write(data)
-
-    def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size()
-
-
-class _StreamProtocol(asyncio.Protocol):
-    """asyncio protocol in front of pika's: incoming bytes pass the interceptor first."""
-
-    def __init__(self, pika_protocol: Any) -> None:
-        self.pika_protocol = pika_protocol
-        self.pika_transport: _PikaTransport | None = None
-        self.transport: Any = None  # asyncio.Transport, or uvloop's TCPTransport
-        self.interceptor: Interceptor | None = None
-        self.on_intercept_error: Callable[[BaseException], None] | None = None
-        self.on_write_pressure: Callable[[bool], None] | None = None
-        self.frame_error: FrameError | None = None
-
-    def frame_max(self) -> int:
-        """The connection's frame_max: pika's proposal until connection.tune, then the
-        negotiated value."""
-        return int(self.pika_protocol.conn.params.frame_max)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's TCPTransport is not an asyncio.Transport subclass, but has the same methods
-        self.transport = transport  # type: ignore[assignment]
-        self.pika_transport = _PikaTransport(self.transport, self.pika_protocol)
-        self.pika_protocol.connection_made(self.pika_transport)
-
-    def data_received(self, data: bytes) -> None:
-        interceptor = self.interceptor
-        if interceptor is not None:
-            try:
-                rest = interceptor(data)
-            except FrameError as exc:  # the peer broke AMQP's framing: as RabbitMQ does, say so
-                self._close_on_frame_error(exc)
-                return
-            except Exception as exc:  # a fault of the data plane: the stream cannot be trusted
-                if self.on_intercept_error is not None:
-                    self.on_intercept_error(exc)
-                if self.transport is not None:
-                    self.transport.abort()
-                return
-            # pika's heartbeat checker judges liveness by this count
-            self.pika_protocol.conn.bytes_received += len(data) - len(rest)
-            if not rest:
-                return
-            data = rest
-        self.pika_protocol.data_received(data)
-
-    def _close_on_frame_error(self, exc: FrameError) -> None:
-        """connection.close 501 FRAME_ERROR with the reason and our end of the stream, then drop
-        the connection when the peer closes its end, or after a second. Without waiting for
-        close-ok: whatever arrives meanwhile is read and dropped, pika sees nothing more and
-        writes nothing more. (Closing at once with unread bytes would reset the connection,
-        and a peer may lose the close frame with the reset.)"""
-        self.interceptor = _refuse_all
-        self.frame_error = exc
-        if self.pika_transport is not None:
-            self.pika_transport.muted = True
-        if self.on_intercept_error is not None:
-            self.on_intercept_error(exc)
-        t = self.transport
-        if t is None or t.is_closing():
-            return
-        t.write(connection_close_frame(CONNECTION_CLOSE_FRAME_ERROR, f"FRAME_ERROR - {exc}"))
-        if t.can_write_eof():
-            t.write_eof()
-        asyncio.get_running_loop().call_later(1.0, t.abort)
-
-    def eof_received(self) -> bool | None:
-        return bool(self.pika_protocol.eof_received())
-
-    def pause_writing(self) -> None:
-        if self.on_write_pressure is not None:
-            self.on_write_pressure(True)
-
-    def resume_writing(self) -> None:
-        if self.on_write_pressure is not None:
-            self.on_write_pressure(False)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.pika_protocol.connection_lost(exc)
-
-
-def _refuse_all(_data: bytes) -> bytes:
-    """After a frame error: whatever is still read is dropped, for pika too."""
-    return b""
-
-
-class _IOServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
-    """pika's asyncio services, with the stream on an asyncio transport of our own."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(loop)
-        self.stream: _StreamProtocol | None = None
-
-    def create_streaming_connection(
-        self,
-        protocol_factory: Callable[[], Any],
-        sock: socket.socket,
-        on_done: Callable[[Any], None],
-        ssl_context: ssl.SSLContext | None = None,
-        server_hostname: str | None = None,
-    ) -> Any:
-        loop = self.get_native_ioloop()
-
-        async def connect() -> None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                stream = _StreamProtocol(protocol_factory())
-                # until a data plane takes the stream over, frame sizes are checked here
-                stream.interceptor = FrameGuard(stream.frame_max)
-                self.stream = stream  # for open_link's error, should the handshake fail
-                await loop.create_connection(
-                    lambda: stream,
-                    sock=sock,
-                    ssl=ssl_context,
-                    server_hostname=server_hostname if ssl_context else None,
-                )
-            except BaseException as exc:  # handed to pika, which reports it to the opener
-                # The loop has closed the descriptor, or never took it (then it leaks, rarely):
-                # closing the object here could close a number someone else holds by now.
-                sock.detach()
-                on_done(exc)
-                return
-            # From here the event loop (libuv) alone closes the descriptor. uvloop attaches the
-            # socket object to the transport only after the connection is made; a reset in
-            # between closes the transport first, the object is never detached, and its
-            # garbage collection later closes whatever reused that descriptor number (seen: the
-            # fault proxy's sockets, and the event loop's own epoll fd, which aborts the
-            # process). Detached now, it can close nothing.
-            sock.detach()
-            self.stream = stream
-            on_done((stream.pika_transport, stream.pika_protocol))
-
-        task = loop.create_task(connect())
-
-        class _Ref(nbio_interface.AbstractIOReference):  # type: ignore[misc]
-            def cancel(self) -> bool:
-                return bool(task.cancel())
-
-        return _Ref()
-
-
-def _future_callback(fut: asyncio.Future[Any]) -> Callable[[Any], None]:
-    def done(frame: Any) -> None:
-        if not fut.done():
-            fut.set_result(frame)
-
-    return done
 
 
 class Link:
@@ -235,7 +61,7 @@ class Link:
         uri: BrokerURI,
         connection: Any,
         channel: pika.channel.Channel,
-        stream: _StreamProtocol,
+        stream: InterceptedStream,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.uri = uri
@@ -364,7 +190,7 @@ class Link:
 
     async def _call(self, start: Callable[[Callable[[Any], None]], None], what: str) -> Any:
         fut: asyncio.Future[Any] = self._loop.create_future()
-        start(_future_callback(fut))
+        start(future_callback(fut))
         done, _ = await asyncio.wait({fut, self.closed}, return_when=asyncio.FIRST_COMPLETED)
         if fut in done:
             return fut.result()
@@ -412,7 +238,7 @@ class Link:
         """A passive declare on a channel of its own: a missing queue closes the channel (404),
         which must not be the link's channel."""
         fut: asyncio.Future[Any] = self._loop.create_future()
-        self.connection.channel(on_open_callback=_future_callback(fut))
+        self.connection.channel(on_open_callback=future_callback(fut))
         probe = await asyncio.wait_for(fut, timeout=30)
         answer: asyncio.Future[bool] = self._loop.create_future()
 
@@ -496,7 +322,7 @@ class Link:
     async def close(self) -> None:
         """Close the connection politely; returns when it is closed (or at once if it is)."""
         if self._stream.frame_error is not None:
-            # closing already (see _StreamProtocol._close_on_frame_error): within a second
+            # closing already (see InterceptedStream._close_on_frame_error): within a second
             t = self._stream.transport
             for _ in range(120):
                 if t is None or t.is_closing():
@@ -529,7 +355,7 @@ async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Li
     :raises LinkError: when the broker cannot be reached or refuses the connection
     """
     loop = asyncio.get_running_loop()
-    services = _IOServices(loop)
+    services = InterceptingServices(loop)
     opened: asyncio.Future[Any] = loop.create_future()
     closed_holder: list[Link] = []
 
@@ -561,7 +387,7 @@ async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Li
     try:
         await opened
         ch_fut: asyncio.Future[Any] = loop.create_future()
-        connection.channel(on_open_callback=_future_callback(ch_fut))
+        connection.channel(on_open_callback=future_callback(ch_fut))
         channel = await asyncio.wait_for(ch_fut, timeout=30)
     except BaseException:
         if connection.is_open:
