@@ -276,16 +276,7 @@ class Pump:
                 backlog_reader = asyncio.create_task(self._read_backlog(session))
                 outcome = await session.wait(stop)
             except SessionEnded as ended:
-                if ended.terminal:
-                    await session.drain(self.drain_timeout)
-                    return Outcome.TERMINAL, str(ended)
-                if ended.handled:
-                    self._careful = session.careful_left
-                    return Outcome.HANDLED, str(ended)
-                if ended.refused_message and not self._careful:
-                    self._careful = ended.unsettled
-                self._failed_side = ended.side
-                return Outcome.FAILED, str(ended)
+                return await self._ended(session, ended), str(ended)
             except LinkError as exc:
                 self._failed_side = exc.side
                 return Outcome.FAILED, str(exc)
@@ -293,14 +284,7 @@ class Pump:
                 return Outcome.FAILED, f"{exc.strerror or exc}"
             if outcome == Outcome.CAREFUL_DONE:
                 self._careful = 0
-            drained = await session.drain(self.drain_timeout)
-            if not drained:
-                log.warning(
-                    "shovel %s: %d messages not settled within %.0fs; the source requeues them",
-                    self.cfg.name,
-                    (session.relay.in_flight + session.relay.buffered) if session.relay else 0,
-                    self.drain_timeout,
-                )
+            await self._drain(session)
             return outcome or Outcome.STOPPED, None
         finally:
             if backlog_reader is not None:
@@ -308,6 +292,29 @@ class Pump:
             await session.close()
             self._fold(session)
             self._session = None
+
+    async def _ended(self, session: Session, ended: SessionEnded) -> Outcome:
+        """What a session's end by failure or by the policy means for the next one."""
+        if ended.terminal:
+            await session.drain(self.drain_timeout)
+            return Outcome.TERMINAL
+        if ended.handled:
+            self._careful = session.careful_left
+            return Outcome.HANDLED
+        if ended.refused_message and not self._careful:
+            self._careful = ended.unsettled
+        self._failed_side = ended.side
+        return Outcome.FAILED
+
+    async def _drain(self, session: Session) -> None:
+        """Settle what the session holds before it closes, within the drain timeout."""
+        if not await session.drain(self.drain_timeout):
+            log.warning(
+                "shovel %s: %d messages not settled within %.0fs; the source requeues them",
+                self.cfg.name,
+                (session.relay.in_flight + session.relay.buffered) if session.relay else 0,
+                self.drain_timeout,
+            )
 
     def _fold(self, session: Session) -> None:
         self._totals = self._totals.carry(session.counters())
