@@ -254,7 +254,9 @@ class Session:
         if relay is None or self.source is None or self.destination is None:
             return
         if not self._blocked:
-            self.destination.write(relay.take_publishes())
+            publishes = relay.take_publishes()
+            if publishes:  # none after a read of confirms: no call to the link for nothing
+                self.destination.write(publishes)
         if acks_due or relay.pending_acks >= self._ack_batch:
             if self._ack_timer is not None:
                 self._ack_timer.cancel()
