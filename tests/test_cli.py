@@ -17,14 +17,7 @@ from pumpd.engine.status import State
 from pumpd.importers.erlang import import_erlang_config
 from pumpd.testing.localnode import LocalNode
 
-from amqp_helpers import (
-    Message,
-    blocking_connection,
-    declare_queue,
-    drain_queue,
-    publish_messages,
-    queue_depth,
-)
+import amqp_helpers as amqp
 from harness import running
 
 DATA = Path(__file__).parent / "data"
@@ -119,9 +112,9 @@ def test_seed_verbose_example_runs_pointed_at_local_nodes(
     monkeypatch.setenv("PUMPD_LOCAL_BROKER", f"127.0.0.1:{node_b.amqp_port}")
     cfg = parse_config(doc).shovels["my_first_shovel"]
     src = node_a.uri(vhost_a)
-    with blocking_connection(src) as c:  # the seed binds its queue to my_direct on the source
+    with amqp.blocking_connection(src) as c:  # the seed binds its queue to my_direct on the source
         c.channel().exchange_declare("my_direct", "direct", durable=True)
-    with blocking_connection(node_b.uri("/")) as c:
+    with amqp.blocking_connection(node_b.uri("/")) as c:
         ch = c.channel()
         ch.exchange_declare("my_direct", "direct", durable=True)
         ch.queue_declare("seed-landed", durable=False, auto_delete=False)
@@ -129,31 +122,31 @@ def test_seed_verbose_example_runs_pointed_at_local_nodes(
     try:
         with running(cfg) as pumps:
             pumps.wait_for(lambda: pumps.status("my_first_shovel").state == State.RUNNING, 30, "running")
-            publish_messages(src, "my_direct", "", [Message(b"seed %d" % i) for i in range(25)])
-            pumps.wait_for(lambda: queue_depth(node_b.uri("/"), "seed-landed")[0] == 25, 30, "25 landed")
-        got = drain_queue(node_b.uri("/"), "seed-landed", expected=25, timeout=10)
+            amqp.publish_messages(src, "my_direct", "", [amqp.Message(b"seed %d" % i) for i in range(25)])
+            pumps.wait_for(lambda: amqp.queue_depth(node_b.uri("/"), "seed-landed")[0] == 25, 30, "25 landed")
+        got = amqp.drain_queue(node_b.uri("/"), "seed-landed", expected=25, timeout=10)
         assert [d.body for d in got] == [b"seed %d" % i for i in range(25)]
         assert {d.properties.delivery_mode for d in got} == {2}
         assert {d.method.routing_key for d in got} == {"from_shovel"}
     finally:
-        with blocking_connection(node_b.uri("/")) as c:
+        with amqp.blocking_connection(node_b.uri("/")) as c:
             c.channel().queue_delete("seed-landed")
 
 
 def test_sigterm_drains_and_exits_0(node_a: LocalNode, node_b: LocalNode, vhost_a: str,
                                     vhost_b: str, tmp_path: Path) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "q", durable=True)
-    declare_queue(dst, "out", durable=True)
+    amqp.declare_queue(src, "q", durable=True)
+    amqp.declare_queue(dst, "out", durable=True)
     n = 60_000
-    publish_messages(src, "", "q", [Message(b"%d" % i, pika.BasicProperties(delivery_mode=2)) for i in range(n)])
+    amqp.publish_messages(src, "", "q", [amqp.Message(b"%d" % i, pika.BasicProperties(delivery_mode=2)) for i in range(n)])
     cfg = {"shovels": {"s": {"sources": {"broker": src}, "destinations": {"broker": dst}, "queue": "q",
                              "publish_fields": {"exchange": "", "routing_key": "out"}}}}
     proc = subprocess.Popen([sys.executable, "-m", "pumpd", "--config", str(write(tmp_path, cfg)),
                              "--http", "off"], stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while queue_depth(dst, "out")[0] < 5000 and time.monotonic() < deadline:
+        while amqp.queue_depth(dst, "out")[0] < 5000 and time.monotonic() < deadline:
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
@@ -162,10 +155,10 @@ def test_sigterm_drains_and_exits_0(node_a: LocalNode, node_b: LocalNode, vhost_
             proc.kill()
     assert proc.returncode == 0, err
     assert "terminated (shutdown)" in err
-    left, consumers = queue_depth(src, "q")
-    arrived = queue_depth(dst, "out")[0]
+    left, consumers = amqp.queue_depth(src, "q")
+    arrived = amqp.queue_depth(dst, "out")[0]
     assert consumers == 0
     assert left + arrived == n, "each message is either still at the source or at the destination"
     assert 5000 <= arrived < n
-    with blocking_connection(src) as c:  # nothing left unacknowledged: all of the rest is ready
+    with amqp.blocking_connection(src) as c:  # nothing left unacknowledged: all of the rest is ready
         assert c.channel().queue_declare("q", passive=True).method.message_count == left

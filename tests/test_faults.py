@@ -11,14 +11,7 @@ import pytest
 from pumpd.engine.status import State
 from pumpd.testing.localnode import LocalNode, find_free_port
 
-from amqp_helpers import (
-    Message,
-    blocking_connection,
-    declare_queue,
-    drain_queue,
-    publish_messages,
-    queue_depth,
-)
+import amqp_helpers as amqp
 from harness import running, shovel
 
 
@@ -41,9 +34,9 @@ def first_pick_seed(options: int, wanted: int) -> int:
 def test_several_brokers_one_down_reconnects_to_another(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
     dead = f"amqp://guest:guest@127.0.0.1:{find_free_port()}/%2F"
-    declare_queue(uri, "q", durable=True)
-    declare_queue(uri, "out", durable=True)
-    publish_messages(uri, "", "q", [Message(b"x")] * 100)
+    amqp.declare_queue(uri, "q", durable=True)
+    amqp.declare_queue(uri, "out", durable=True)
+    amqp.publish_messages(uri, "", "q", [amqp.Message(b"x")] * 100)
     # reconnect_delay 3600: a wait would fail the test; another broker is tried at once
     s = shovel(sources={"brokers": [dead, uri]}, destinations={"broker": uri}, queue="q",
                publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=3600)
@@ -72,7 +65,7 @@ def test_every_broker_down_backs_off_then_a_new_round(node_a: LocalNode, vhost_a
 
 def test_declarations_are_reissued_on_every_connect(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "q", durable=True)
+    amqp.declare_queue(uri, "q", durable=True)
     s = shovel(sources={"broker": uri}, queue="q", reconnect_delay=0.1,
                destinations={"broker": uri, "declarations": [
                    {"exchange.declare": {"exchange": "dx", "type": "fanout"}},
@@ -81,20 +74,20 @@ def test_declarations_are_reissued_on_every_connect(node_a: LocalNode, vhost_a: 
                publish_fields={"exchange": "dx"})
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
-        with blocking_connection(uri) as c:
+        with amqp.blocking_connection(uri) as c:
             ch = c.channel()
             ch.queue_delete("dq")
             ch.exchange_delete("dx")
         node_a.ctl("close_all_connections", "-p", vhost_a, "test: force a reconnect")
         pumps.wait_for(lambda: pumps.status().counters.reconnects == 1 and pumps.status().state == State.RUNNING,
                        30, "reconnected")
-        publish_messages(uri, "", "q", [Message(b"after")] * 3)
-        pumps.wait_for(lambda: queue_depth(uri, "dq")[0] == 3, 30, "3 in the re-declared queue")
+        amqp.publish_messages(uri, "", "q", [amqp.Message(b"after")] * 3)
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "dq")[0] == 3, 30, "3 in the re-declared queue")
 
 
 def test_reconnect_delay_zero_terminates_after_the_first_failure(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "q", durable=True)
+    amqp.declare_queue(uri, "q", durable=True)
     s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="q", reconnect_delay=0)
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
@@ -109,7 +102,7 @@ def test_reconnect_delay_zero_terminates_after_the_first_failure(node_a: LocalNo
 
 def test_states_carry_the_time_they_were_entered(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "q", durable=True)
+    amqp.declare_queue(uri, "q", durable=True)
     before = time.time()
     with running(shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="q")) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
@@ -123,43 +116,43 @@ def test_blocked_destination_holds_messages_in_order_within_prefetch(
     node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str
 ) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "q", durable=True)
-    declare_queue(dst, "out", durable=True)
+    amqp.declare_queue(src, "q", durable=True)
+    amqp.declare_queue(dst, "out", durable=True)
     s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="q",
                publish_fields={"exchange": "", "routing_key": "out"}, prefetch_count=50)
-    sent = [Message(b"%05d" % i) for i in range(1000)]
+    sent = [amqp.Message(b"%05d" % i) for i in range(1000)]
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
-        publish_messages(src, "", "q", sent[:10])
+        amqp.publish_messages(src, "", "q", sent[:10])
         pumps.wait_for(lambda: pumps.status().counters.acked == 10, 30, "first 10 through")
         node_b.set_vm_memory_high_watermark(0)
         try:
             # the broker blocks a connection (and says so) when it next publishes
-            publish_messages(src, "", "q", sent[10:])
+            amqp.publish_messages(src, "", "q", sent[10:])
             pumps.wait_for(lambda: pumps.status().state == State.BLOCKED, 30, "blocked")
             pumps.wait_for(lambda: unacked(node_a, vhost_a, "q") == 50, 30, "prefetch reached")
             time.sleep(1)
             assert unacked(node_a, vhost_a, "q") == 50
             assert pumps.status().counters.buffered <= 50
-            assert queue_depth(dst, "out")[0] == 10
+            assert amqp.queue_depth(dst, "out")[0] == 10
         finally:
             node_b.set_vm_memory_high_watermark(0.4)
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running again")
         pumps.wait_for(lambda: pumps.status().counters.acked == 1000, 60, "all acked")
-    assert [d.body for d in drain_queue(dst, "out", expected=1000, timeout=30)] == [m.body for m in sent]
+    assert [d.body for d in amqp.drain_queue(dst, "out", expected=1000, timeout=30)] == [m.body for m in sent]
     states = [st for st, _ in pumps.history["s"]]
     assert states[:4] == [State.STARTING, State.RUNNING, State.BLOCKED, State.RUNNING]
 
 
 def test_destination_nack_requeues_at_the_source_and_nothing_is_lost(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "q", durable=True)
-    with blocking_connection(uri) as c:
+    amqp.declare_queue(uri, "q", durable=True)
+    with amqp.blocking_connection(uri) as c:
         # a full reject-publish queue makes the broker nack publishes
         c.channel().queue_declare("small", durable=True,
                                   arguments={"x-max-length": 10, "x-overflow": "reject-publish"})
-    sent = [Message(b"%d" % i) for i in range(40)]
-    publish_messages(uri, "", "q", sent)
+    sent = [amqp.Message(b"%d" % i) for i in range(40)]
+    amqp.publish_messages(uri, "", "q", sent)
     s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="q",
                publish_fields={"exchange": "", "routing_key": "small"}, prefetch_count=20)
     got: list[bytes] = []
@@ -167,23 +160,23 @@ def test_destination_nack_requeues_at_the_source_and_nothing_is_lost(node_a: Loc
         pumps.wait_for(lambda: pumps.status().counters.nacked > 0, 30, "a nack")
         deadline = time.monotonic() + 60
         while len(got) < 40 and time.monotonic() < deadline:
-            got += [d.body for d in drain_queue(uri, "small", expected=None, timeout=1)]
+            got += [d.body for d in amqp.drain_queue(uri, "small", expected=None, timeout=1)]
             time.sleep(0.05)
     assert sorted(got, key=int) == [m.body for m in sent]
     c = pumps.status().counters
     assert c.nacked > 0 and c.redelivered > 0 and c.acked == 40
-    assert queue_depth(uri, "q")[0] == 0
+    assert amqp.queue_depth(uri, "q")[0] == 0
 
 
 @pytest.mark.parametrize("victim", ["destination", "source"])
 def test_broker_killed_mid_stream_loses_nothing(node_a: LocalNode, node_b: LocalNode,
                                                 vhost_a: str, vhost_b: str, victim: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "q", durable=True)
-    declare_queue(dst, "out", durable=True)
+    amqp.declare_queue(src, "q", durable=True)
+    amqp.declare_queue(dst, "out", durable=True)
     n = 30_000
-    sent = [Message(b"%06d" % i, pika.BasicProperties(delivery_mode=2)) for i in range(n)]
-    publish_messages(src, "", "q", sent)
+    sent = [amqp.Message(b"%06d" % i, pika.BasicProperties(delivery_mode=2)) for i in range(n)]
+    amqp.publish_messages(src, "", "q", sent)
     s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="q", reconnect_delay=0.5,
                publish_fields={"exchange": "", "routing_key": "out"},
                publish_properties={"delivery_mode": 2})
@@ -193,10 +186,10 @@ def test_broker_killed_mid_stream_loses_nothing(node_a: LocalNode, node_b: Local
         node.kill()
         node.restart()
         pumps.wait_for(lambda: pumps.status().counters.reconnects >= 1, 60, "a reconnect")
-        pumps.wait_for(lambda: queue_depth(src, "q")[0] == 0 and pumps.status().counters.in_flight == 0
+        pumps.wait_for(lambda: amqp.queue_depth(src, "q")[0] == 0 and pumps.status().counters.in_flight == 0
                        and unacked(node_a, vhost_a, "q") == 0, 120, "source drained")
-    depth = queue_depth(dst, "out")[0]
-    bodies = [d.body for d in drain_queue(dst, "out", expected=depth, timeout=120)]
+    depth = amqp.queue_depth(dst, "out")[0]
+    bodies = [d.body for d in amqp.drain_queue(dst, "out", expected=depth, timeout=120)]
     missing = {m.body for m in sent} - set(bodies)
     assert not missing, (f"{len(missing)} lost (e.g. {sorted(missing)[:5]}); {len(bodies)} drained, "
                          f"depth was {depth}; counters {pumps.status().counters}")
@@ -208,17 +201,17 @@ def test_broker_killed_mid_stream_loses_nothing(node_a: LocalNode, node_b: Local
 
 def test_uri_parameters_reach_the_connection(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "q", durable=True)
-    declare_queue(uri, "out", durable=True)
-    big = [Message(bytes(range(256)) * 1200)] * 3  # 300 KiB: many 4 KiB frames
-    publish_messages(uri, "", "q", big)
+    amqp.declare_queue(uri, "q", durable=True)
+    amqp.declare_queue(uri, "out", durable=True)
+    big = [amqp.Message(bytes(range(256)) * 1200)] * 3  # 300 KiB: many 4 KiB frames
+    amqp.publish_messages(uri, "", "q", big)
     s = shovel(sources={"broker": uri}, destinations={"broker": uri + "?frame_max=4096&heartbeat=7&channel_max=20"},
                queue="q", publish_fields={"exchange": "", "routing_key": "out"})
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 3, 30, "3 acked")
         out = node_a.ctl("list_connections", "-q", "--no-table-headers", "frame_max", "timeout", "channel_max")
         assert "4096\t7\t20" in out.replace(" ", "\t"), out
-    assert [d.body for d in drain_queue(uri, "out", expected=3, timeout=10)] == [m.body for m in big]
+    assert [d.body for d in amqp.drain_queue(uri, "out", expected=3, timeout=10)] == [m.body for m in big]
 
 
 def test_passwords_never_reach_logs_or_status(node_a: LocalNode, vhost_a: str,
@@ -238,26 +231,26 @@ def test_blocked_without_prefetch_stops_consuming_until_unblocked(
 ) -> None:
     """no_ack has no prefetch to bound what piles up while blocked: the consumer is cancelled."""
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "q", durable=True)
-    declare_queue(dst, "out", durable=True)
+    amqp.declare_queue(src, "q", durable=True)
+    amqp.declare_queue(dst, "out", durable=True)
     s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="q", ack_mode="no_ack",
                publish_fields={"exchange": "", "routing_key": "out"})
-    sent = [Message(b"%05d" % i) for i in range(20_000)]
+    sent = [amqp.Message(b"%05d" % i) for i in range(20_000)]
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
         node_b.set_vm_memory_high_watermark(0)
         try:
-            publish_messages(src, "", "q", sent[:1])
+            amqp.publish_messages(src, "", "q", sent[:1])
             pumps.wait_for(lambda: pumps.status().state == State.BLOCKED, 30, "blocked")
-            pumps.wait_for(lambda: queue_depth(src, "q")[1] == 0, 30, "consumer cancelled")
-            publish_messages(src, "", "q", sent[1:])
+            pumps.wait_for(lambda: amqp.queue_depth(src, "q")[1] == 0, 30, "consumer cancelled")
+            amqp.publish_messages(src, "", "q", sent[1:])
             time.sleep(0.5)
-            assert queue_depth(src, "q") == (len(sent) - 1, 0), "nothing consumed while blocked"
+            assert amqp.queue_depth(src, "q") == (len(sent) - 1, 0), "nothing consumed while blocked"
         finally:
             node_b.set_vm_memory_high_watermark(0.4)
-        pumps.wait_for(lambda: queue_depth(dst, "out")[0] == len(sent), 60, "all delivered")
-        assert queue_depth(src, "q") == (0, 1)
-    got = drain_queue(dst, "out", expected=len(sent), timeout=30)
+        pumps.wait_for(lambda: amqp.queue_depth(dst, "out")[0] == len(sent), 60, "all delivered")
+        assert amqp.queue_depth(src, "q") == (0, 1)
+    got = amqp.drain_queue(dst, "out", expected=len(sent), timeout=30)
     assert [d.body for d in got] == [m.body for m in sent]
 
 

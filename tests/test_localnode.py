@@ -24,14 +24,7 @@ from pumpd.testing.localnode import (
     find_free_port,
 )
 
-from amqp_helpers import (
-    Message,
-    blocking_connection,
-    declare_queue,
-    drain_queue,
-    publish_messages,
-    queue_depth,
-)
+import amqp_helpers as amqp
 
 PERSISTENT = 2
 
@@ -100,7 +93,7 @@ def test_nodes_answer_amqp_on_their_own_ports(node_a: LocalNode, node_b: LocalNo
     for node in (node_a, node_b):
         assert node.amqp_port != 5672 and node.dist_port != 25672
         assert node.is_running() and node.answers()
-        with blocking_connection(node.uri()) as connection:
+        with amqp.blocking_connection(node.uri()) as connection:
             assert connection.channel().is_open
         assert node.nodename in node.ctl("-q", "eval", "node().")
     assert node_a.management_port is not None and node_b.management_port is None
@@ -108,53 +101,53 @@ def test_nodes_answer_amqp_on_their_own_ports(node_a: LocalNode, node_b: LocalNo
 
 def test_publish_and_consume(node_b: LocalNode, vhost_b: str) -> None:
     uri = node_b.uri(vhost_b)
-    declare_queue(uri, "work", durable=True)
+    amqp.declare_queue(uri, "work", durable=True)
     messages = [
-        Message(
+        amqp.Message(
             f"m{i}".encode(),
             pika.BasicProperties(message_id=str(i), headers={"i": i}, content_type="text/plain"),
         )
         for i in range(50)
     ]
-    publish_messages(uri, "", "work", messages)
-    assert queue_depth(uri, "work") == (50, 0)
+    amqp.publish_messages(uri, "", "work", messages)
+    assert amqp.queue_depth(uri, "work") == (50, 0)
 
-    got = drain_queue(uri, "work", expected=50, timeout=10)
+    got = amqp.drain_queue(uri, "work", expected=50, timeout=10)
 
     assert [d.body for d in got] == [m.body for m in messages]
     assert [d.properties.message_id for d in got] == [str(i) for i in range(50)]
     assert got[7].properties.headers == {"i": 7}
     assert all(not d.method.redelivered for d in got)
-    assert queue_depth(uri, "work") == (0, 0)
+    assert amqp.queue_depth(uri, "work") == (0, 0)
 
 
 def test_drain_queue_without_expected_takes_what_is_there(node_b: LocalNode, vhost_b: str) -> None:
     uri = node_b.uri(vhost_b)
-    declare_queue(uri, "q", durable=False)
-    publish_messages(uri, "", "q", [Message(b"x%d" % i) for i in range(5)])
-    assert [d.body for d in drain_queue(uri, "q")] == [b"x0", b"x1", b"x2", b"x3", b"x4"]
-    assert drain_queue(uri, "q") == []
+    amqp.declare_queue(uri, "q", durable=False)
+    amqp.publish_messages(uri, "", "q", [amqp.Message(b"x%d" % i) for i in range(5)])
+    assert [d.body for d in amqp.drain_queue(uri, "q")] == [b"x0", b"x1", b"x2", b"x3", b"x4"]
+    assert amqp.drain_queue(uri, "q") == []
 
 
 def test_drain_queue_stops_at_expected_and_leaves_the_rest(node_b: LocalNode, vhost_b: str) -> None:
     uri = node_b.uri(vhost_b)
-    declare_queue(uri, "q")
-    publish_messages(uri, "", "q", [Message(b"%d" % i) for i in range(10)])
-    assert [d.body for d in drain_queue(uri, "q", expected=4)] == [b"0", b"1", b"2", b"3"]
-    assert queue_depth(uri, "q") == (6, 0)
+    amqp.declare_queue(uri, "q")
+    amqp.publish_messages(uri, "", "q", [amqp.Message(b"%d" % i) for i in range(10)])
+    assert [d.body for d in amqp.drain_queue(uri, "q", expected=4)] == [b"0", b"1", b"2", b"3"]
+    assert amqp.queue_depth(uri, "q") == (6, 0)
     # Fewer than expected: returns what came within the timeout.
-    assert len(drain_queue(uri, "q", expected=100, timeout=1.0)) == 6
+    assert len(amqp.drain_queue(uri, "q", expected=100, timeout=1.0)) == 6
 
 
 def test_kill_then_restart_keeps_durable_queue_and_persistent_messages(
     node_b: LocalNode, vhost_b: str
 ) -> None:
     uri = node_b.uri(vhost_b)
-    declare_queue(uri, "durable-q", durable=True)
-    declare_queue(uri, "transient-q", durable=False)
+    amqp.declare_queue(uri, "durable-q", durable=True)
+    amqp.declare_queue(uri, "transient-q", durable=False)
     bodies = [b"persistent-%d" % i for i in range(20)]
     props = pika.BasicProperties(delivery_mode=PERSISTENT)
-    publish_messages(uri, "", "durable-q", [Message(b, props) for b in bodies], confirm=True)
+    amqp.publish_messages(uri, "", "durable-q", [amqp.Message(b, props) for b in bodies], confirm=True)
     # The confirms mean the messages are on disk; the queue's own record may not be yet: mnesia's
     # transaction log (most likely its disk_log write buffer) can hold it for a moment, and a
     # kill -9 then loses the queue (seen under load: 404 after the restart). Dump the log first,
@@ -173,10 +166,10 @@ def test_kill_then_restart_keeps_durable_queue_and_persistent_messages(
 
     assert node_b.pid != old_pid
     assert (node_b.amqp_port, node_b.dist_port) == ports
-    assert queue_depth(uri, "durable-q") == (20, 0)
-    assert [d.body for d in drain_queue(uri, "durable-q", expected=20)] == bodies
+    assert amqp.queue_depth(uri, "durable-q") == (20, 0)
+    assert [d.body for d in amqp.drain_queue(uri, "durable-q", expected=20)] == bodies
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as excinfo:
-        queue_depth(uri, "transient-q")
+        amqp.queue_depth(uri, "transient-q")
     assert excinfo.value.reply_code == 404
 
 
@@ -193,9 +186,9 @@ def test_fixture_restarts_a_stopped_node(node_b: LocalNode, vhost_b: str) -> Non
     """Second of the pair: the node_b fixture brought the node back."""
     assert node_b.is_running() and node_b.answers()
     uri = node_b.uri(vhost_b)
-    declare_queue(uri, "q")
-    publish_messages(uri, "", "q", [Message(b"after-restart")])
-    assert [d.body for d in drain_queue(uri, "q", expected=1)] == [b"after-restart"]
+    amqp.declare_queue(uri, "q")
+    amqp.publish_messages(uri, "", "q", [amqp.Message(b"after-restart")])
+    assert [d.body for d in amqp.drain_queue(uri, "q", expected=1)] == [b"after-restart"]
 
 
 _vhosts_seen: list[str] = []
@@ -208,14 +201,14 @@ def test_vhost_fixture_isolates(node_a: LocalNode, vhost_a: str, round_: int) ->
     _vhosts_seen.append(vhost_a)
     uri = node_a.uri(vhost_a)
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as excinfo:
-        queue_depth(uri, "shared-name")
+        amqp.queue_depth(uri, "shared-name")
     assert excinfo.value.reply_code == 404
-    declare_queue(uri, "shared-name")
-    publish_messages(uri, "", "shared-name", [Message(b"round %d" % round_)])
-    assert queue_depth(uri, "shared-name") == (1, 0)
+    amqp.declare_queue(uri, "shared-name")
+    amqp.publish_messages(uri, "", "shared-name", [amqp.Message(b"round %d" % round_)])
+    assert amqp.queue_depth(uri, "shared-name") == (1, 0)
     # Not visible from the default vhost.
     with pytest.raises(pika.exceptions.ChannelClosedByBroker):
-        queue_depth(node_a.uri("/"), "shared-name")
+        amqp.queue_depth(node_a.uri("/"), "shared-name")
 
 
 def test_vhost_fixture_deletes_its_vhosts(node_a: LocalNode) -> None:
@@ -229,12 +222,12 @@ def test_add_user_with_restricted_permissions(node_b: LocalNode, vhost_b: str) -
     user = f"u-{uuid.uuid4().hex[:8]}"
     node_b.add_user(user, "s3cret/:@", vhost_b, configure="^$", write=".*", read=".*")
     try:
-        declare_queue(node_b.uri(vhost_b), "q")  # as guest
+        amqp.declare_queue(node_b.uri(vhost_b), "q")  # as guest
         uri = node_b.uri(vhost_b, user=user, password="s3cret/:@")
-        publish_messages(uri, "", "q", [Message(b"from-user")])
-        assert [d.body for d in drain_queue(uri, "q", expected=1)] == [b"from-user"]
+        amqp.publish_messages(uri, "", "q", [amqp.Message(b"from-user")])
+        assert [d.body for d in amqp.drain_queue(uri, "q", expected=1)] == [b"from-user"]
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as excinfo:
-            declare_queue(uri, "not-allowed")
+            amqp.declare_queue(uri, "not-allowed")
         assert excinfo.value.reply_code == 403
     finally:
         node_b.ctl("delete_user", user)
@@ -242,7 +235,7 @@ def test_add_user_with_restricted_permissions(node_b: LocalNode, vhost_b: str) -
 
 def test_memory_alarm_blocks_publishing_connection(node_b: LocalNode, vhost_b: str) -> None:
     uri = node_b.uri(vhost_b)
-    declare_queue(uri, "q", durable=False)
+    amqp.declare_queue(uri, "q", durable=False)
     events: list[str] = []
     connection = pika.BlockingConnection(pika.URLParameters(uri))
     connection.add_on_connection_blocked_callback(lambda _c, _m: events.append("blocked"))
@@ -272,7 +265,7 @@ def test_memory_alarm_blocks_publishing_connection(node_b: LocalNode, vhost_b: s
         if alarm_set:
             node_b.set_vm_memory_high_watermark(0.4)
         connection.close()
-    assert [d.body for d in drain_queue(uri, "q", expected=2)] == [b"before", b"during"]
+    assert [d.body for d in amqp.drain_queue(uri, "q", expected=2)] == [b"before", b"during"]
 
 
 def test_management_api_answers_on_node_a(node_a: LocalNode, vhost_a: str) -> None:
@@ -305,7 +298,7 @@ def test_context_manager_starts_and_cleans_up() -> None:
         assert node.answers()
         pgid = node.pid
         base_dir = node.base_dir
-        with blocking_connection(node.uri()) as connection:
+        with amqp.blocking_connection(node.uri()) as connection:
             assert connection.is_open
     assert not node.is_running()
     assert not broker_answers("127.0.0.1", node.amqp_port, timeout=0.5)

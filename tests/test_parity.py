@@ -18,14 +18,7 @@ from pumpd.engine.status import State
 from pumpd.importers.erlang import import_erlang_config
 from pumpd.testing.localnode import LocalNode
 
-from amqp_helpers import (
-    Message,
-    blocking_connection,
-    declare_queue,
-    drain_queue,
-    publish_messages,
-    queue_depth,
-)
+import amqp_helpers as amqp
 from daemon_helpers import fill_queue, pumpd_daemon, shovel_def
 from harness import RunningPumps, running, shovel
 
@@ -41,7 +34,7 @@ def bodies(n: int, start: int = 0) -> list[bytes]:
 
 def queue_exists(uri: str, queue: str) -> bool:
     try:
-        queue_depth(uri, queue)
+        amqp.queue_depth(uri, queue)
     except pika.exceptions.ChannelClosedByBroker as exc:
         assert exc.reply_code == 404
         return False
@@ -55,7 +48,7 @@ def reason_has(pumps: RunningPumps, text: str) -> bool:
 def read_stream(uri: str, queue: str, expected: int) -> list[bytes]:
     """A stream is read by a consumer with a prefetch, from an offset: here the first."""
     out: list[bytes] = []
-    with blocking_connection(uri) as connection:
+    with amqp.blocking_connection(uri) as connection:
         channel = connection.channel()
         channel.basic_qos(prefetch_count=100)
         for method, _props, body in channel.consume(
@@ -100,7 +93,7 @@ def test_current_static_format_imported_and_run(node_a: LocalNode, vhost_a: str,
     # the current format's own default: no_ack, and the import says it loses messages
     assert s.ack_mode.value == ("on_confirm" if ack_mode else "no_ack")
     assert bool(warnings) == (not ack_mode)
-    with blocking_connection(uri) as connection:
+    with amqp.blocking_connection(uri) as connection:
         ch = connection.channel()
         ch.exchange_declare("test_exchange", "direct", auto_delete=True)
         out = ch.queue_declare("", exclusive=True).method.queue
@@ -129,16 +122,16 @@ def test_current_static_format_imported_and_run(node_a: LocalNode, vhost_a: str,
 def test_quorum_to_quorum_moves_everything_then_delete_after(node_a: LocalNode,
                                                              vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "qq-in", arguments=QUORUM)
-    publish_messages(uri, "", "qq-in", [Message(b) for b in bodies(30)])
+    amqp.declare_queue(uri, "qq-in", arguments=QUORUM)
+    amqp.publish_messages(uri, "", "qq-in", [amqp.Message(b) for b in bodies(30)])
     s = shovel(**{"src-uri": uri, "src-queue": "qq-in", "dest-uri": uri, "dest-queue": "qq-out",
                   "dest-queue-args": QUORUM, "src-delete-after": 20})
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
     assert "delete-after reached: 20 messages moved" in (pumps.status().reason or "")
-    got = [d.body for d in drain_queue(uri, "qq-out", expected=20, timeout=10)]
+    got = [d.body for d in amqp.drain_queue(uri, "qq-out", expected=20, timeout=10)]
     assert got == bodies(20)
-    assert queue_depth(uri, "qq-in")[0] == 10
+    assert amqp.queue_depth(uri, "qq-in")[0] == 10
     # the destination queue was created as the quorum queue its arguments ask for
     info = node_a.management_request(
         "GET", f"/api/queues/{urllib.parse.quote(vhost_a, safe='')}/qq-out")
@@ -148,8 +141,8 @@ def test_quorum_to_quorum_moves_everything_then_delete_after(node_a: LocalNode,
 def test_into_a_stream_then_a_stream_consumed_from_an_offset(node_a: LocalNode,
                                                              vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
-    publish_messages(uri, "", "in", [Message(b) for b in bodies(10)])
+    amqp.declare_queue(uri, "in")
+    amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(10)])
     into_stream = shovel("into", **{"src-uri": uri, "src-queue": "in", "dest-uri": uri,
                                     "dest-queue": "events", "dest-queue-args": STREAM,
                                     "src-delete-after": "queue-length"})
@@ -165,7 +158,7 @@ def test_into_a_stream_then_a_stream_consumed_from_an_offset(node_a: LocalNode,
     with running(from_offset) as pumps:
         pumps.wait_for(lambda: pumps.status("replay").state == State.TERMINATED, 60, "terminated")
     assert "delete-after reached: 5 messages moved" in (pumps.status("replay").reason or "")
-    assert [d.body for d in drain_queue(uri, "replayed")] == bodies(5, 4)
+    assert [d.body for d in amqp.drain_queue(uri, "replayed")] == bodies(5, 4)
     assert read_stream(uri, "events", 10) == bodies(10)  # still all there
 
 
@@ -182,11 +175,11 @@ def test_static_source_without_declarations_waits_for_its_queue(node_a: LocalNod
     with running(s) as pumps:
         pumps.wait_for(lambda: reason_has(pumps, "no queue 'later'"), 30, "the reason")
         assert not queue_exists(uri, "later")
-        declare_queue(uri, "later")
-        declare_queue(uri, "out")
+        amqp.declare_queue(uri, "later")
+        amqp.declare_queue(uri, "out")
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
-        publish_messages(uri, "", "later", [Message(b) for b in bodies(3)])
-        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 3, 30, "moved")
+        amqp.publish_messages(uri, "", "later", [amqp.Message(b) for b in bodies(3)])
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "out")[0] == 3, 30, "moved")
 
 
 def test_check_prints_the_warnings(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -207,9 +200,9 @@ def test_predeclared_queue_missing_then_created(node_a: LocalNode, vhost_a: str,
                                                 side: str) -> None:
     uri = node_a.uri(vhost_a)
     if side == "dest":
-        declare_queue(uri, "in")
+        amqp.declare_queue(uri, "in")
     else:
-        declare_queue(uri, "out")
+        amqp.declare_queue(uri, "out")
     s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
                   f"{side}-predeclared": True, "reconnect-delay": 1})
     missing = "in" if side == "src" else "out"
@@ -219,45 +212,45 @@ def test_predeclared_queue_missing_then_created(node_a: LocalNode, vhost_a: str,
         reason = next(r for _, r in pumps.history["s"] if r and "no queue" in r)
         assert reason.startswith(f"{where}: ") and "404 NOT_FOUND" in reason
         assert not queue_exists(uri, missing)  # predeclared: nothing created behind the user
-        declare_queue(uri, missing)
-        publish_messages(uri, "", "in", [Message(b) for b in bodies(5)])
-        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 5, 60, "moved once it exists")
+        amqp.declare_queue(uri, missing)
+        amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(5)])
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "out")[0] == 5, 60, "moved once it exists")
         assert pumps.status().state == State.RUNNING
 
 
 def test_missing_destination_exchange_then_declared(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
-    publish_messages(uri, "", "in", [Message(b) for b in bodies(5)])
+    amqp.declare_queue(uri, "in")
+    amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(5)])
     s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-exchange": "nx",
                   "dest-exchange-key": "k", "reconnect-delay": 1})
     with running(s) as pumps:
         pumps.wait_for(lambda: reason_has(pumps, "no exchange 'nx'"), 30, "the reason")
-        assert queue_depth(uri, "in")[0] == 5  # nothing acked while it cannot be delivered
-        with blocking_connection(uri) as connection:
+        assert amqp.queue_depth(uri, "in")[0] == 5  # nothing acked while it cannot be delivered
+        with amqp.blocking_connection(uri) as connection:
             ch = connection.channel()
             ch.exchange_declare("nx", "direct", durable=True)
             ch.queue_declare("out", durable=True)
             ch.queue_bind("out", "nx", "k")
-        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 5, 60, "moved once it exists")
-    assert sorted(d.body for d in drain_queue(uri, "out")) == bodies(5)
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "out")[0] == 5, 60, "moved once it exists")
+    assert sorted(d.body for d in amqp.drain_queue(uri, "out")) == bodies(5)
 
 
 def test_source_queue_deleted_while_running(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
+    amqp.declare_queue(uri, "in")
     s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
                   "reconnect-delay": 1})
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
-        with blocking_connection(uri) as connection:
+        with amqp.blocking_connection(uri) as connection:
             connection.channel().queue_delete("in")
         pumps.wait_for(lambda: reason_has(pumps, "cancelled the consumer"), 30, "the reason")
         # it restarts and declares the queue again (durable), then carries on
-        pumps.wait_for(lambda: queue_exists(uri, "in") and queue_depth(uri, "in")[1] == 1, 30,
+        pumps.wait_for(lambda: queue_exists(uri, "in") and amqp.queue_depth(uri, "in")[1] == 1, 30,
                        "re-declared and consumed")
-        publish_messages(uri, "", "in", [Message(b) for b in bodies(5)])
-        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 5, 60, "moved")
+        amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(5)])
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "out")[0] == 5, 60, "moved")
 
 
 # --- credentials ----------------------------------------------------------------------------
@@ -297,7 +290,7 @@ def test_no_access_to_vhost_names_user_and_vhost(node_a: LocalNode, vhost_a: str
 def test_delete_after_nothing_ends_at_once(node_a: LocalNode, vhost_a: str,
                                            delete_after: Any) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
+    amqp.declare_queue(uri, "in")
     s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
                   "src-delete-after": delete_after})
     with running(s) as pumps:
@@ -307,16 +300,16 @@ def test_delete_after_nothing_ends_at_once(node_a: LocalNode, vhost_a: str,
 
 def test_delete_after_duration_stops_the_shovel(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
-    publish_messages(uri, "", "in", [Message(b) for b in bodies(5)])
+    amqp.declare_queue(uri, "in")
+    amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(5)])
     s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
                   "src-delete-after-duration": 2})
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
-        publish_messages(uri, "", "in", [Message(b"late")])
+        amqp.publish_messages(uri, "", "in", [amqp.Message(b"late")])
     reason = pumps.status().reason or ""
     assert "delete-after-duration reached: stopped after 2s, 5 messages moved" in reason
-    assert queue_depth(uri, "out")[0] == 5 and queue_depth(uri, "in") == (1, 0)
+    assert amqp.queue_depth(uri, "out")[0] == 5 and amqp.queue_depth(uri, "in") == (1, 0)
 
 
 def test_delete_after_duration_in_the_daemon_is_not_restarted(
@@ -336,7 +329,7 @@ def test_delete_after_duration_in_the_daemon_is_not_restarted(
 
 def test_consumer_tag_and_arguments_reach_the_broker(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
+    amqp.declare_queue(uri, "in")
     s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
                   "src-consumer-name": "pumpd-tag", "src-consumer-args": {"x-priority": 7}})
     vhost = urllib.parse.quote(vhost_a, safe="")
@@ -352,8 +345,8 @@ def test_consumer_tag_and_arguments_reach_the_broker(node_a: LocalNode, vhost_a:
         (consumer,) = consumers()
         assert consumer["consumer_tag"] == "pumpd-tag"
         assert consumer["arguments"] == {"x-priority": 7}
-        publish_messages(uri, "", "in", [Message(b"m")])
-        pumps.wait_for(lambda: queue_depth(uri, "out")[0] == 1, 30, "moved")
+        amqp.publish_messages(uri, "", "in", [amqp.Message(b"m")])
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "out")[0] == 1, 30, "moved")
 
 
 # --- alarms and the status figures ----------------------------------------------------------
@@ -378,7 +371,7 @@ def test_disk_alarm_before_start_then_the_plugin_status_figures(
     everything in order once the alarm clears."""
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
     sent = [b"d%04d" % i for i in range(300)]
-    declare_queue(src, "in")
+    amqp.declare_queue(src, "in")
     fill_queue(src, "in", sent)
     disk_alarm(node_b, True)
     try:
@@ -402,15 +395,15 @@ def test_disk_alarm_before_start_then_the_plugin_status_figures(
         disk_alarm(node_b, False)
     d.wait_for(lambda: d.shovel("s")["counters"]["published"] == 300, 120, "all 300 published")
     d.wait_for(lambda: d.shovel("s")["source_backlog"] == 0, 60, "the backlog read empty")
-    got = drain_queue(dst, "out", expected=300, timeout=30)
+    got = amqp.drain_queue(dst, "out", expected=300, timeout=30)
     assert [m.body for m in got] == sent
     assert d.stop() == 0
 
 
 def test_remaining_counts_down_to_delete_after(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
-    publish_messages(uri, "", "in", [Message(b) for b in bodies(30)])
+    amqp.declare_queue(uri, "in")
+    amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(30)])
     s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
                   "src-delete-after": 20})
     with running(s) as pumps:
@@ -456,8 +449,8 @@ def test_tls_server_only_private_ca_and_external_login(tls_ext_node: LocalNode,
     certificate's subject, with no password in the URI."""
     node = tls_ext_node
     plain = node.uri("/")
-    declare_queue(plain, "tls-sub-in")
-    publish_messages(plain, "", "tls-sub-in", [Message(b) for b in bodies(10)])
+    amqp.declare_queue(plain, "tls-sub-in")
+    amqp.publish_messages(plain, "", "tls-sub-in", [amqp.Message(b) for b in bodies(10)])
     ca = urllib.parse.quote(str(tls_certs / "ca.pem"), safe="/")
     server_only = f"amqps://guest:guest@127.0.0.1:{node.tls_port}/%2F?cacertfile={ca}" \
                   "&verify=verify_peer"
@@ -474,5 +467,5 @@ def test_tls_server_only_private_ca_and_external_login(tls_ext_node: LocalNode,
     users = sorted(line.split()[0] for line in listed.splitlines() if "true" in line)
     assert users == ["CN=client", "guest"], listed
     assert "EXTERNAL" in listed
-    got = drain_queue(plain, "tls-sub-out", expected=10, timeout=10)
+    got = amqp.drain_queue(plain, "tls-sub-out", expected=10, timeout=10)
     assert [d.body for d in got] == bodies(10)

@@ -11,15 +11,7 @@ import pytest
 from pumpd.engine.status import State
 from pumpd.testing.localnode import LocalNode
 
-from amqp_helpers import (
-    Message,
-    blocking_connection,
-    declare_queue,
-    drain_queue,
-    naive,
-    publish_messages,
-    queue_depth,
-)
+import amqp_helpers as amqp
 from harness import running, shovel
 
 RICH_HEADERS = {
@@ -30,7 +22,7 @@ RICH_HEADERS = {
 }
 
 
-def mixed_messages(n: int, seed: int = 0) -> list[Message]:
+def mixed_messages(n: int, seed: int = 0) -> list[amqp.Message]:
     """Bodies from empty to several frames, with and without properties and headers."""
     rng = random.Random(seed)
     out = []
@@ -46,7 +38,7 @@ def mixed_messages(n: int, seed: int = 0) -> list[Message]:
                 priority=rng.randrange(10), correlation_id=f"c{i}", reply_to="replies",
                 expiration="3600000", message_id=f"m{i}", timestamp=1_700_000_000 + i, type="t",
                 app_id="tests", cluster_id="cl")
-        out.append(Message(body, props))
+        out.append(amqp.Message(body, props))
     return out
 
 
@@ -55,7 +47,7 @@ PROPERTY_NAMES = ("content_type", "content_encoding", "headers", "delivery_mode"
                   "user_id", "app_id", "cluster_id")
 
 
-def assert_same_messages(sent: list[Message], got: list, *, ignore: tuple[str, ...] = ()) -> None:
+def assert_same_messages(sent: list[amqp.Message], got: list, *, ignore: tuple[str, ...] = ()) -> None:
     assert len(got) == len(sent)
     for i, (m, d) in enumerate(zip(sent, got, strict=False)):
         assert d.body == m.body, f"message {i}: body differs"
@@ -63,7 +55,7 @@ def assert_same_messages(sent: list[Message], got: list, *, ignore: tuple[str, .
         for name in PROPERTY_NAMES:
             if name not in ignore:
                 got_value, sent_value = getattr(d.properties, name), getattr(expected, name)
-                assert naive(got_value) == naive(sent_value), f"message {i}: {name}"
+                assert amqp.naive(got_value) == amqp.naive(sent_value), f"message {i}: {name}"
 
 
 def test_20000_mixed_messages_between_two_vhosts_and_users_arrive_identical(
@@ -74,8 +66,8 @@ def test_20000_mixed_messages_between_two_vhosts_and_users_arrive_identical(
     src = node_a.uri(vhost_a, "shovel-src", "s3cret-src")
     dst = node_b.uri(vhost_b, "shovel-dst", "s3cret-dst")
     sent = mixed_messages(20_000)
-    declare_queue(node_a.uri(vhost_a), "orders", durable=True)
-    publish_messages(node_a.uri(vhost_a), "", "orders", sent)
+    amqp.declare_queue(node_a.uri(vhost_a), "orders", durable=True)
+    amqp.publish_messages(node_a.uri(vhost_a), "", "orders", sent)
     s = shovel(
         sources={"broker": src},
         destinations={"broker": dst, "declarations": [
@@ -90,9 +82,9 @@ def test_20000_mixed_messages_between_two_vhosts_and_users_arrive_identical(
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 20_000, 180, "20,000 acked")
         assert pumps.status().state == State.RUNNING
-    got = drain_queue(node_b.uri(vhost_b), "orders-copy", expected=20_000, timeout=60)
+    got = amqp.drain_queue(node_b.uri(vhost_b), "orders-copy", expected=20_000, timeout=60)
     assert_same_messages(sent, got)
-    assert queue_depth(node_a.uri(vhost_a), "orders") == (0, 0)
+    assert amqp.queue_depth(node_a.uri(vhost_a), "orders") == (0, 0)
     c = pumps.status().counters
     assert (c.consumed, c.published, c.confirmed, c.acked, c.nacked) == (20_000,) * 4 + (0,)
 
@@ -101,15 +93,15 @@ def test_original_exchange_and_routing_key_are_kept_by_default(
     node_a: LocalNode, vhost_a: str
 ) -> None:
     uri = node_a.uri(vhost_a)
-    with blocking_connection(uri) as c:
+    with amqp.blocking_connection(uri) as c:
         ch = c.channel()
         ch.exchange_declare("events", "topic", durable=True)
         for name, key in (("src", "#"),):
             ch.queue_declare(name, durable=True)
             ch.queue_bind(name, "events", key)
-    sent = [Message(f"m{i}".encode()) for i in range(30)]
+    sent = [amqp.Message(f"m{i}".encode()) for i in range(30)]
     for i, m in enumerate(sent):
-        publish_messages(uri, "events", f"order.{i % 3}", [m])
+        amqp.publish_messages(uri, "events", f"order.{i % 3}", [m])
     # the destination is another vhost of the same broker, with a queue per routing key
     dst_decl = [{"exchange.declare": {"exchange": "events", "type": "topic"}}]
     for k in range(3):
@@ -122,7 +114,7 @@ def test_original_exchange_and_routing_key_are_kept_by_default(
         with running(s) as pumps:
             pumps.wait_for(lambda: pumps.status().counters.acked == 30, 60, "30 acked")
         for k in range(3):
-            got = drain_queue(node_a.uri(vhost_a + "-dst"), f"copy-{k}", expected=10, timeout=10)
+            got = amqp.drain_queue(node_a.uri(vhost_a + "-dst"), f"copy-{k}", expected=10, timeout=10)
             assert [d.body for d in got] == [f"m{i}".encode() for i in range(k, 30, 3)]
             assert {(d.method.exchange, d.method.routing_key) for d in got} == {("events", f"order.{k}")}
     finally:
@@ -133,16 +125,16 @@ def test_original_exchange_and_routing_key_are_kept_by_default(
 def test_each_ack_mode_moves_everything(node_a: LocalNode, node_b: LocalNode, vhost_a: str,
                                         vhost_b: str, ack_mode: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "q", durable=True)
-    declare_queue(dst, "q2", durable=True)
-    sent = [Message(b"%d" % i) for i in range(2000)]
-    publish_messages(src, "", "q", sent)
+    amqp.declare_queue(src, "q", durable=True)
+    amqp.declare_queue(dst, "q2", durable=True)
+    sent = [amqp.Message(b"%d" % i) for i in range(2000)]
+    amqp.publish_messages(src, "", "q", sent)
     s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="q",
                publish_fields={"exchange": "", "routing_key": "q2"}, ack_mode=ack_mode)
     with running(s) as pumps:
-        pumps.wait_for(lambda: queue_depth(dst, "q2")[0] == 2000, 60, "2000 at the destination")
-        pumps.wait_for(lambda: queue_depth(src, "q")[0] == 0, 30, "source empty")
-    assert [d.body for d in drain_queue(dst, "q2", expected=2000, timeout=10)] == [m.body for m in sent]
+        pumps.wait_for(lambda: amqp.queue_depth(dst, "q2")[0] == 2000, 60, "2000 at the destination")
+        pumps.wait_for(lambda: amqp.queue_depth(src, "q")[0] == 0, 30, "source empty")
+    assert [d.body for d in amqp.drain_queue(dst, "q2", expected=2000, timeout=10)] == [m.body for m in sent]
     c = pumps.status().counters
     assert c.acked == (0 if ack_mode == "no_ack" else 2000)
     assert c.confirmed == (2000 if ack_mode == "on_confirm" else 0)
@@ -153,23 +145,23 @@ def test_source_read_hold_off_or_long_moves_everything_intact(node_a: LocalNode,
                                                               hold_ms: int) -> None:
     # Bodies up to 300 kB: reads long enough to skip the hold and short ones that start it.
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "q", durable=True)
-    declare_queue(uri, "q2", durable=True)
+    amqp.declare_queue(uri, "q", durable=True)
+    amqp.declare_queue(uri, "q2", durable=True)
     sent = mixed_messages(3000, seed=hold_ms)
-    publish_messages(uri, "", "q", sent)
+    amqp.publish_messages(uri, "", "q", sent)
     s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="q",
                publish_fields={"exchange": "", "routing_key": "q2"}, source_read_hold_ms=hold_ms)
     with running(s) as pumps:
-        pumps.wait_for(lambda: queue_depth(uri, "q2")[0] == 3000, 60, "3000 at the destination")
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "q2")[0] == 3000, 60, "3000 at the destination")
         pumps.wait_for(lambda: pumps.status().counters.acked == 3000, 30, "all acked")
-    assert queue_depth(uri, "q") == (0, 0)
-    assert_same_messages(sent, drain_queue(uri, "q2", expected=3000, timeout=10))
+    assert amqp.queue_depth(uri, "q") == (0, 0)
+    assert_same_messages(sent, amqp.drain_queue(uri, "q2", expected=3000, timeout=10))
 
 
 def test_consumer_uses_automatic_acks_only_in_no_ack_mode(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in", durable=True)
-    declare_queue(uri, "out", durable=True)
+    amqp.declare_queue(uri, "in", durable=True)
+    amqp.declare_queue(uri, "out", durable=True)
     for mode, ack_required in (("no_ack", False), ("on_confirm", True)):
         s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="in",
                    publish_fields={"exchange": "", "routing_key": "out"}, ack_mode=mode)
@@ -199,9 +191,9 @@ def test_destination_declarations_and_server_named_source_queue(node_a: LocalNod
     )
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
-        publish_messages(uri, "my_fanout", "anything", [Message(b"hello", pika.BasicProperties(delivery_mode=1, type="x"))] * 5)
-        pumps.wait_for(lambda: queue_depth(uri, "landed")[0] == 5, 30, "5 landed")
-    got = drain_queue(uri, "landed", expected=5, timeout=10)
+        amqp.publish_messages(uri, "my_fanout", "anything", [amqp.Message(b"hello", pika.BasicProperties(delivery_mode=1, type="x"))] * 5)
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "landed")[0] == 5, 30, "5 landed")
+    got = amqp.drain_queue(uri, "landed", expected=5, timeout=10)
     assert {(d.properties.delivery_mode, d.properties.app_id, d.properties.type) for d in got} == {(2, "pumpd-test", "x")}
     assert {d.method.routing_key for d in got} == {"from_shovel"}
 
@@ -211,8 +203,8 @@ def test_unroutable_messages_are_returned_and_counted_unless_mandatory_is_off(
     node_a: LocalNode, vhost_a: str, mandatory: bool
 ) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "q", durable=True)
-    publish_messages(uri, "", "q", [Message(b"nowhere")] * 7)
+    amqp.declare_queue(uri, "q", durable=True)
+    amqp.publish_messages(uri, "", "q", [amqp.Message(b"nowhere")] * 7)
     s = shovel(sources={"broker": uri}, queue="q",
                destinations={"broker": uri, "declarations": [
                    {"exchange.declare": {"exchange": "unbound", "type": "direct"}}]},
@@ -220,4 +212,4 @@ def test_unroutable_messages_are_returned_and_counted_unless_mandatory_is_off(
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 7, 30, "7 acked")
     assert pumps.status().counters.returned == (7 if mandatory else 0)
-    assert queue_depth(uri, "q")[0] == 0
+    assert amqp.queue_depth(uri, "q")[0] == 0

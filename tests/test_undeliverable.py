@@ -10,26 +10,19 @@ import pytest
 from pumpd.engine.status import State
 from pumpd.testing.localnode import LocalNode
 
-from amqp_helpers import (
-    Message,
-    blocking_connection,
-    declare_queue,
-    drain_queue,
-    publish_messages,
-    queue_depth,
-)
+import amqp_helpers as amqp
 from harness import RunningPumps, running, shovel
 
 BIG_HEADER = "x" * 6000  # with frame_max 4096 at the destination, the content header cannot fit
 
 
-def numbered(n: int, start: int = 0, **props: Any) -> list[Message]:
-    return [Message(b"m%05d" % i, pika.BasicProperties(message_id=f"id-{i}", **props))
+def numbered(n: int, start: int = 0, **props: Any) -> list[amqp.Message]:
+    return [amqp.Message(b"m%05d" % i, pika.BasicProperties(message_id=f"id-{i}", **props))
             for i in range(start, start + n)]
 
 
-def too_large(i: int) -> Message:
-    return Message(b"m%05d" % i, pika.BasicProperties(message_id=f"id-{i}",
+def too_large(i: int) -> amqp.Message:
+    return amqp.Message(b"m%05d" % i, pika.BasicProperties(message_id=f"id-{i}",
                                                       headers={"big": BIG_HEADER}))
 
 
@@ -55,52 +48,52 @@ def bodies(deliveries: list[Any]) -> list[bytes]:
 def test_header_over_destination_frame_max_is_parked_and_the_next_one_moves(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "in")
-    declare_queue(dst, "out")
-    publish_messages(src, "", "in", [*numbered(5), too_large(5), *numbered(5, 6)])
+    amqp.declare_queue(src, "in")
+    amqp.declare_queue(dst, "out")
+    amqp.publish_messages(src, "", "in", [*numbered(5), too_large(5), *numbered(5, 6)])
     with running(small_frames_shovel(src, dst)) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 10, 60, "10 forwarded")
         pumps.wait_for(lambda: pumps.status().counters.parked == 1, 30, "1 parked")
         c = pumps.status().counters
         assert c.undeliverable_too_large == 1 and c.published == 10
         assert pumps.status().state == State.RUNNING
-    out = drain_queue(dst, "out", expected=10)
+    out = amqp.drain_queue(dst, "out", expected=10)
     assert bodies(out) == [b"m%05d" % i for i in range(11) if i != 5]
-    parked = drain_queue(src, "pumpd.parked", expected=1)
+    parked = amqp.drain_queue(src, "pumpd.parked", expected=1)
     assert len(parked) == 1 and parked[0].body == b"m00005"
     headers = parked[0].properties.headers
     assert headers["big"] == BIG_HEADER  # kept as it came
     assert "frame_max" in headers["x-pumpd-undeliverable"]
     assert headers["x-pumpd-shovel"] == "s"
     assert parked[0].properties.message_id == "id-5"
-    assert queue_depth(src, "in")[0] == 0
+    assert amqp.queue_depth(src, "in")[0] == 0
 
 
 def test_dead_letter_policy_rejects_to_the_source_queues_dlx(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "dlq")
-    declare_queue(src, "in", arguments={"x-dead-letter-exchange": "",
+    amqp.declare_queue(src, "dlq")
+    amqp.declare_queue(src, "in", arguments={"x-dead-letter-exchange": "",
                                         "x-dead-letter-routing-key": "dlq"})
-    declare_queue(dst, "out")
-    publish_messages(src, "", "in", [*numbered(3), too_large(3), *numbered(3, 4)])
+    amqp.declare_queue(dst, "out")
+    amqp.publish_messages(src, "", "in", [*numbered(3), too_large(3), *numbered(3, 4)])
     s = small_frames_shovel(src, dst, undeliverable="dead-letter")
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 6, 60, "6 forwarded")
         pumps.wait_for(lambda: pumps.status().counters.dead_lettered == 1, 30, "dead-lettered")
-    assert bodies(drain_queue(dst, "out", expected=6)) == [b"m%05d" % i for i in range(7) if i != 3]
-    dead = drain_queue(src, "dlq", expected=1)
+    assert bodies(amqp.drain_queue(dst, "out", expected=6)) == [b"m%05d" % i for i in range(7) if i != 3]
+    dead = amqp.drain_queue(src, "dlq", expected=1)
     assert bodies(dead) == [b"m00003"]
     assert dead[0].properties.headers["big"] == BIG_HEADER
-    assert queue_depth(src, "in")[0] == 0
+    assert amqp.queue_depth(src, "in")[0] == 0
 
 
 def test_stop_policy_terminates_naming_the_message_and_keeps_it_first_in_the_queue(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "in")
-    declare_queue(dst, "out")
-    publish_messages(src, "", "in", [*numbered(4), too_large(4), *numbered(4, 5)])
+    amqp.declare_queue(src, "in")
+    amqp.declare_queue(dst, "out")
+    amqp.publish_messages(src, "", "in", [*numbered(4), too_large(4), *numbered(4, 5)])
     with running(small_frames_shovel(src, dst, undeliverable={"policy": "stop"})) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
         st = pumps.status()
@@ -108,9 +101,9 @@ def test_stop_policy_terminates_naming_the_message_and_keeps_it_first_in_the_que
     assert "id-4" in st.reason and "frame_max" in st.reason and "policy stop" in st.reason
     assert st.counters.acked == 4
     # the ones before it arrived once; it and everything after it wait in the source queue
-    assert bodies(drain_queue(dst, "out", expected=4)) == [b"m%05d" % i for i in range(4)]
-    assert queue_depth(dst, "out")[0] == 0
-    rest = drain_queue(src, "in", expected=5)
+    assert bodies(amqp.drain_queue(dst, "out", expected=4)) == [b"m%05d" % i for i in range(4)]
+    assert amqp.queue_depth(dst, "out")[0] == 0
+    rest = amqp.drain_queue(src, "in", expected=5)
     assert bodies(rest) == [b"m%05d" % i for i in range(4, 9)]
 
 
@@ -123,13 +116,13 @@ def test_user_id_refused_by_the_destination_is_isolated_and_parked(
     user = f"alice-{vhost_a[-8:]}"
     node_a.add_user(user, "pw", vhost_a)
     try:
-        declare_queue(src, "in")
-        declare_queue(dst, "out")
-        publish_messages(src, "", "in", numbered(20))
-        publish_messages(node_a.uri(vhost_a, user, "pw"), "", "in",
-                         [Message(b"from-alice", pika.BasicProperties(user_id=user,
+        amqp.declare_queue(src, "in")
+        amqp.declare_queue(dst, "out")
+        amqp.publish_messages(src, "", "in", numbered(20))
+        amqp.publish_messages(node_a.uri(vhost_a, user, "pw"), "", "in",
+                         [amqp.Message(b"from-alice", pika.BasicProperties(user_id=user,
                                                                       message_id="alice-1"))])
-        publish_messages(src, "", "in", numbered(20, 20))
+        amqp.publish_messages(src, "", "in", numbered(20, 20))
         s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="in",
                    publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.2)
         with running(s) as pumps:
@@ -139,11 +132,11 @@ def test_user_id_refused_by_the_destination_is_isolated_and_parked(
             c = pumps.status().counters
             assert c.undeliverable_refused == 1
             reasons = [r for _st, r in pumps.history["s"] if r]
-        got = drain_queue(dst, "out", timeout=20)
+        got = amqp.drain_queue(dst, "out", timeout=20)
         expected = [b"m%05d" % i for i in range(40)]
         assert sorted(set(bodies(got))) == expected  # every one arrived
         assert len(got) - len(set(bodies(got))) <= c.redelivered  # duplicates were redelivered
-        parked = drain_queue(src, "pumpd.parked", expected=1)
+        parked = amqp.drain_queue(src, "pumpd.parked", expected=1)
         assert bodies(parked) == [b"from-alice"]
         assert "406" in parked[0].properties.headers["x-pumpd-undeliverable"]
         assert parked[0].properties.headers["x-pumpd-original-user-id"] == user
@@ -155,15 +148,15 @@ def test_user_id_refused_by_the_destination_is_isolated_and_parked(
 def test_unroutable_messages_are_dropped_and_counted_by_default(
         node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
-    declare_queue(uri, "out")
-    publish_messages(uri, "", "in", numbered(3))
+    amqp.declare_queue(uri, "in")
+    amqp.declare_queue(uri, "out")
+    amqp.publish_messages(uri, "", "in", numbered(3))
     s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="in",
                publish_fields={"exchange": "", "routing_key": "nowhere"})
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 3, 30, "acked")
         assert pumps.status().counters.returned == 3
-    assert queue_depth(uri, "in")[0] == 0
+    assert amqp.queue_depth(uri, "in")[0] == 0
 
 
 KEYS = ["ok", "ok", "lost", "ok", "nowhere", "ok", "ok"]
@@ -172,13 +165,13 @@ KEYS = ["ok", "ok", "lost", "ok", "nowhere", "ok", "ok"]
 def routed_setup(src: str, dst: str) -> None:
     """Source: queue "in" fed through exchange "sx" with routing keys ok / lost / nowhere, which
     the deliveries keep; destination: exchange "x" routes only "ok" (to queue "out")."""
-    declare_queue(src, "in")
-    declare_queue(dst, "out")
-    with blocking_connection(dst) as conn:
+    amqp.declare_queue(src, "in")
+    amqp.declare_queue(dst, "out")
+    with amqp.blocking_connection(dst) as conn:
         ch = conn.channel()
         ch.exchange_declare("x", "direct")
         ch.queue_bind("out", "x", "ok")
-    with blocking_connection(src) as conn:
+    with amqp.blocking_connection(src) as conn:
         ch = conn.channel()
         ch.exchange_declare("sx", "direct")
         for key in set(KEYS):
@@ -201,8 +194,8 @@ def test_unroutable_park_keeps_the_returned_messages_and_the_next_ones_move(
         c = pumps.status().counters
         assert (c.returned, c.undeliverable_unroutable, c.parked) == (2, 2, 2)
     ok = [b"m%05d" % i for i, k in enumerate(KEYS) if k == "ok"]
-    assert bodies(drain_queue(dst, "out", timeout=5)) == ok
-    parked = drain_queue(src, "pumpd.parked", expected=2)
+    assert bodies(amqp.drain_queue(dst, "out", timeout=5)) == ok
+    parked = amqp.drain_queue(src, "pumpd.parked", expected=2)
     assert bodies(parked) == [b"m00002", b"m00004"]
     h = parked[0].properties.headers
     assert "312 NO_ROUTE" in h["x-pumpd-undeliverable"]
@@ -221,8 +214,8 @@ def test_unroutable_stop_keeps_the_returned_message_in_the_source_queue(
         pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
         st = pumps.status()
     assert st.reason is not None and "NO_ROUTE" in st.reason and "id-2" in st.reason
-    assert bodies(drain_queue(dst, "out", timeout=5)) == [b"m00000", b"m00001"]
-    assert bodies(drain_queue(src, "in", expected=5)) == [b"m%05d" % i for i in range(2, 7)]
+    assert bodies(amqp.drain_queue(dst, "out", timeout=5)) == [b"m00000", b"m00001"]
+    assert bodies(amqp.drain_queue(src, "in", expected=5)) == [b"m%05d" % i for i in range(2, 7)]
 
 
 def test_unroutable_park_needs_mandatory() -> None:
@@ -245,20 +238,20 @@ def test_backoff_starts_again_after_a_session_that_moved_messages(
     """Reproduces the report: connections closed every few seconds of healthy running must not
     stretch every later delay to 8 x reconnect_delay."""
     uri = node_a.uri(vhost_a)
-    declare_queue(uri, "in")
-    declare_queue(uri, "out")
+    amqp.declare_queue(uri, "in")
+    amqp.declare_queue(uri, "out")
     s = shovel(sources={"broker": uri}, destinations={"broker": uri}, queue="in",
                publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.3)
     with running(s) as pumps:
         for round_ in range(5):
             pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
-            publish_messages(uri, "", "in", numbered(10, 10 * round_))
+            amqp.publish_messages(uri, "", "in", numbered(10, 10 * round_))
             pumps.wait_for(lambda r=round_: pumps.status().counters.acked >= 10 * (r + 1), 30,
                            "moved")
             node_a.ctl("close_all_connections", "-p", vhost_a, "test: healthy session ends")
             pumps.wait_for(lambda r=round_: len(delays(pumps)) > r, 30, "a reconnect")
     assert delays(pumps) == [0.3] * 5
-    assert len(drain_queue(uri, "out", expected=50)) >= 50
+    assert len(amqp.drain_queue(uri, "out", expected=50)) >= 50
 
 
 def test_backoff_grows_while_sessions_fail_without_moving_anything(
@@ -278,15 +271,15 @@ def test_backoff_grows_while_sessions_fail_without_moving_anything(
 def test_source_consumer_timeout_while_the_destination_is_blocked_loses_nothing(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "in")
-    declare_queue(dst, "out")
+    amqp.declare_queue(src, "in")
+    amqp.declare_queue(dst, "out")
     node_a.ctl("eval", "application:set_env(rabbit, consumer_timeout, 2000).")
     node_b.set_vm_memory_high_watermark(0)
     try:
         s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="in",
                    publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.5)
         with running(s) as pumps:
-            publish_messages(src, "", "in", numbered(50))
+            amqp.publish_messages(src, "", "in", numbered(50))
 
             def timed_out() -> bool:
                 return any(r and "consumer timeout" in r for _st, r in pumps.history["s"])
@@ -300,7 +293,7 @@ def test_source_consumer_timeout_while_the_destination_is_blocked_loses_nothing(
     finally:
         node_b.set_vm_memory_high_watermark(0.4)
         node_a.ctl("eval", "application:unset_env(rabbit, consumer_timeout).")
-    got = drain_queue(dst, "out", timeout=20)
+    got = amqp.drain_queue(dst, "out", timeout=20)
     assert sorted(set(bodies(got))) == [b"m%05d" % i for i in range(50)]
     assert len(got) - 50 <= pumps.status().counters.redelivered
 
