@@ -12,8 +12,10 @@ import itertools
 import re
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from pumpd.config.model import ShovelConfig
 from pumpd.engine.status import State
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode, find_free_port
@@ -37,6 +39,18 @@ BATCH = 400  # messages published before each fault
 def via(node: LocalNode, vhost: str, proxy: TcpProxy, query: str = "") -> str:
     """``node``'s URI for ``vhost``, through ``proxy``."""
     return node.uri(vhost).replace(f":{node.amqp_port}/", f":{proxy.port}/") + query
+
+
+def proxied_q_to_out(node_a: LocalNode, vhost_a: str, proxy_a: TcpProxy, node_b: LocalNode,
+                     vhost_b: str, proxy_b: TcpProxy, **clauses: Any) -> ShovelConfig:
+    """A shovel from queue "q" on node_a to queue "out" on node_b, both declared, through the
+    two proxies, reconnecting after 0.2 s."""
+    declare_queue(node_a.uri(vhost_a), "q")
+    declare_queue(node_b.uri(vhost_b), "out")
+    return shovel(sources={"broker": via(node_a, vhost_a, proxy_a)},
+                  destinations={"broker": via(node_b, vhost_b, proxy_b)}, queue="q",
+                  reconnect_delay=0.2, publish_fields={"exchange": "", "routing_key": "out"},
+                  **clauses)
 
 
 def unacked(node: LocalNode, vhost: str, queue: str) -> int:
@@ -101,15 +115,10 @@ def test_resets_and_stalls_on_both_sides_lose_nothing(
     proxy_a: TcpProxy, proxy_b: TcpProxy,
 ) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "q")
-    declare_queue(dst, "out")
     rounds = [f for _ in range(2) for f in FAULTS]
     n = BATCH * len(rounds)
     bodies = [b"%06d" % i for i in range(n)]
-    s = shovel(sources={"broker": via(node_a, vhost_a, proxy_a)},
-               destinations={"broker": via(node_b, vhost_b, proxy_b)},
-               queue="q", prefetch_count=200, reconnect_delay=0.2,
-               publish_fields={"exchange": "", "routing_key": "out"})
+    s = proxied_q_to_out(node_a, vhost_a, proxy_a, node_b, vhost_b, proxy_b, prefetch_count=200)
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
         for i, fault in enumerate(rounds):
@@ -216,12 +225,8 @@ def test_a_destination_reset_while_the_source_connects_is_a_reconnect_not_a_cras
     proxy_a: TcpProxy, proxy_b: TcpProxy,
 ) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    declare_queue(src, "q")
-    declare_queue(dst, "out")
+    s = proxied_q_to_out(node_a, vhost_a, proxy_a, node_b, vhost_b, proxy_b)
     fill_queue(src, "q", [b"%03d" % i for i in range(100)])
-    s = shovel(sources={"broker": via(node_a, vhost_a, proxy_a)},
-               destinations={"broker": via(node_b, vhost_b, proxy_b)},
-               queue="q", reconnect_delay=0.2, publish_fields={"exchange": "", "routing_key": "out"})
     # The session opens the destination first; the source's handshake is held in the proxy.
     proxy_a.set_mode("stall")
     with running(s) as pumps:

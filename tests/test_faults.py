@@ -5,14 +5,24 @@ from __future__ import annotations
 import logging
 import random
 import time
+from typing import Any
 
 import pika
 import pytest
+from pumpd.config.model import ShovelConfig
 from pumpd.engine.status import State
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 import amqp_helpers as amqp
 from harness import running, shovel
+
+
+def q_to_out(src: str, dst: str, **clauses: Any) -> ShovelConfig:
+    """A shovel from durable queue "q" at ``src`` to durable queue "out" at ``dst``, declared."""
+    amqp.declare_queue(src, "q", durable=True)
+    amqp.declare_queue(dst, "out", durable=True)
+    return shovel(sources={"broker": src}, destinations={"broker": dst}, queue="q",
+                  publish_fields={"exchange": "", "routing_key": "out"}, **clauses)
 
 
 def unacked(node: LocalNode, vhost: str, queue: str) -> int:
@@ -116,10 +126,7 @@ def test_blocked_destination_holds_messages_in_order_within_prefetch(
     node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str
 ) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    amqp.declare_queue(src, "q", durable=True)
-    amqp.declare_queue(dst, "out", durable=True)
-    s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="q",
-               publish_fields={"exchange": "", "routing_key": "out"}, prefetch_count=50)
+    s = q_to_out(src, dst, prefetch_count=50)
     sent = [amqp.Message(b"%05d" % i) for i in range(1000)]
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
@@ -231,10 +238,7 @@ def test_blocked_without_prefetch_stops_consuming_until_unblocked(
 ) -> None:
     """no_ack has no prefetch to bound what piles up while blocked: the consumer is cancelled."""
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    amqp.declare_queue(src, "q", durable=True)
-    amqp.declare_queue(dst, "out", durable=True)
-    s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="q", ack_mode="no_ack",
-               publish_fields={"exchange": "", "routing_key": "out"})
+    s = q_to_out(src, dst, ack_mode="no_ack")
     sent = [amqp.Message(b"%05d" % i) for i in range(20_000)]
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")

@@ -34,6 +34,14 @@ def small_frames_shovel(src: str, dst: str, **clauses: Any) -> Any:
                   reconnect_delay=0.2, **clauses)
 
 
+def one_too_large_at(src: str, dst: str, at: int, **in_arguments: Any) -> None:
+    """Queues "in" (with ``in_arguments``) and "out"; in "in", ``at`` messages, one over the
+    destination's frame_max, then ``at`` more."""
+    amqp.declare_queue(src, "in", arguments=in_arguments or None)
+    amqp.declare_queue(dst, "out")
+    amqp.publish_messages(src, "", "in", [*numbered(at), too_large(at), *numbered(at, at + 1)])
+
+
 def messages_in(node: LocalNode, vhost: str, queue: str) -> int:
     """Ready plus unacknowledged messages of ``queue``."""
     out = node.ctl("list_queues", "-q", "--no-table-headers", "-p", vhost, "name", "messages")
@@ -48,9 +56,7 @@ def bodies(deliveries: list[Any]) -> list[bytes]:
 def test_header_over_destination_frame_max_is_parked_and_the_next_one_moves(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    amqp.declare_queue(src, "in")
-    amqp.declare_queue(dst, "out")
-    amqp.publish_messages(src, "", "in", [*numbered(5), too_large(5), *numbered(5, 6)])
+    one_too_large_at(src, dst, 5)
     with running(small_frames_shovel(src, dst)) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 10, 60, "10 forwarded")
         pumps.wait_for(lambda: pumps.status().counters.parked == 1, 30, "1 parked")
@@ -73,10 +79,8 @@ def test_dead_letter_policy_rejects_to_the_source_queues_dlx(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
     amqp.declare_queue(src, "dlq")
-    amqp.declare_queue(src, "in", arguments={"x-dead-letter-exchange": "",
-                                        "x-dead-letter-routing-key": "dlq"})
-    amqp.declare_queue(dst, "out")
-    amqp.publish_messages(src, "", "in", [*numbered(3), too_large(3), *numbered(3, 4)])
+    one_too_large_at(src, dst, 3, **{"x-dead-letter-exchange": "",
+                                     "x-dead-letter-routing-key": "dlq"})
     s = small_frames_shovel(src, dst, undeliverable="dead-letter")
     with running(s) as pumps:
         pumps.wait_for(lambda: pumps.status().counters.acked == 6, 60, "6 forwarded")
@@ -91,9 +95,7 @@ def test_dead_letter_policy_rejects_to_the_source_queues_dlx(
 def test_stop_policy_terminates_naming_the_message_and_keeps_it_first_in_the_queue(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
-    amqp.declare_queue(src, "in")
-    amqp.declare_queue(dst, "out")
-    amqp.publish_messages(src, "", "in", [*numbered(4), too_large(4), *numbered(4, 5)])
+    one_too_large_at(src, dst, 4)
     with running(small_frames_shovel(src, dst, undeliverable={"policy": "stop"})) as pumps:
         pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
         st = pumps.status()
