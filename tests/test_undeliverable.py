@@ -23,7 +23,7 @@ def numbered(n: int, start: int = 0, **props: Any) -> list[amqp.Message]:
 
 def too_large(i: int) -> amqp.Message:
     return amqp.Message(b"m%05d" % i, pika.BasicProperties(message_id=f"id-{i}",
-                                                      headers={"big": BIG_HEADER}))
+                                                           headers={"big": BIG_HEADER}))
 
 
 def small_frames_shovel(src: str, dst: str, **clauses: Any) -> Any:
@@ -122,8 +122,8 @@ def test_user_id_refused_by_the_destination_is_isolated_and_parked(
         amqp.declare_queue(dst, "out")
         amqp.publish_messages(src, "", "in", numbered(20))
         amqp.publish_messages(node_a.uri(vhost_a, user, "pw"), "", "in",
-                         [amqp.Message(b"from-alice", pika.BasicProperties(user_id=user,
-                                                                      message_id="alice-1"))])
+                              [amqp.Message(b"from-alice", pika.BasicProperties(user_id=user,
+                                                                                message_id="alice-1"))])
         amqp.publish_messages(src, "", "in", numbered(20, 20))
         s = shovel(sources={"broker": src}, destinations={"broker": dst}, queue="in",
                    publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=0.2)
