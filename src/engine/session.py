@@ -4,7 +4,8 @@ A session opens both connections, issues the declarations, wires the relay into 
 forwards until it is told to stop, a connection fails, or its delivery limit is reached. Any
 failure ends the whole session (both connections), as in the Erlang shovel: whatever the source had
 delivered and not yet had acknowledged is requeued by the source broker, so nothing is lost and a
-new session starts clean. Reconnecting and reporting status are the pump's business, not this one.
+new session starts clean. Reconnecting and reporting status are the pump's business, not this one;
+what happens to a message that cannot be delivered is the policy's (``undeliverable.py``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from .ending import SessionEnded
 from .link import Link, LinkError
 from .parking import Parker, message_id
 
-log = logging.getLogger("pumpd.session")
+log = logging.getLogger("pumpd.session")  # the session's logger: its lines read as before
 
 
 class Forwarding(Protocol):
