@@ -1,6 +1,8 @@
-"""The engine: one shovel's connections and message flow (link, session, pump, parking, runner).
+"""The engine: one shovel's connections and message flow (link, session, undeliverable, parking,
+pump, runner).
 
-:mod:`pumpd.engine.link` is the only module that touches pika's internals. May import
+:mod:`pumpd.engine.link` and :mod:`pumpd.engine.link_stream` are the only modules that touch
+pika's internals. May import
 :mod:`pumpd.config` and :mod:`pumpd.dataplane`. See docs/architecture.md.
 """
 
