@@ -12,8 +12,8 @@ import pika
 import pytest
 from pika import spec
 from pumpd import Publisher, PublishError
+from pumpd.dataplane.properties import encode_properties
 from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
-from pumpd.dataplane.publish_ref import encode_properties
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
 

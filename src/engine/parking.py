@@ -22,37 +22,32 @@ from ..dataplane.frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
-    HEADERS_INDEX,
-    PROPERTY_INDEX,
-    FrameError,
     basic_publish_payload,
     content_header_payload,
     frame,
+)
+from ..dataplane.properties import (
+    HEADERS_INDEX,
+    USER_ID_INDEX,
+    FrameError,
+    field_value,
     join_properties,
+    longstr,
+    message_id_text,
     split_properties,
+    table_entry,
 )
 from .link import Link, LinkError, open_link
 from .parameters import to_pika_parameters
 
 log = logging.getLogger("pumpd.parking")
 
-MESSAGE_ID_INDEX = PROPERTY_INDEX["message_id"]
-USER_ID_INDEX = PROPERTY_INDEX["user_id"]
 PARK_CONFIRM_TIMEOUT = 30.0  # seconds; a park that takes longer fails the session (nothing lost)
 
 
 def message_id(raw_properties: bytes) -> str | None:
     """The message_id property, if the property list can be read that far."""
-    try:
-        value = split_properties(raw_properties)[MESSAGE_ID_INDEX]
-    except (FrameError, IndexError, struct.error):
-        return None
-    return None if value is None else value[1:].decode("utf-8", "replace")
-
-
-def _longstr_entry(key: str, value: str) -> bytes:
-    k, v = key.encode(), value.encode()
-    return bytes((len(k),)) + k + b"S" + struct.pack(">I", len(v)) + v
+    return message_id_text(raw_properties)
 
 
 def with_park_headers(raw_properties: bytes, entries: dict[str, str],
@@ -74,8 +69,8 @@ def with_park_headers(raw_properties: bytes, entries: dict[str, str],
         values[USER_ID_INDEX] = None
     table = values[HEADERS_INDEX]
     body = b"" if table is None else table[4:]
-    added = b"".join(_longstr_entry(k, v) for k, v in entries.items())
-    values[HEADERS_INDEX] = struct.pack(">I", len(body) + len(added)) + body + added
+    added = b"".join(table_entry(k.encode(), field_value(v)) for k, v in entries.items())
+    values[HEADERS_INDEX] = longstr(body + added)
     return join_properties(values)
 
 
