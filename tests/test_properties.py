@@ -27,6 +27,7 @@ from pumpd.dataplane.properties import (
     IdSplice,
     TableRules,
     UnparseableProperties,
+    append_to_table,
     encode_hop,
     encode_properties,
     encode_property_overrides,
@@ -128,6 +129,13 @@ def test_hop_table_is_long_strings() -> None:
     assert encode_hop([("a", "é"), ("b", "")]) == (
         b"\x00\x00\x00\x10\x01aS\x00\x00\x00\x02\xc3\xa9\x01bS\x00\x00\x00\x00")
     assert TableRules() == PUBLISHER_RULES
+
+
+@pytest.mark.parametrize("table", [None, {}, {"x": 1.5, "y": [1, {"z": None}]}])
+def test_parking_appends_to_a_table_keeping_its_bytes(table: dict[str, Any] | None) -> None:
+    added = {"x-reason": "nack", "x-é": ""}
+    encoded = None if table is None else encode_table(table)
+    assert append_to_table(encoded, added) == encode_table({**(table or {}), **added})
 
 
 ALL_PROPERTIES: dict[str, Any] = {

@@ -146,6 +146,12 @@ def encode_table(table: Mapping[str, Any], rules: TableRules = PUBLISHER_RULES) 
                             for k, v in table.items()))
 
 
+def append_to_table(table: bytes | None, entries: Mapping[str, Any]) -> bytes:
+    """``table`` (encoded; None: an empty one) with ``entries`` appended, typed as
+    :func:`encode_table` types them, every existing byte kept."""
+    return longstr((b"" if table is None else table[4:]) + encode_table(entries)[4:])
+
+
 def encode_hop(fields: Sequence[tuple[str, str]]) -> bytes:
     """A forward-header hop table, every value a long string ('S') as the plugin writes it."""
     return encode_table(dict(fields))
@@ -293,7 +299,12 @@ def message_id_of(raw_properties: bytes) -> bytes | None:
         value = split_properties(raw_properties)[MESSAGE_ID_INDEX]
     except FrameError:
         return None
-    return None if value is None else value[1:]
+    return None if value is None else shortstr_value(value)
+
+
+def shortstr_value(encoded: bytes) -> bytes:
+    """The bytes of an encoded short-string property value (its length octet dropped)."""
+    return encoded[1:]
 
 
 def message_id_text(raw_properties: bytes) -> str | None:

@@ -30,12 +30,11 @@ from ..dataplane.properties import (
     HEADERS_INDEX,
     USER_ID_INDEX,
     FrameError,
-    field_value,
+    append_to_table,
     join_properties,
-    longstr,
     message_id_text,
+    shortstr_value,
     split_properties,
-    table_entry,
 )
 from .link import Link, LinkError, open_link
 from .parameters import to_pika_parameters
@@ -64,13 +63,11 @@ def with_park_headers(raw_properties: bytes, entries: dict[str, str],
     except (FrameError, struct.error):
         return None
     user_id = values[USER_ID_INDEX]
-    if username is not None and user_id is not None and user_id[1:] != username.encode():
-        entries = {**entries, "x-pumpd-original-user-id": user_id[1:].decode("utf-8", "replace")}
+    user = None if user_id is None else shortstr_value(user_id)
+    if username is not None and user is not None and user != username.encode():
+        entries = {**entries, "x-pumpd-original-user-id": user.decode("utf-8", "replace")}
         values[USER_ID_INDEX] = None
-    table = values[HEADERS_INDEX]
-    body = b"" if table is None else table[4:]
-    added = b"".join(table_entry(k.encode(), field_value(v)) for k, v in entries.items())
-    values[HEADERS_INDEX] = longstr(body + added)
+    values[HEADERS_INDEX] = append_to_table(values[HEADERS_INDEX], entries)
     return join_properties(values)
 
 

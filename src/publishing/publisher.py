@@ -67,7 +67,7 @@ from ..engine.parameters import to_pika_parameters
 from .confirming import MODES, ConfirmingChannel, Mode
 from .errors import PublishError, ReturnedMessage
 
-__all__ = ["MODES", "PROPERTY_NAMES", "LinkError", "MessageIds", "Mode", "PublishError",
+__all__ = ["MODES", "LinkError", "MessageIds", "Mode", "PublishError",
            "Publisher", "ReturnedMessage"]
 
 Properties = Mapping[str, Any] | bytes | Any  # a dict, raw encoded bytes, or pika.BasicProperties
