@@ -21,6 +21,7 @@ pytest.importorskip("pyarrow")
 from pumpd import Publisher
 from pumpd.dataplane.properties import encode_properties, message_id_of
 from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
+from pumpd.publishing import MessageIds
 from pumpd.spark import publish_partition, register
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
@@ -151,7 +152,7 @@ def test_publisher_publish_arrow_arrives_with_ids(impl: str, node_b: LocalNode,
     with Publisher(uri, routing_key="q", window=500, implementation=impl,
                    declarations=[("queue.declare", {"queue": "q"})]) as p:
         p.publish_arrow(col.slice(1000), properties={"delivery_mode": 2, "app_id": "s"},
-                        message_ids=(b"w:0:1:", 7))
+                        message_ids=MessageIds(b"w:0:1:", range(7, 7 + 2000)))
         p.publish_arrow(col.slice(0, 2))
         p.flush()
         assert p.confirmed == 2002
