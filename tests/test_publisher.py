@@ -214,17 +214,22 @@ def test_publish_rows_properties_per_row_and_deterministic_ids(
     impl: str, node_b: LocalNode, vhost_b: str
 ) -> None:
     uri = node_b.uri(vhost_b)
+    full = {"x-max-length": 0, "x-overflow": "reject-publish"}
     with Publisher(uri, routing_key="q", mode="async", implementation=impl,
                    declarations=[("queue.declare", {"queue": "q"}),
-                                 ("queue.declare", {"queue": "r"})]) as p:
-        first = p.publish_rows([b"a", b"b", b"c"], routing_keys=[None, "r", None],
+                                 ("queue.declare", {"queue": "r"}),
+                                 ("queue.declare", {"queue": "full", "arguments": full})]) as p:
+        first = p.publish_rows([b"a", b"b", b"c", b"n"], routing_keys=[None, "r", None, "full"],
                                properties={"delivery_mode": 2, "app_id": "x"},
-                               columns={"app_id": ["y", None, "z"], "headers": [{"f": 0.5}, None, None]},
-                               message_ids=MessageIds(b"w:", range(40, 43)))
+                               columns={"app_id": ["y", None, "z", None],
+                                        "headers": [{"f": 0.5}, None, None, None]},
+                               message_ids=MessageIds(b"w:", range(40, 44)))
         assert first == 1
-        assert p.publish_rows([b"d", b"e"], message_ids=MessageIds(b"w:", [7, 3])) == 4
-        assert p.publish_rows([b"f"], properties={"message_id": "same"}) == 6
-        p.flush()
+        assert p.publish_rows([b"d", b"e"], message_ids=MessageIds(b"w:", [7, 3])) == 5
+        assert p.publish_rows([b"f"], properties={"message_id": "same"}) == 7
+        with pytest.raises(PublishError) as err:  # the ids name what was refused
+            p.flush()
+        assert err.value.nacked == [4] and err.value.message_ids == {4: "w:43"}
     assert raw_get(node_b.amqp_port, vhost_b, "q", 5) == [
         (encode_properties({"delivery_mode": 2, "app_id": "y", "headers": {"f": 0.5},
                             "message_id": "w:40"}), b"a"),
@@ -235,18 +240,6 @@ def test_publish_rows_properties_per_row_and_deterministic_ids(
     ]
     assert raw_get(node_b.amqp_port, vhost_b, "r", 1) == [
         (encode_properties({"delivery_mode": 2, "app_id": "x", "message_id": "w:41"}), b"b")]
-
-
-def test_publish_rows_ids_name_the_nacked_messages(
-    impl: str, node_b: LocalNode, vhost_b: str
-) -> None:
-    uri = node_b.uri(vhost_b)
-    declare_queue(uri, "full2", durable=False,
-                  arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
-    with Publisher(uri, routing_key="full2", mode="batch", implementation=impl) as p:
-        with pytest.raises(PublishError) as err:
-            p.publish_rows([b"1", b"2", b"3"], message_ids=MessageIds(b"p:", range(10, 13)))
-        assert err.value.nacked == [3] and err.value.message_ids == {3: "p:12"}
 
 
 def test_pika_basic_properties_are_accepted(impl: str, node_b: LocalNode, vhost_b: str) -> None:
