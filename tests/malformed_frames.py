@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pumpd.dataplane import publish_ref, relay_ref
-from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM, encode_hop
+from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM
+from pumpd.dataplane.properties import encode_hop
 from pumpd.testing.hostile import (
     basic_ack,
     basic_deliver,
@@ -210,7 +211,7 @@ def run(plane: str, impl: str, chunks: list[bytes], *, edits: bool = False
     (a FrameError, its message), ``undeliverable: ...`` (the relay paused on a message, its
     reason), ``returned: CODE`` (the relay paused on a returned message) or ``ok``. Any other
     exception propagates: the tests fail on it."""
-    from pumpd.dataplane.frames import FrameError
+    from pumpd.dataplane.properties import FrameError
 
     p = make_plane(plane, impl, edits=edits)
     passed = b""

@@ -23,12 +23,10 @@ from pumpd.dataplane.frames import (
     ACK_MODE_ON_CONFIRM,
     ACK_MODE_ON_PUBLISH,
     FRAME_HEADER,
-    FrameError,
     content_header_payload,
-    encode_hop,
-    encode_property_overrides,
     frame,
 )
+from pumpd.dataplane.properties import FrameError, encode_hop, encode_property_overrides
 
 from impls import native
 

@@ -29,11 +29,13 @@ from pumpd.dataplane.frames import (
     ACK_MODE_ON_CONFIRM,
     FRAME_BODY,
     FRAME_HEADER,
-    HEADERS_INDEX,
     content_header_payload,
+    frame,
+)
+from pumpd.dataplane.properties import (
+    HEADERS_INDEX,
     encode_hop,
     encode_property_overrides,
-    frame,
     split_properties,
     table_entries,
 )

@@ -13,7 +13,7 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pumpd.dataplane.publish_ref import encode_properties
+from pumpd.dataplane.properties import encode_properties
 from pumpd.testing.hostile import (
     basic_ack,
     basic_deliver,

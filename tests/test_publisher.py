@@ -12,8 +12,9 @@ import pika
 import pytest
 from pika import spec
 from pumpd import Publisher, PublishError
+from pumpd.dataplane.properties import encode_properties
 from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
-from pumpd.dataplane.publish_ref import encode_properties
+from pumpd.publishing import MessageIds
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
 
@@ -207,6 +208,38 @@ def test_bodies_properties_and_headers_arrive_byte_identical(
     assert naive(decoded.headers)["dec"] == headers["dec"]
     assert naive(decoded.headers)["when"] == headers["when"]
     assert decoded.message_id == "mid" and decoded.priority == 3
+
+
+def test_publish_rows_properties_per_row_and_deterministic_ids(
+    impl: str, node_b: LocalNode, vhost_b: str
+) -> None:
+    uri = node_b.uri(vhost_b)
+    full = {"x-max-length": 0, "x-overflow": "reject-publish"}
+    with Publisher(uri, routing_key="q", mode="async", implementation=impl,
+                   declarations=[("queue.declare", {"queue": "q"}),
+                                 ("queue.declare", {"queue": "r"}),
+                                 ("queue.declare", {"queue": "full", "arguments": full})]) as p:
+        first = p.publish_rows([b"a", b"b", b"c", b"n"], routing_keys=[None, "r", None, "full"],
+                               properties={"delivery_mode": 2, "app_id": "x"},
+                               columns={"app_id": ["y", None, "z", None],
+                                        "headers": [{"f": 0.5}, None, None, None]},
+                               message_ids=MessageIds(b"w:", range(40, 44)))
+        assert first == 1
+        assert p.publish_rows([b"d", b"e"], message_ids=MessageIds(b"w:", [7, 3])) == 5
+        assert p.publish_rows([b"f"], properties={"message_id": "same"}) == 7
+        with pytest.raises(PublishError) as err:  # the ids name what was refused
+            p.flush()
+        assert err.value.nacked == [4] and err.value.message_ids == {4: "w:43"}
+    assert raw_get(node_b.amqp_port, vhost_b, "q", 5) == [
+        (encode_properties({"delivery_mode": 2, "app_id": "y", "headers": {"f": 0.5},
+                            "message_id": "w:40"}), b"a"),
+        (encode_properties({"delivery_mode": 2, "app_id": "z", "message_id": "w:42"}), b"c"),
+        (encode_properties({"message_id": "w:7"}), b"d"),
+        (encode_properties({"message_id": "w:3"}), b"e"),
+        (encode_properties({"message_id": "same"}), b"f"),
+    ]
+    assert raw_get(node_b.amqp_port, vhost_b, "r", 1) == [
+        (encode_properties({"delivery_mode": 2, "app_id": "x", "message_id": "w:41"}), b"b")]
 
 
 def test_pika_basic_properties_are_accepted(impl: str, node_b: LocalNode, vhost_b: str) -> None:

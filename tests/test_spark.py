@@ -19,9 +19,9 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from pumpd import Publisher
-from pumpd.dataplane import publish_ref
+from pumpd.dataplane.properties import encode_properties, message_id_of
 from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
-from pumpd.dataplane.publish_ref import encode_properties
+from pumpd.publishing import MessageIds
 from pumpd.spark import publish_partition, register
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
@@ -152,7 +152,7 @@ def test_publisher_publish_arrow_arrives_with_ids(impl: str, node_b: LocalNode,
     with Publisher(uri, routing_key="q", window=500, implementation=impl,
                    declarations=[("queue.declare", {"queue": "q"})]) as p:
         p.publish_arrow(col.slice(1000), properties={"delivery_mode": 2, "app_id": "s"},
-                        message_ids=(b"w:0:1:", 7))
+                        message_ids=MessageIds(b"w:0:1:", range(7, 7 + 2000)))
         p.publish_arrow(col.slice(0, 2))
         p.flush()
         assert p.confirmed == 2002
@@ -221,7 +221,7 @@ def test_typed_headers_value_alias_persistent_and_deterministic_ids(
      .option("persistent", "true").option("messageId", "deterministic").mode("append").save())
     raw = raw_get(node_b.amqp_port, vhost_b, "q", 2)  # pika's decoder truncates doubles
     assert [body for _, body in raw] == [b"a", b"b"]
-    write_id = publish_ref.message_id_of(raw[0][0]).decode().split(":")[0]
+    write_id = message_id_of(raw[0][0]).decode().split(":")[0]
     headers = {"n": -(2**40), "f": 0.25, "ok": True, "s": "x"}
     assert [props for props, _ in raw] == [
         encode_properties({"headers": headers, "delivery_mode": 2,

@@ -27,7 +27,8 @@ import pika.spec
 import pytest
 from pumpd import _fastpath
 from pumpd.dataplane import confirms, relay_ref
-from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM, encode_property_overrides
+from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM
+from pumpd.dataplane.properties import encode_property_overrides
 
 IMPLS: dict[str, Any] = {
     "reference": (confirms.ConfirmWindow, relay_ref.Relay),

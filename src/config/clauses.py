@@ -197,17 +197,35 @@ def _endpoint(ctx: _Ctx, clause: str, value: object) -> Endpoint:
     else:
         ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
     brokers = tuple(_uri(ctx, where, u) for where, u in pairs)
-    declarations: list[Declaration] = []
     raw_decls = obj.get("declarations", [])
     if not isinstance(raw_decls, list):
         ctx.fail(f"{clause}.declarations", f"must be a list, got {_show(raw_decls)}")
-    if len(raw_decls) > MAX_DECLARATIONS:
-        ctx.fail(f"{clause}.declarations", f"at most {MAX_DECLARATIONS} declarations, got "
-                                           f"{len(raw_decls)}")
-    for i, item in enumerate(raw_decls):
-        declared = any(d.method == "queue.declare" for d in declarations)
-        declarations.append(_declaration(ctx, f"{clause}.declarations[{i}]", item, declared))
-    return Endpoint(brokers=brokers, declarations=tuple(declarations))
+    declarations = declaration_list(ctx, f"{clause}.declarations", raw_decls)
+    return Endpoint(brokers=brokers, declarations=declarations)
+
+
+def declaration_list(ctx: _Ctx, clause: str, items: list[object]) -> tuple[Declaration, ...]:
+    """A ``declarations`` list: at most ``MAX_DECLARATIONS``, each checked in order (a binding
+    to queue "" needs a queue.declare before it).
+
+    :raises ConfigError: naming the list or the element
+    """
+    if len(items) > MAX_DECLARATIONS:
+        ctx.fail(clause, f"at most {MAX_DECLARATIONS} declarations, got {len(items)}")
+    out: list[Declaration] = []
+    for i, item in enumerate(items):
+        declared = any(d.method == "queue.declare" for d in out)
+        out.append(_declaration(ctx, f"{clause}[{i}]", item, declared))
+    return tuple(out)
+
+
+def read_declarations(items: list[object], source: str) -> tuple[Declaration, ...]:
+    """A ``declarations`` list given on its own, outside a file (the Spark data source's
+    option); errors name ``source`` and the clause ``declarations``.
+
+    :raises ConfigError: as :func:`declaration_list`
+    """
+    return declaration_list(_Ctx(source), "declarations", items)
 
 
 def _uri(ctx: _Ctx, clause: str, value: object) -> BrokerURI:

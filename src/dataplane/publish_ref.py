@@ -1,4 +1,4 @@
-"""The publisher's data plane, pure-Python reference, and the property encoder both share.
+"""The publisher's data plane, pure-Python reference.
 
 :class:`PublishPlane` encodes ``basic.publish`` + content header + body frames for many messages
 into one buffer, numbers them by the channel's confirm sequence (1, 2, ...), and reads
@@ -14,23 +14,15 @@ publish (individual mode, or one return between two confirm flushes); when sever
 precede one flush they all get that flush's number. The returned properties (``message_id``)
 identify the message exactly; :class:`pumpd.publishing.publisher.PublishError` reports both.
 
-:func:`encode_properties` turns a dict of the 14 basic properties into their wire form once
-(shared by all messages of a call). Header tables keep their values' types: ``int`` → signed
-64-bit ``l``, ``float`` → double ``d``, ``str`` → ``S``, ``bytes`` → ``x``, ``bool`` → ``t``,
-``Decimal`` → ``D``, ``datetime`` (whole seconds) → ``T``, ``dict`` → ``F``, ``list``/``tuple``
-→ ``A``, ``None`` → ``V``. pika's own encoder refuses ``float`` and writes every ``int`` as
-``l`` too; what cannot be encoded without altering it (a datetime with microseconds, a
-``Decimal`` beyond 32 bits, an ``int`` beyond 64 bits, other types) raises ``TypeError`` /
-``ValueError`` instead of being changed.
+Properties arrive encoded (:func:`pumpd.dataplane.properties.encode_properties`, once per
+call); ``publish_arrow``'s deterministic ids are spliced as
+:class:`pumpd.dataplane.properties.IdSplice` does.
 """
 
 from __future__ import annotations
 
-import calendar
-import decimal
 import struct
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from .frames import (
@@ -45,12 +37,8 @@ from .frames import (
     FRAME_METHOD,
     FRAME_OVERHEAD,
     METHOD_ID,
-    PROPERTY_INDEX,
-    PROPERTY_KINDS,
-    U64,
     FrameError,
     shortstr,
-    split_properties,
 )
 from .received import (
     MAX_BODY_SIZE,
@@ -65,107 +53,6 @@ _HEADER_PREFIX = struct.Struct(">BHIHHQ")  # frame head + class, weight, body si
 
 # A returned message: (seq, reply_code, reply_text, exchange, routing_key, raw properties)
 Returned = tuple[int, int, bytes, bytes, bytes, bytes]
-
-
-# -- properties ----------------------------------------------------------------------------------
-
-
-def _encode_field(out: list[bytes], value: Any) -> None:
-    if isinstance(value, str):
-        data = value.encode()
-        out.append(b"S" + struct.pack(">I", len(data)) + data)
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-        out.append(b"x" + struct.pack(">I", len(data)) + data)
-    elif isinstance(value, bool):
-        out.append(b"t\x01" if value else b"t\x00")
-    elif isinstance(value, int):
-        if not -(1 << 63) <= value < (1 << 63):
-            raise ValueError(f"header integer {value} does not fit AMQP's signed 64 bits")
-        out.append(b"l" + struct.pack(">q", value))
-    elif isinstance(value, float):
-        out.append(b"d" + struct.pack(">d", value))
-    elif isinstance(value, decimal.Decimal):
-        exponent = value.as_tuple().exponent
-        if not isinstance(exponent, int):
-            raise ValueError(f"header decimal {value} is not finite")
-        scale = max(0, -exponent)
-        raw = int(value.scaleb(scale))
-        if scale > 255 or not -(1 << 31) <= raw < (1 << 31):
-            raise ValueError(f"header decimal {value} does not fit AMQP's decimal (32-bit value)")
-        out.append(b"D" + struct.pack(">Bi", scale, raw))
-    elif isinstance(value, datetime):
-        if value.microsecond:
-            raise ValueError(f"header timestamp {value} has sub-second digits AMQP cannot carry")
-        out.append(b"T" + struct.pack(">Q", calendar.timegm(value.utctimetuple())))
-    elif isinstance(value, Mapping):
-        out.append(b"F" + encode_table(value))
-    elif isinstance(value, (list, tuple)):
-        items: list[bytes] = []
-        for item in value:
-            _encode_field(items, item)
-        data = b"".join(items)
-        out.append(b"A" + struct.pack(">I", len(data)) + data)
-    elif value is None:
-        out.append(b"V")
-    else:
-        raise TypeError(f"cannot encode a {type(value).__name__} in an AMQP table: {value!r}")
-
-
-def encode_table(table: Mapping[str, Any]) -> bytes:
-    """An AMQP field table (length-prefixed), types kept as the module docstring lists."""
-    out: list[bytes] = []
-    for key, value in table.items():
-        out.append(shortstr(key.encode()))
-        _encode_field(out, value)
-    data = b"".join(out)
-    return struct.pack(">I", len(data)) + data
-
-
-def encode_properties(properties: Mapping[str, Any] | None) -> bytes:
-    """The content header's property flags and values for a dict of basic properties
-    (``content_type``, ``headers``, ``delivery_mode``, ``message_id``, ...); None values are
-    left out.
-
-    :raises KeyError: for a name that is not one of the 14 basic properties
-    :raises TypeError, ValueError: for a value its wire type cannot carry unaltered
-    """
-    if not properties:
-        return b"\x00\x00"
-    values: list[bytes | None] = [None] * len(PROPERTY_KINDS)
-    for name, value in properties.items():
-        if value is None:
-            continue
-        if name not in PROPERTY_INDEX:
-            raise KeyError(f"{name!r} is not a basic property")
-        i = PROPERTY_INDEX[name]
-        kind = PROPERTY_KINDS[i]
-        if kind == "s":
-            data = value.encode() if isinstance(value, str) else bytes(value)
-            values[i] = shortstr(data)
-        elif kind == "o":
-            values[i] = bytes((int(value),))
-        elif kind == "q":
-            if isinstance(value, datetime):
-                value = calendar.timegm(value.utctimetuple())
-            values[i] = U64.pack(int(value))
-        else:
-            values[i] = encode_table(value)
-    flags = 0
-    for i, v in enumerate(values):
-        if v is not None:
-            flags |= 1 << (15 - i)
-    return struct.pack(">H", flags) + b"".join(v for v in values if v is not None)
-
-
-def message_id_of(raw_properties: bytes) -> bytes | None:
-    """The ``message_id`` in a raw property list, or None (also when the list cannot be read
-    that far: a returned message's properties come from the broker)."""
-    try:
-        value = split_properties(raw_properties)[PROPERTY_INDEX["message_id"]]
-    except FrameError:
-        return None
-    return None if value is None else value[1:]
 
 
 # -- the data plane ------------------------------------------------------------------------------

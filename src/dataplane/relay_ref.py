@@ -89,8 +89,8 @@ class Relay:
     :param ack_mode: ``frames.ACK_MODE_*``
     :param exchange: fixed exchange for re-publishing, or None to keep the original
     :param routing_key: fixed routing key, or None to keep the original
-    :param property_overrides: property index → encoded value (``frames.encode_property_overrides``)
-    :param forward_hop: this hop's encoded table (``frames.encode_hop``), put first in each
+    :param property_overrides: property index → encoded value (``properties.encode_property_overrides``)
+    :param forward_hop: this hop's encoded table (``properties.encode_hop``), put first in each
         message's ``x-shovelled`` array; None for no forward headers
     :param timestamp_header: set ``x-shovelled-timestamp`` (seconds, 64-bit) on each message
     :param window: prefetch (sizes the confirm ring; 0 = unlimited, the ring grows)

@@ -2,7 +2,7 @@
 
 publish_fields and publish_properties become fixed values the relay splices in. The
 dynamic-shovel extras ``dest-add-forward-headers`` and ``dest-add-timestamp-header`` are spliced
-into each message's headers table by the relay too (:func:`pumpd.dataplane.frames.edit_headers` is the
+into each message's headers table by the relay too (:func:`pumpd.dataplane.properties.edit_headers` is the
 specification): this module only builds, once per session, the table describing this hop, the
 way the Shovel plugin builds it (rabbit_amqp091_shovel / rabbit_shovel_parameters and
 rabbit_shovel_util:update_headers in rabbitmq-server's deps/rabbitmq_shovel).
@@ -15,13 +15,8 @@ from typing import Any
 from urllib.parse import quote
 
 from ..config.model import AckMode, BrokerURI, Declaration, ShovelConfig
-from ..dataplane.frames import (
-    ACK_MODE_NO_ACK,
-    ACK_MODE_ON_CONFIRM,
-    ACK_MODE_ON_PUBLISH,
-    encode_hop,
-    encode_property_overrides,
-)
+from ..dataplane.frames import ACK_MODE_NO_ACK, ACK_MODE_ON_CONFIRM, ACK_MODE_ON_PUBLISH
+from ..dataplane.properties import encode_hop, encode_property_overrides
 
 ACK_MODES = {
     AckMode.NO_ACK: ACK_MODE_NO_ACK,

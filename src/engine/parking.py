@@ -22,13 +22,18 @@ from ..dataplane.frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
-    HEADERS_INDEX,
-    PROPERTY_INDEX,
-    FrameError,
     basic_publish_payload,
     content_header_payload,
     frame,
+)
+from ..dataplane.properties import (
+    HEADERS_INDEX,
+    USER_ID_INDEX,
+    FrameError,
+    append_to_table,
     join_properties,
+    message_id_text,
+    shortstr_value,
     split_properties,
 )
 from .link import Link, LinkError, open_link
@@ -36,23 +41,12 @@ from .parameters import to_pika_parameters
 
 log = logging.getLogger("pumpd.parking")
 
-MESSAGE_ID_INDEX = PROPERTY_INDEX["message_id"]
-USER_ID_INDEX = PROPERTY_INDEX["user_id"]
 PARK_CONFIRM_TIMEOUT = 30.0  # seconds; a park that takes longer fails the session (nothing lost)
 
 
 def message_id(raw_properties: bytes) -> str | None:
     """The message_id property, if the property list can be read that far."""
-    try:
-        value = split_properties(raw_properties)[MESSAGE_ID_INDEX]
-    except (FrameError, IndexError, struct.error):
-        return None
-    return None if value is None else value[1:].decode("utf-8", "replace")
-
-
-def _longstr_entry(key: str, value: str) -> bytes:
-    k, v = key.encode(), value.encode()
-    return bytes((len(k),)) + k + b"S" + struct.pack(">I", len(v)) + v
+    return message_id_text(raw_properties)
 
 
 def with_park_headers(raw_properties: bytes, entries: dict[str, str],
@@ -69,13 +63,11 @@ def with_park_headers(raw_properties: bytes, entries: dict[str, str],
     except (FrameError, struct.error):
         return None
     user_id = values[USER_ID_INDEX]
-    if username is not None and user_id is not None and user_id[1:] != username.encode():
-        entries = {**entries, "x-pumpd-original-user-id": user_id[1:].decode("utf-8", "replace")}
+    user = None if user_id is None else shortstr_value(user_id)
+    if username is not None and user is not None and user != username.encode():
+        entries = {**entries, "x-pumpd-original-user-id": user.decode("utf-8", "replace")}
         values[USER_ID_INDEX] = None
-    table = values[HEADERS_INDEX]
-    body = b"" if table is None else table[4:]
-    added = b"".join(_longstr_entry(k, v) for k, v in entries.items())
-    values[HEADERS_INDEX] = struct.pack(">I", len(body) + len(added)) + body + added
+    values[HEADERS_INDEX] = append_to_table(values[HEADERS_INDEX], entries)
     return join_properties(values)
 
 

@@ -4,6 +4,6 @@ A layer of its own above the engine because it reuses the engine's link and the 
 publish plane, and the PySpark data source builds on it. See docs/architecture.md.
 """
 
-from .publisher import LinkError, Publisher, PublishError
+from .publisher import LinkError, MessageIds, Publisher, PublishError
 
-__all__ = ["LinkError", "PublishError", "Publisher"]
+__all__ = ["LinkError", "MessageIds", "PublishError", "Publisher"]

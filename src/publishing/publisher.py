@@ -45,100 +45,45 @@ Nacks and returns are raised when a call ends: by every publishing call in ``ind
 from __future__ import annotations
 
 import asyncio
-import bisect
-import functools
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, NamedTuple
 
 import uvloop
 
 from ..config.model import BrokerURI, Declaration
 from ..config.uri import parse_uri
 from ..dataplane import fastpath, publish_ref
-from ..dataplane.frames import PROPERTY_NAMES, basic_ack_frame
+from ..dataplane.properties import (
+    PROPERTY_NAMES,
+    IdSplice,
+    encode_properties,
+    encode_rows,
+    message_id_text,
+)
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
+from .confirming import MODES, ConfirmingChannel, Mode
+from .errors import PublishError, ReturnedMessage
 
-__all__ = ["MODES", "LinkError", "Mode", "PublishError", "Publisher", "ReturnedMessage"]
-
-Mode = Literal["individual", "batch", "async", "none"]
-MODES: tuple[Mode, ...] = ("individual", "batch", "async", "none")
+__all__ = ["MODES", "LinkError", "MessageIds", "Mode", "PublishError",
+           "Publisher", "ReturnedMessage"]
 
 Properties = Mapping[str, Any] | bytes | Any  # a dict, raw encoded bytes, or pika.BasicProperties
 
-# Messages encoded per write when nothing else bounds a chunk (mode none, a large window).
-_CHUNK = 10_000
-# Bytes waiting in the transport beyond which mode ``none`` lets the loop drain them.
-_HIGH_WATER = 4 << 20
 
+class MessageIds(NamedTuple):
+    """A deterministic message id per message of a call: message ``i`` gets ``prefix`` followed
+    by the decimal digits of ``rows[i]`` (``rows`` a ``range`` for consecutive numbers). The
+    same rows give the same ids again, so a consumer can drop what a retry sends twice."""
 
-@dataclass(frozen=True)
-class ReturnedMessage:
-    """An unroutable ``mandatory`` message the broker sent back (``basic.return``).
+    prefix: bytes
+    rows: Sequence[int]
 
-    ``seq`` is attributed from the broker's next confirm (see :mod:`pumpd.dataplane.publish_ref`);
-    ``message_id`` comes from the returned message itself and identifies it exactly.
-    """
-
-    seq: int
-    reply_code: int
-    reply_text: str
-    exchange: str
-    routing_key: str
-    message_id: str | None
-
-
-@dataclass
-class PublishError(Exception):
-    """Some messages were not confirmed. ``confirmed`` counts those that were (since the
-    publisher opened); the lists hold confirm sequence numbers, oldest first. ``published`` is
-    the last sequence number sent: when a lost connection or a timeout cut a call short, the
-    messages of that call after it were never published."""
-
-    reason: str
-    nacked: list[int] = field(default_factory=list)
-    returned: list[ReturnedMessage] = field(default_factory=list)
-    unconfirmed: list[int] = field(default_factory=list)
-    message_ids: dict[int, str] = field(default_factory=dict)
-    confirmed: int = 0
-    published: int = 0  # the last sequence number sent: what a call had after it was not
-
-    def __post_init__(self) -> None:
-        super().__init__(self.reason)
-
-    def __str__(self) -> str:
-        parts = [self.reason]
-        for name, seqs in (("nacked", self.nacked), ("unconfirmed", self.unconfirmed)):
-            if seqs:
-                parts.append(f"{len(seqs)} {name} (seq {_ranges(seqs)})")
-        if self.returned:
-            parts.append(f"{len(self.returned)} returned unroutable "
-                         f"(seq {_ranges([r.seq for r in self.returned])})")
-        return "; ".join(parts)
-
-
-def _ranges(seqs: list[int], limit: int = 6) -> str:
-    out: list[str] = []
-    start = prev = seqs[0]
-    for s in [*seqs[1:], -1]:
-        if s == prev + 1:
-            prev = s
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = s
-    return ", ".join(out[:limit]) + (", ..." if len(out) > limit else "")
-
-
-def _wake(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-def _wake_on(fut: asyncio.Future[None], _done: object) -> None:
-    _wake(fut)
+    def ids(self) -> list[bytes]:
+        prefix = self.prefix
+        return [prefix + str(r).encode() for r in self.rows]
 
 
 def _raw_properties(properties: Properties | None) -> bytes:
@@ -148,7 +93,7 @@ def _raw_properties(properties: Properties | None) -> bytes:
         return bytes(properties)
     if not isinstance(properties, Mapping):  # pika.BasicProperties and the like
         properties = {n: getattr(properties, n, None) for n in PROPERTY_NAMES}
-    return publish_ref.encode_properties(properties)
+    return encode_properties(properties)
 
 
 def _declaration(item: Declaration | tuple[str, Mapping[str, Any]]) -> Declaration:
@@ -158,7 +103,7 @@ def _declaration(item: Declaration | tuple[str, Mapping[str, Any]]) -> Declarati
     return Declaration(method, dict(arguments))
 
 
-class Publisher:
+class Publisher(ConfirmingChannel):
     """A confirming publisher; see the module docstring.
 
     :param uri: a pumpd broker URI (``amqp://`` or ``amqps://``, with its query parameters), or
@@ -210,8 +155,6 @@ class Publisher:
         self._failure: PublishError | None = None
         self._nacked: list[int] = []
         self._returned: list[ReturnedMessage] = []
-        # (first seq, last seq, message_id) per call that set one: a range, not an entry per
-        # message, for publish_many's shared properties
         self._ids: list[tuple[int, int, str]] = []
         plane_cls: Any = fastpath.PublishPlane
         if implementation == "reference":
@@ -280,9 +223,9 @@ class Publisher:
         rk = self._routing_key if routing_key is None else routing_key.encode()
         raw = _raw_properties(properties)
         first = int(self._plane.next_seq)
-        mid = publish_ref.message_id_of(raw)
+        mid = message_id_text(raw)
         if mid is not None and items:
-            self._ids.append((first, first + len(items) - 1, mid.decode(errors="replace")))
+            self._ids.append((first, first + len(items) - 1, mid))
         self._run(self._publish_chunks(items, rk, raw))
         return first
 
@@ -292,44 +235,79 @@ class Publisher:
         """Publish ``(body, routing_key, properties)`` items (None: the default routing key / no
         properties). Returns the sequence number of the first message."""
         self._check()
-        plane = self._plane
-        first = int(plane.next_seq)
+        first = int(self._plane.next_seq)
         encoded: list[tuple[bytes, bytes, bytes]] = []
         for body, rk, props in messages:
             raw = _raw_properties(props)
-            mid = publish_ref.message_id_of(raw) if props is not None else None
+            mid = message_id_text(raw) if props is not None else None
             if mid is not None:
                 seq = first + len(encoded)
-                self._ids.append((seq, seq, mid.decode(errors="replace")))
+                self._ids.append((seq, seq, mid))
             encoded.append((body, self._routing_key if rk is None else rk.encode(), raw))
         self._run(self._publish_each(encoded))
         return first
 
+    def publish_rows(self, bodies: Sequence[bytes], *,
+                     routing_keys: Sequence[str | None] | None = None,
+                     properties: Mapping[str, Any] | None = None,
+                     columns: Mapping[str, Sequence[Any]] | None = None,
+                     message_ids: MessageIds | None = None) -> int:
+        """Publish ``bodies[i]`` with ``routing_keys[i]`` (None: the default routing key), the
+        basic ``properties`` every row shares, overridden by row ``i`` of each of ``columns``
+        (a property name → one value per row; None keeps the shared value), and the id
+        ``message_ids`` gives row ``i``. Without columns, the shared properties are encoded once
+        and only the id differs per row. Returns the first sequence number.
+
+        :raises KeyError: for a column that is not a basic property
+        """
+        n = len(bodies)
+        ids = message_ids.ids() if message_ids is not None else None
+        if not columns and ids is None and routing_keys is None:
+            return self.publish_many(list(bodies), properties=properties)
+        self._check()
+        raws = encode_rows(n, properties, columns or {}, ids)
+        first = int(self._plane.next_seq)
+        default = self._routing_key
+        rks = [default if rk is None else rk.encode() for rk in routing_keys] \
+            if routing_keys is not None else [default] * n
+        if ids is not None:
+            self._ids.extend((first + i, first + i, mid.decode(errors="replace"))
+                             for i, mid in enumerate(ids))
+        elif columns:
+            self._record_ids(first, raws)
+        elif n and (mid := message_id_text(raws[0])) is not None:  # one encoding, shared
+            self._ids.append((first, first + n - 1, mid))
+        self._run(self._publish_each(list(zip(bodies, rks, raws, strict=True))))
+        return first
+
+    def _record_ids(self, first: int, raws: list[bytes]) -> None:
+        for i, raw in enumerate(raws):
+            mid = message_id_text(raw)
+            if mid is not None:
+                self._ids.append((first + i, first + i, mid))
+
     def publish_arrow(self, column: Any, routing_key: str | None = None,
                       properties: Properties | None = None, *,
-                      message_ids: tuple[bytes, int] | None = None) -> int:
+                      message_ids: MessageIds | None = None) -> int:
         """Publish every element of a ``pyarrow`` binary (or large_binary) array as a body,
         encoded from the array's buffers without a Python object per row; nulls are empty
-        bodies. ``message_ids=(prefix, start)`` gives element ``i`` the message_id ``prefix +
-        str(start + i)`` (replacing one in ``properties``). Returns the first sequence number.
-        (For :mod:`pumpd.spark`; ``PublishError`` lists these messages without their ids.)"""
+        bodies. ``message_ids`` (its rows a ``range`` of step 1, one per element) gives each
+        element its message_id, replacing one in ``properties``: spliced natively into
+        property bytes encoded once. Returns the first sequence number. (For
+        :mod:`pumpd.spark`; ``PublishError`` lists these messages without their ids.)"""
         self._check()
-        props = dict(properties) if isinstance(properties, Mapping) else None
-        if message_ids is not None and properties is not None and props is None:
-            raise TypeError("with message_ids, properties must be a dict")
         if message_ids is not None:
-            base = props if props is not None else {}
-            mid = PROPERTY_NAMES.index("message_id")
-            head = {k: v for k, v in base.items() if PROPERTY_NAMES.index(k) < mid}
-            tail_props = {k: v for k, v in base.items() if PROPERTY_NAMES.index(k) > mid}
-            flags = 1 << (15 - mid)
-            for k, v in base.items():
-                if v is not None and k != "message_id":
-                    flags |= 1 << (15 - PROPERTY_NAMES.index(k))
-            raw = flags.to_bytes(2, "big") + publish_ref.encode_properties(head)[2:]
-            tail: bytes | None = publish_ref.encode_properties(tail_props)[2:]
+            if properties is not None and not isinstance(properties, Mapping):
+                raise TypeError("with message_ids, properties must be a dict")
+            rows = message_ids.rows
+            if not isinstance(rows, range) or rows.step != 1 or len(rows) != len(column):
+                raise ValueError("publish_arrow's message_ids need a range of step 1, one row "
+                                 "per element")
+            splice = IdSplice(properties)
+            raw, tail = splice.head, splice.tail
+            ids: tuple[bytes, int] | None = (message_ids.prefix, rows.start)
         else:
-            raw, tail = _raw_properties(properties), None
+            raw, tail, ids = _raw_properties(properties), b"", None
         rk = self._routing_key if routing_key is None else routing_key.encode()
         if len(column) == 0:  # an empty array may have no offsets buffer at all
             return int(self._plane.next_seq)
@@ -337,11 +315,11 @@ class Publisher:
         large = str(column.type) == "large_binary"
         first = int(self._plane.next_seq)
         self._run(self._publish_arrow(offsets, data, int(column.offset), len(column), large, rk,
-                                      raw, tail, message_ids))
+                                      raw, tail, ids))
         return first
 
     async def _publish_arrow(self, offsets: Any, data: Any, offset: int, n: int, large: bool,
-                             rk: bytes, raw: bytes, tail: bytes | None,
+                             rk: bytes, raw: bytes, tail: bytes,
                              ids: tuple[bytes, int] | None) -> None:
         plane = self._plane
 
@@ -407,160 +385,3 @@ class Publisher:
             if not self._link.is_open:
                 self._failure = exc
             raise
-
-    def _on_data(self, data: bytes) -> bytes:
-        rest: bytes = self._plane.feed(data)
-        w = self._waiter
-        if w is not None and self._plane.outstanding <= w[1] and not w[0].done():
-            w[0].set_result(None)
-        return rest
-
-    def _on_blocked(self, blocked: bool) -> None:
-        self._blocked = blocked
-        if not blocked:
-            self._write()
-
-    def _write(self) -> None:
-        if self._blocked:
-            return  # held in the plane's buffer until connection.unblocked
-        self._link.write(self._plane.take_output())
-        if self.mode == "none":
-            # nothing will confirm: settle what was written, so the bitmap does not grow
-            seq = int(self._plane.next_seq) - 1
-            if seq >= 1 and self._plane.outstanding:
-                self._plane.feed(basic_ack_frame(self._link.channel_number, seq, True))
-
-    async def _publish_chunks(self, items: list[bytes], rk: bytes, raw: bytes) -> None:
-        plane, n = self._plane, len(items)
-
-        def encode(i: int, k: int) -> None:
-            plane.publish_many(items[i : i + k] if (i or k < n) else items, rk, raw)
-
-        await self._publish_in_chunks(n, encode)
-
-    async def _publish_in_chunks(self, n: int, encode: Callable[[int, int], None]) -> None:
-        """Publish ``n`` messages, ``encode(i, k)`` putting messages i .. i+k-1 into the data
-        plane, in chunks the mode allows (one per confirm, a batch, the room left in the async
-        window); nacks and returns are raised once the call is done (individual, batch)."""
-        plane, i = self._plane, 0
-        while i < n:
-            if self.mode == "individual":
-                k = 1
-            elif self.mode == "batch":
-                k = self.batch_size
-            elif self.mode == "async":
-                room = self.window - int(plane.outstanding)
-                if room <= 0:
-                    await self._wait(self.window // 2)
-                    continue
-                k = min(room, _CHUNK)
-            else:
-                k = _CHUNK
-            k = min(k, n - i)
-            encode(i, k)
-            i += k
-            self._write()
-            await self._after_write()
-        if self.mode in ("individual", "batch"):
-            self._raise_refused()
-
-    async def _publish_each(self, encoded: list[tuple[bytes, bytes, bytes]]) -> None:
-        plane, since_wait = self._plane, 0
-        for body, rk, raw in encoded:
-            if self.mode == "async" and plane.outstanding >= self.window:
-                self._write()
-                await self._wait(self.window // 2)
-            plane.publish(body, rk, raw)
-            since_wait += 1
-            if self.mode == "individual" or (self.mode == "batch" and since_wait >= self.batch_size):
-                since_wait = 0
-                self._write()
-                await self._wait(0)
-            elif since_wait >= _CHUNK:
-                since_wait = 0
-                self._write()
-                await self._after_write()
-        self._write()
-        await self._after_write()
-        if self.mode in ("individual", "batch"):
-            self._raise_refused()
-
-    async def _after_write(self) -> None:
-        if self.mode in ("individual", "batch"):
-            await self._wait(0)
-        elif self.mode == "none" and self._link.write_buffer_size() > _HIGH_WATER:
-            await self._drain()
-        else:
-            await asyncio.sleep(0)  # one loop pass: read what confirms have arrived
-
-    async def _drain(self) -> None:
-        while self._link.write_buffer_size() > 0 and self._link.is_open:
-            await asyncio.sleep(0.001)
-        if not self._link.is_open:
-            raise self._error("the connection was lost")
-
-    async def _flush(self) -> None:
-        self._write()
-        if self.mode == "none":
-            await self._drain()
-        else:
-            await self._wait(0)
-        self._raise_refused()
-        self._ids.clear()
-
-    async def _wait(self, target: int) -> None:
-        """Until at most ``target`` messages are unconfirmed."""
-        plane = self._plane
-        while plane.outstanding > target:
-            if not self._link.is_open:
-                raise self._error(f"the connection was lost ({self._link.closed.result()})")
-            # One future, woken by the interceptor (enough confirms), the link closing or the
-            # timer: cheaper than asyncio.wait, and individual mode waits once per message.
-            fut: asyncio.Future[None] = self._loop.create_future()
-            self._waiter = (fut, target)
-            before = int(plane.outstanding)
-            timer = self._loop.call_later(self.confirm_timeout, _wake, fut)
-            self._link.closed.add_done_callback(fut_waker := functools.partial(_wake_on, fut))
-            try:
-                await fut
-            finally:
-                self._waiter = None
-                timer.cancel()
-                self._link.closed.remove_done_callback(fut_waker)
-            if plane.outstanding > target and plane.outstanding >= before and self._link.is_open:
-                blocked = (" while the broker had blocked the connection (connection.blocked: "
-                           "a resource alarm)") if self._blocked else ""
-                raise self._error(f"no confirm for {self.confirm_timeout:g} s{blocked}")
-
-    def _raise_refused(self) -> None:
-        self._collect()
-        if self._nacked or self._returned:
-            raise self._error("the broker refused messages")
-
-    def _collect(self) -> None:
-        self._nacked.extend(self._plane.take_nacked())
-        for seq, code, text, exchange, rk, raw in self._plane.take_returns():
-            mid = publish_ref.message_id_of(raw)
-            self._returned.append(ReturnedMessage(
-                seq, code, text.decode(errors="replace"), exchange.decode(errors="replace"),
-                rk.decode(errors="replace"), None if mid is None else mid.decode(errors="replace")))
-
-    def _error(self, reason: str) -> PublishError:
-        self._collect()
-        nacked, returned = self._nacked, self._returned
-        self._nacked, self._returned = [], []
-        unconfirmed = [int(s) for s in self._plane.unconfirmed()]
-        return PublishError(reason, nacked, returned, unconfirmed,
-                            self._message_ids([*nacked, *unconfirmed]),
-                            int(self._plane.confirmed), int(self._plane.next_seq) - 1)
-
-    def _message_ids(self, seqs: list[int]) -> dict[int, str]:
-        out: dict[int, str] = {}
-        if not self._ids:
-            return out
-        firsts = [first for first, _, _ in self._ids]
-        for s in seqs:
-            k = bisect.bisect_right(firsts, s) - 1
-            if k >= 0 and self._ids[k][0] <= s <= self._ids[k][1]:
-                out[s] = self._ids[k][2]
-        return out

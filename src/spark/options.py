@@ -16,13 +16,13 @@ from typing import Any, Literal
 
 import orjson
 
-from ..config.clauses import _declaration
-from ..config.limits import MAX_DECLARATIONS, MAX_TABLE_DEPTH
+from ..config.clauses import read_declarations
+from ..config.limits import MAX_TABLE_DEPTH
 from ..config.model import Declaration
 from ..config.redaction import redact_uri, register_secret, register_uri_secrets, split_userinfo
 from ..config.uri import parse_uri
-from ..config.values import ConfigError, _Ctx, check_nesting
-from ..dataplane.frames import PROPERTY_NAMES
+from ..config.values import ConfigError, check_nesting
+from ..config.vocabulary import BASIC_PROPERTIES
 
 MessageIdMode = Literal["column", "deterministic", "none"]
 MESSAGE_ID_MODES: tuple[MessageIdMode, ...] = ("column", "deterministic", "none")
@@ -48,7 +48,7 @@ SPARK_OPTIONS = ("checkpointlocation", "queryname", "__checkpointlocation")
 
 BODY_COLUMNS = ("body", "value")
 # Columns beside the body; the basic properties keep their AMQP names.
-KNOWN_COLUMNS: tuple[str, ...] = ("routing_key", "exchange", *PROPERTY_NAMES)
+KNOWN_COLUMNS: tuple[str, ...] = ("routing_key", "exchange", *BASIC_PROPERTIES)
 
 
 @dataclass(frozen=True)
@@ -132,20 +132,13 @@ def _declarations(text: str) -> tuple[Declaration, ...]:
     if not isinstance(items, list):
         raise ValueError("pumpd option declarations: expected a JSON list, as a shovel's "
                          "destination declarations")
-    ctx = _Ctx("declarations")
-    out: list[Declaration] = []
     try:
-        if len(items) > MAX_DECLARATIONS:
-            ctx.fail("declarations", f"at most {MAX_DECLARATIONS} declarations, got {len(items)}")
         # a declaration's arguments are the 4th level, [ {method: {arguments: {...}}} ]: the
         # table's own check, with its own bound, sees any table that fits
         check_nesting(items, "declarations", 4 + MAX_TABLE_DEPTH)
-        for i, item in enumerate(items):
-            declared = any(d.method == "queue.declare" for d in out)
-            out.append(_declaration(ctx, f"declarations[{i}]", item, declared))
+        return read_declarations(items, "declarations")
     except ConfigError as exc:
         raise ValueError(f"pumpd option {exc}") from None
-    return tuple(out)
 
 
 def _json_text(name: str, value: object) -> str:

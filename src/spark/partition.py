@@ -18,19 +18,16 @@ cost a Python list per column and a property encoding per row.
 from __future__ import annotations
 
 import logging
-import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from ..dataplane.frames import PROPERTY_INDEX, PROPERTY_NAMES, shortstr
-from ..dataplane.publish_ref import encode_properties
-from ..publishing.publisher import LinkError, Publisher, PublishError
+from ..publishing.publisher import LinkError, MessageIds, Publisher, PublishError
 from .options import BODY_COLUMNS, KNOWN_COLUMNS, WriteOptions
 
 log = logging.getLogger("pumpd.spark")
 
-_MID = PROPERTY_INDEX["message_id"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -98,23 +95,6 @@ def check_schema(fields: Sequence[tuple[str, str]], options: WriteOptions) -> st
 # -- publishing -----------------------------------------------------------------------------------
 
 
-class _IdProperties:
-    """Raw properties with a per-row message id spliced between bytes encoded once."""
-
-    def __init__(self, static: Mapping[str, Any]) -> None:
-        before = {k: v for k, v in static.items() if PROPERTY_INDEX[k] < _MID}
-        after = {k: v for k, v in static.items() if PROPERTY_INDEX[k] > _MID}
-        flags = 1 << (15 - _MID)
-        for k, v in static.items():
-            if v is not None:
-                flags |= 1 << (15 - PROPERTY_INDEX[k])
-        self.head = struct.pack(">H", flags) + encode_properties(before)[2:]
-        self.tail = encode_properties(after)[2:]
-
-    def of(self, message_id: bytes) -> bytes:
-        return self.head + shortstr(message_id) + self.tail
-
-
 class PartitionPublisher:
     """Publishes one partition; see the module docstring.
 
@@ -132,8 +112,6 @@ class PartitionPublisher:
         self.rows = 0
         self._publishers: dict[str, Publisher] = {}
         self._static: dict[str, Any] = {"delivery_mode": 2} if options.persistent else {}
-        self._raw_static = encode_properties(self._static)
-        self._ids = _IdProperties(self._static)
 
     # -- connections ----------------------------------------------------------------------------
 
@@ -164,6 +142,20 @@ class PartitionPublisher:
             f"pumpd: partition {self.partition} (attempt {self.attempt}): {confirmed} of "
             f"{self.rows} rows confirmed, then: {why}{again}")
 
+    def _confirming(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``call(*args, **kwargs)``, a publisher's failure raised as :class:`PartitionFailed`."""
+        try:
+            return call(*args, **kwargs)
+        except PublishError as exc:
+            raise self._failed(str(exc)) from exc
+        except (LinkError, OSError) as exc:
+            raise self._failed(f"the connection failed: {exc}") from exc
+
+    def _ids(self, first: int, n: int) -> MessageIds | None:
+        if self.options.message_id != "deterministic":
+            return None
+        return MessageIds(self.id_prefix, range(first, first + n))
+
     def close(self, *, abort: bool = False) -> None:
         """Close every connection; with ``abort``, drop them (after a failure: see
         :meth:`pumpd.Publisher.abort`)."""
@@ -190,16 +182,10 @@ class PartitionPublisher:
         per_row = {k: cols[k].to_pylist() for k in KNOWN_COLUMNS
                    if k in cols and (k != "message_id" or self.options.message_id != "none")}
         if not per_row:  # the hot path: frames encoded from the Arrow buffers, natively
-            first = self.rows
+            ids = self._ids(self.rows, len(body))
             self.rows += len(body)
-            ids = (self.id_prefix, first) if self.options.message_id == "deterministic" else None
-            try:
-                self._publisher(self.options.exchange).publish_arrow(
-                    body, properties=self._static, message_ids=ids)
-            except PublishError as exc:
-                raise self._failed(str(exc)) from exc
-            except (LinkError, OSError) as exc:
-                raise self._failed(f"the connection failed: {exc}") from exc
+            self._confirming(self._publisher(self.options.exchange).publish_arrow,
+                             body, properties=self._static, message_ids=ids)
             return
         self._publish_columns(body.to_pylist(), per_row)
 
@@ -229,69 +215,44 @@ class PartitionPublisher:
 
     def _publish_columns(self, bodies: list[bytes], per_row: dict[str, list[Any]]) -> None:
         n = len(bodies)
-        first = self.rows
+        ids = self._ids(self.rows, n)
         self.rows += n
         exchanges = per_row.pop("exchange", None)
         routing_keys = per_row.pop("routing_key", None)
-        deterministic = self.options.message_id == "deterministic"
         if self.options.message_id == "none":
             per_row.pop("message_id", None)
-        try:
-            if not per_row and not deterministic and exchanges is None and routing_keys is None:
-                self._publisher(self.options.exchange).publish_many(
-                    bodies, properties=self._raw_static)
-                return
-            raws = self._properties(n, first, per_row, deterministic)
-            groups: dict[str, list[tuple[bytes, str | None, bytes]]] = {}
-            for i in range(n):
-                ex = self.options.exchange
-                if exchanges is not None and exchanges[i] is not None:
-                    ex = exchanges[i]
-                rk = routing_keys[i] if routing_keys is not None else None
-                groups.setdefault(ex, []).append((bodies[i], rk, raws[i]))
-            for ex, messages in groups.items():
-                self._publisher(ex).publish_messages(messages)
-        except PublishError as exc:
-            raise self._failed(str(exc)) from exc
-        except (LinkError, OSError) as exc:
-            raise self._failed(f"the connection failed: {exc}") from exc
-
-    def _properties(self, n: int, first: int, per_row: dict[str, list[Any]],
-                    deterministic: bool) -> list[bytes]:
-        if not per_row:
-            if deterministic:
-                prefix, of = self.id_prefix, self._ids.of
-                return [of(prefix + str(first + i).encode()) for i in range(n)]
-            return [self._raw_static] * n
-        names = [k for k in PROPERTY_NAMES if k in per_row]
-        cols = [per_row[k] for k in names]
-        out: list[bytes] = []
+        if "headers" in per_row:  # Arrow maps arrive as (key, value) lists
+            per_row["headers"] = [dict(v) if isinstance(v, list) else v
+                                  for v in per_row["headers"]]
+        default = self.options.exchange
+        groups: dict[str, list[int]] = {}
         for i in range(n):
-            props = dict(self._static)
-            for name, col in zip(names, cols, strict=True):
-                v = col[i]
-                if v is None:
-                    continue
-                if name == "headers":
-                    v = dict(v) if isinstance(v, list) else v  # Arrow maps are (key, value) lists
-                props[name] = v
-            if deterministic:
-                props["message_id"] = self.id_prefix + str(first + i).encode()
-            out.append(encode_properties(props))
-        return out
+            ex = exchanges[i] if exchanges is not None and exchanges[i] is not None else default
+            groups.setdefault(ex, []).append(i)
+        for ex, rows in groups.items():
+            # this exchange's rows (with one exchange: all of them, uncopied)
+            b, rks, cols, mids = (_select(rows, bodies, routing_keys, per_row, ids)
+                                  if len(groups) > 1 else (bodies, routing_keys, per_row, ids))
+            self._confirming(self._publisher(ex).publish_rows, b, routing_keys=rks,
+                             properties=self._static, columns=cols, message_ids=mids)
 
     def finish(self) -> PartitionCounts:
         """Wait for every confirm; then close.
 
         :raises PartitionFailed: when a row was not confirmed (the message says how many were)
         """
-        try:
-            for p in self._publishers.values():
-                p.flush()
-        except PublishError as exc:
-            raise self._failed(str(exc)) from exc
-        except (LinkError, OSError) as exc:
-            raise self._failed(f"the connection failed: {exc}") from exc
+        for p in self._publishers.values():
+            self._confirming(p.flush)
         confirmed = self.confirmed
         self.close()
         return PartitionCounts(self.partition, self.attempt, self.rows, confirmed)
+
+
+def _select(rows: list[int], bodies: list[bytes], routing_keys: list[Any] | None,
+            per_row: dict[str, list[Any]], ids: MessageIds | None
+            ) -> tuple[list[bytes], list[Any] | None, dict[str, list[Any]], MessageIds | None]:
+    """The given rows of each per-row column."""
+    return ([bodies[i] for i in rows],
+            None if routing_keys is None else [routing_keys[i] for i in rows],
+            {k: [col[i] for i in rows] for k, col in per_row.items()},
+            None if ids is None else MessageIds(ids.prefix, [ids.rows[i] for i in rows]))
