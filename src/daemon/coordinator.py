@@ -56,6 +56,7 @@ from .hosting import Hosts
 from .http_api import HttpServer
 from .positions import Shovel, Worker, describe_exit, missing_positions, reload_plan
 from .report import SAMPLE_EVERY, carry
+from .service import ServiceState
 from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotsUnavailable, SlotUnreadable
 from .worker import WorkerSpec
 from .worker import main as worker_main
@@ -103,6 +104,7 @@ class Coordinator:
         self._rng = random.Random()
         self.started = time.time()
         self.http_address: tuple[str, int] | None = None
+        self.service = ServiceState()  # systemd's Type=notify: readiness, reload, stop
 
     # ---------------------------------------------------------------------------- main loop
 
@@ -151,6 +153,7 @@ class Coordinator:
             log.critical("unexpected error in the coordinator: draining every worker (up to "
                          "%gs), then exiting", self.opts.drain_timeout + DRAIN_GRACE,
                          exc_info=True, extra={"event": "coordinator_failed"})
+            self.service.stopping(sum(1 for _s, w in self._all_workers() if w.process is not None))
             self._drain_all()
             return exitcodes.FAILURE
         finally:
@@ -159,6 +162,7 @@ class Coordinator:
             await server.close()
             if self.http_address is not None:
                 tokenfile.remove_record(self.http_address[1], os.getpid())
+            self.service.close()
             self._kill_all()  # only what outlived its drain: a clean stop has no worker left
             self.pool.close()
         log.info("pumpd stopped", extra={"event": "stop"})
@@ -177,6 +181,7 @@ class Coordinator:
             self._murder(now)
             self._spawn_due(now)
             self._observe(now)
+            self.service.observe(self.shovels.values())
             try:
                 await asyncio.wait_for(self._wake.wait(), TICK)
             except asyncio.TimeoutError:
@@ -198,12 +203,15 @@ class Coordinator:
                 else:
                     log.info("%s: reloading %s", name, self.opts.config_path,
                              extra={"event": "reload"})
+                    self.service.reloading()
                     self._reload(time.monotonic())
+                    self.service.reloaded()
             elif not self.stopping:
                 n = sum(1 for _s, w in self._all_workers() if w.process is not None)
                 log.info("%s: draining %d worker(s) (drain timeout %gs), then exiting", name, n,
                          self.opts.drain_timeout, extra={"event": "shutdown"})
                 self.stopping = True
+                self.service.stopping(n)
                 now = time.monotonic()
                 for s in list(self.shovels.values()):
                     for w in list(s.workers):
