@@ -1,68 +1,88 @@
 # pumpd — the two commands a fresh Debian/Ubuntu machine needs are `make demo` and `make test`.
+# Everything runs in the project's virtual environment .venv, made with the system's python3
+# (PYTHON=/path/to/python3 picks another interpreter to make it from); nothing is installed into
+# the system's Python. What the distribution must provide (python3-venv, python3-dev, gcc, make,
+# rabbitmq-server) is installed with apt-get when missing and make runs as root; otherwise make
+# prints the apt-get line to run. See tools/system-packages and tools/venv.
 PYTHON ?= python3
-PIP ?= $(PYTHON) -m pip
-INSTALL_STAMP := build/.installed
+VENV ?= .venv
+VPY := $(VENV)/bin/python
 
-.PHONY: install build debug test lint demo spark-demo bench bench-report bench-micro clean rabbitmq
+.PHONY: venv install build debug dist test lint demo spark-demo bench bench-report bench-micro \
+	clean distclean rabbitmq system-packages
 
-# rabbitmq-server from Debian's packages, only when it is missing (tests start private nodes).
+system-packages:
+	@tools/system-packages $(PYTHON)
+
+# rabbitmq-server from the distribution, only when it is missing (tests start private nodes).
 rabbitmq:
-	@test -x /usr/lib/rabbitmq/bin/rabbitmq-server || { \
-	  echo "installing rabbitmq-server (Debian package)"; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q rabbitmq-server; }
+	@tools/system-packages $(PYTHON) rabbitmq
 
-# The package with its dev extras; builds the Cython extension (release build).
-install: rabbitmq
-	$(PIP) install -q -e '.[dev]'
-	@$(PYTHON) -c "import pumpd.dataplane.fastpath as f; print('pumpd data plane:', f.IMPLEMENTATION)"
+# The venv with pumpd installed editable and its dev extras (release build of the extension);
+# cheap when nothing it was made from changed.
+venv: system-packages
+	@tools/venv $(PYTHON) $(VENV)
 
-build:
-	$(PIP) install -q -e '.[dev]'
+install: rabbitmq venv
+	@$(VPY) -c "import pumpd.dataplane.fastpath as f; print('pumpd data plane:', f.IMPLEMENTATION)"
 
-# Same, with the extension's invariant checks compiled in.
-debug:
-	PUMPD_DEBUG=1 $(PIP) install -q -e '.[dev]'
+# Rebuild the extension (release build) whatever the stamp says.
+build: system-packages
+	@rm -f $(VENV)/.pumpd-installed
+	@tools/venv $(PYTHON) $(VENV)
+
+# Same, with the extension's invariant checks compiled in (until the next build or edit).
+debug: venv
+	PUMPD_DEBUG=1 $(VPY) -m pip install -q -e '.[dev]'
+
+# An sdist and a wheel in dist/ (python -m build).
+dist: venv
+	$(VPY) -m build
 
 test: install
-	$(PYTHON) -m pytest
+	$(VPY) -m pytest
 
-lint:
-	$(PYTHON) -m mypy
-	$(PYTHON) -m ruff check src tests bench
+lint: venv
+	$(VPY) -m mypy
+	$(VPY) -m ruff check src tests bench
 
 demo: install
-	$(PYTHON) -m pumpd.demo
+	$(VPY) -m pumpd.demo
 
 # 1,000,000 generated rows through the PySpark data source `pumpd` into a queue on a private
 # node; prints rows/s and checks the count (a JRE 17+ is needed; `--local` uses 127.0.0.1:5672).
 spark-demo: install
 	@java -version >/dev/null 2>&1 || { echo "spark-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
-	$(PYTHON) -m pumpd.spark.demo
+	$(VPY) -m pumpd.spark.demo
 
 # The shovel benchmark, the confirm-strategy benchmark, the Spark data source's, the
 # latency benchmark, then the PySpark report (about 40 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
 # the analysis needs a JRE 17+. A benchmark with a failed run still goes on to the report.
 bench: install
 	@echo "== 1/5 shovel benchmark: bench/shovel.py (about 12 minutes)"
-	-$(PYTHON) bench/shovel.py
+	-$(VPY) bench/shovel.py
 	@echo "== 2/5 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
-	-$(PYTHON) bench/confirms.py --persistent
+	-$(VPY) bench/confirms.py --persistent
 	@echo "== 3/5 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
-	-$(PYTHON) bench/spark.py --rows 300000 --individual-rows 3000
+	-$(VPY) bench/spark.py --rows 300000 --individual-rows 3000
 	@echo "== 4/5 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
-	-$(PYTHON) bench/latency.py
+	-$(VPY) bench/latency.py
 	@echo "== 5/5 analysis in PySpark: bench/analyse.py"
-	$(PYTHON) bench/analyse.py
+	$(VPY) bench/analyse.py
 	@echo "the report: bench/report/README.md"
 
 # Only the analysis, from the results already in bench/results/.
-bench-report:
-	$(PIP) install -q -e '.[dev]'
-	$(PYTHON) bench/analyse.py
+bench-report: venv
+	$(VPY) bench/analyse.py
 	@echo "the report: bench/report/README.md"
 
 bench-micro: install
-	$(PYTHON) -m pytest bench/micro -q --benchmark-only --benchmark-columns=min,median,mean
+	$(VPY) -m pytest bench/micro -q --benchmark-only --benchmark-columns=min,median,mean
 
 clean:
-	rm -rf build *.egg-info src/_fastpath.c src/*.so .pytest_cache .mypy_cache
+	rm -rf build dist *.egg-info src/*.egg-info src/_fastpath.c src/*.so .pytest_cache .mypy_cache
+	rm -f $(VENV)/.pumpd-installed
+
+# Also the virtual environment.
+distclean: clean
+	rm -rf $(VENV)
