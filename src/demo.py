@@ -43,13 +43,19 @@ def system_rabbitmqctl(*args: str) -> bool:
 
 
 def prepare_system_broker() -> str | None:
-    """Two vhosts on the broker at 5672 for guest; None when they cannot be made."""
+    """Two vhosts on the broker at 5672 for guest; None when they cannot be made or guest cannot
+    log in there (a broker set up otherwise is left alone: the demo starts a private node)."""
     for vhost in (SRC_VHOST, DST_VHOST):
         if not system_rabbitmqctl("add_vhost", vhost) and not system_rabbitmqctl("list_vhosts"):
             return None
         if not system_rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"):
             return None
-    return "amqp://guest:guest@127.0.0.1:5672"
+    base = "amqp://guest:guest@127.0.0.1:5672"
+    try:
+        pika.BlockingConnection(pika.URLParameters(uri(base, SRC_VHOST))).close()
+    except pika.exceptions.AMQPError:
+        return None
+    return base
 
 
 def uri(base: str, vhost: str) -> str:
@@ -170,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             say("RabbitMQ answers on 127.0.0.1:5672; using it")
             base = prepare_system_broker()
             if base is None:
-                say("could not create vhosts there with rabbitmqctl; starting a private node instead")
+                say("could not create vhosts there with rabbitmqctl, or guest cannot log in; "
+                    "starting a private node instead")
         if base is None:
             say("starting a private RabbitMQ node (a few seconds)...")
             node = stack.enter_context(LocalNode())
