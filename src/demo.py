@@ -11,6 +11,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,17 @@ def prepare_system_broker() -> str | None:
     except pika.exceptions.AMQPError:
         return None
     return base
+
+
+def status_endpoint() -> str:
+    """pumpd's default status port when it is free, else any free one (pumpd logs which): a
+    daemon already running on this machine does not stop the demo."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", 15680))
+        except OSError:
+            return "127.0.0.1:0"
+    return "127.0.0.1:15680"
 
 
 def uri(base: str, vhost: str) -> str:
@@ -197,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         say(f"shovelling {ns.messages:,} messages from vhost {SRC_VHOST} to {DST_VHOST}:")
         say(f"  pumpd --config {config}")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pumpd", "--config", str(config), "--status-interval", "2"],
+            [sys.executable, "-m", "pumpd", "--config", str(config), "--status-interval", "2",
+             "--http", status_endpoint()],
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         try:
