@@ -269,3 +269,12 @@ def test_hypothesis_profile_is_loaded() -> None:
 
     assert settings().max_examples in (300, 10_000)
     assert "hypothesis_profiles" in sys.modules
+
+
+@pytest.mark.parametrize("text", [
+    "HTTP 302: redirected to http://127.0.0.1:43261; not followed",
+    "connect to amqp://h:5672, then retry",
+    "(see http://h:15672)",
+])
+def test_a_port_followed_by_punctuation_is_left_alone(text: str) -> None:
+    assert redact(text) == text

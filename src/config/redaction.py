@@ -225,7 +225,9 @@ def _hide_in_uri(token: str) -> str:
         head, rest = "", token
         hostport = re.split(r"[/?#]", token, maxsplit=1)[0]
         host, sep, port = hostport.partition(":")
-        if sep and port and not port.isdigit() and not hostport.startswith("["):
+        # A port may be followed by the sentence's punctuation ("http://h:8080; not followed").
+        if (sep and port and not port.rstrip(";,.)]}").isdigit()
+                and not hostport.startswith("[")):
             head, rest = f"{host}:{MASK}", token[len(hostport):]
     return head + rest
 
