@@ -14,7 +14,7 @@ rabbitmq:
 # The package with its dev extras; builds the Cython extension (release build).
 install: rabbitmq
 	$(PIP) install -q -e '.[dev]'
-	@$(PYTHON) -c "import pumpd.dataplane.fastpath as f; print('pumpd data plane:', f.IMPLEMENTATION)"
+	@$(PYTHON) -c "import pumpd.dataplane.implementation as f; print('pumpd data plane:', f.IMPLEMENTATION)"
 
 build:
 	$(PIP) install -q -e '.[dev]'

@@ -16,8 +16,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
-from ..dataplane.fastpath import Relay
 from ..dataplane.frames import basic_ack_frame, basic_reject_frame
+from ..dataplane.implementation import Relay
 from .batching import BatchingRule
 from .forwarding import relay_options
 from .link import Link, LinkError, open_link

@@ -22,7 +22,7 @@ Shape, and why:
   the URI.
 - **The connection is pumpd's** :func:`~pumpd.engine.link.open_link` (pika for the control plane:
   TLS, the URI query parameters, declarations, confirm.select, connection.blocked); the data
-  plane (:class:`~pumpd.dataplane.fastpath.PublishPlane`, native or reference) encodes publish frames of a
+  plane (:class:`~pumpd.dataplane.implementation.PublishPlane`, native or reference) encodes publish frames of a
   whole list of bodies into one buffer, written with one transport write, and takes
   ``basic.ack`` / ``basic.nack`` / ``basic.return`` off the socket before pika sees them. With
   several URIs one is picked at random, as a shovel does.
@@ -57,7 +57,8 @@ import uvloop
 
 from ..config.model import BrokerURI, Declaration
 from ..config.uri import parse_uri
-from ..dataplane import fastpath, publish_ref
+from ..dataplane import implementation as data_plane
+from ..dataplane import publish_ref
 from ..dataplane.frames import PROPERTY_NAMES, basic_ack_frame
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
@@ -213,7 +214,7 @@ class Publisher:
         # (first seq, last seq, message_id) per call that set one: a range, not an entry per
         # message, for publish_many's shared properties
         self._ids: list[tuple[int, int, str]] = []
-        plane_cls: Any = fastpath.PublishPlane
+        plane_cls: Any = data_plane.PublishPlane
         if implementation == "reference":
             plane_cls = publish_ref.PublishPlane
         elif implementation == "native":
