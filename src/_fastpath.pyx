@@ -45,12 +45,14 @@ from libc.string cimport memcmp, memcpy, memmove
 from libc.time cimport time
 
 from pumpd.dataplane import frames as _frames
+from pumpd.dataplane.api import Delivered, Returned
 from pumpd.dataplane import received as _received
 from pumpd.dataplane.frames import FrameError, UnparseableProperties
 
 include "_fastpath_parts/wire.pxi"
 include "_fastpath_parts/buffers.pxi"
 include "_fastpath_parts/confirm_window.pxi"
+include "_fastpath_parts/return_assembler.pxi"
 include "_fastpath_parts/relay.pxi"
 include "_fastpath_parts/relay_framing.pxi"
 include "_fastpath_parts/relay_source.pxi"

@@ -100,6 +100,17 @@ cdef class ConfirmWindow:
             self._check()
         return rejected
 
+    def unsettled(self):
+        """Sequence numbers published and not yet settled, oldest first."""
+        cdef uint64_t s = self._base, pos
+        cdef list out = []
+        while s < self._next:
+            pos = s & self._mask
+            if not (self._settled[pos >> 6] >> (pos & 63)) & 1:
+                out.append(s)
+            s += 1
+        return out
+
     def take_ack(self):
         """The delivery tag for one source ``basic.ack(multiple=true)`` covering every publish
         acked since the last call, or 0 when there is none."""

@@ -2,14 +2,8 @@
 #
 # Same API and behaviour as :class:`pumpd.dataplane.publish_ref.PublishPlane`, the specification. Publish
 # frames of a whole list of bodies are encoded into one buffer with no Python object per message;
-# outstanding confirms are a ring of 64-bit words (bit set: settled) from ``_base``, the oldest
-# unsettled sequence number; a confirm advances ``_base`` by counting trailing ones.
-
-cdef enum:
-    PUB_RET_IDLE = 0
-    PUB_RET_HEADER = 1
-    PUB_RET_BODY = 2
-
+# outstanding confirms are the relay's ConfirmWindow (its C-level methods, no Python call), each
+# publish recorded with its own sequence number as its tag, so a nack hands back the numbers.
 
 @cython.final
 cdef class PublishPlane:
@@ -19,22 +13,13 @@ cdef class PublishPlane:
     cdef bytes _exchange
     cdef Buf _out
     cdef Buf _carry
-    cdef uint64_t *_bits
-    cdef uint64_t _cap  # bits in the ring, a power of two >= 64
-    cdef uint64_t _base
-    cdef uint64_t _next
-    cdef uint64_t _unsettled
+    cdef ConfirmWindow _window
     cdef list _nacked_seqs
     cdef list _returns
     cdef Py_ssize_t _unattributed
-    cdef int _ret_state
-    cdef uint64_t _ret_remaining
-    cdef tuple _ret_method
+    cdef ReturnAssembler _returning  # the content of a basic.return; its properties kept
     cdef Py_ssize_t _payload_max  # the largest frame payload received
-    cdef uint64_t _max_body  # the largest body a returned message's header may announce
     cdef readonly unsigned long long published
-    cdef readonly unsigned long long confirmed
-    cdef readonly unsigned long long nacked
     cdef readonly unsigned long long returned
 
     def __init__(self, *, int channel, long long frame_max, bytes exchange=b"",
@@ -42,52 +27,39 @@ cdef class PublishPlane:
         if frame_max and frame_max < 4096:
             raise ValueError(f"frame_max {frame_max} is below AMQP's 4096")
         self._payload_max = payload_limit(frame_max)
-        self._max_body = max_body_size
+        self._returning = ReturnAssembler(max_body_size, True, False)
         if len(exchange) > 255:
             raise ValueError("exchange name longer than 255 bytes")
         self._ch = <uint16_t>channel
         self._body_max = (frame_max or 131072) - 8
         self._exchange = exchange
         self._mandatory = 1 if mandatory else 0
-        self._cap = 4096
-        self._bits = <uint64_t *>calloc(self._cap // 64, sizeof(uint64_t))
-        if self._bits == NULL:
-            raise MemoryError()
-        self._base = 1
-        self._next = 1
+        self._window = ConfirmWindow(4096)
         self._nacked_seqs = []
         self._returns = []
-        self._ret_method = (0, b"", b"", b"")
 
     def __dealloc__(self):
         buf_free(&self._out)
         buf_free(&self._carry)
-        free(self._bits)
-        self._bits = NULL
 
     @property
     def outstanding(self):
-        return self._unsettled
+        return self._window._unsettled
 
     @property
     def next_seq(self):
-        return self._next
+        return self._window._next
 
-    cdef inline bint _settled(self, uint64_t s) noexcept:
-        cdef uint64_t pos = s & (self._cap - 1)
-        return (self._bits[pos >> 6] >> (pos & 63)) & 1
+    @property
+    def confirmed(self):
+        return self._window.confirmed
 
-    cdef inline void _set(self, uint64_t s) noexcept:
-        cdef uint64_t pos = s & (self._cap - 1)
-        self._bits[pos >> 6] |= (<uint64_t>1) << (pos & 63)
+    @property
+    def nacked(self):
+        return self._window.nacked
 
     def unconfirmed(self):
-        cdef uint64_t s
-        cdef list out = []
-        for s in range(self._base, self._next):
-            if not self._settled(s):
-                out.append(s)
-        return out
+        return self._window.unsettled()
 
     def take_nacked(self):
         out = self._nacked_seqs
@@ -102,21 +74,6 @@ cdef class PublishPlane:
 
     # -- publishing ---------------------------------------------------------------------------
 
-    cdef int _grow(self) except -1:
-        cdef uint64_t cap = self._cap * 2
-        cdef uint64_t *bits = <uint64_t *>calloc(cap // 64, sizeof(uint64_t))
-        cdef uint64_t s, pos
-        if bits == NULL:
-            raise MemoryError()
-        for s in range(self._base, self._next):
-            if self._settled(s):
-                pos = s & (cap - 1)
-                bits[pos >> 6] |= (<uint64_t>1) << (pos & 63)
-        free(self._bits)
-        self._bits = bits
-        self._cap = cap
-        return 0
-
     cdef int _encode(self, const unsigned char *method, Py_ssize_t mlen,
                      const unsigned char *props, Py_ssize_t plen,
                      const unsigned char *body, Py_ssize_t blen) except -1:
@@ -124,8 +81,6 @@ cdef class PublishPlane:
         cdef Py_ssize_t need = mlen + 7 + 12 + plen + 1 + blen + 8 * nframes
         cdef unsigned char *o
         cdef Py_ssize_t off = 0, n
-        if self._next - self._base >= self._cap:
-            self._grow()
         buf_reserve(&self._out, need)
         o = self._out.data + self._out.len
         memcpy(o, method, <size_t>mlen)
@@ -151,8 +106,7 @@ cdef class PublishPlane:
             o += 8 + n
             off += n
         self._out.len += need
-        self._next += 1
-        self._unsettled += 1
+        self._window._add(self._window._next)
         self.published += 1
         return 0
 
@@ -197,12 +151,12 @@ cdef class PublishPlane:
             PyBuffer_Release(&view)
 
     def publish(self, body, bytes routing_key, bytes properties):
-        cdef uint64_t seq = self._next
+        cdef uint64_t seq = self._window._next
         self._encode_obj(self._method(routing_key), properties, body)
         return seq
 
     def publish_many(self, bodies, bytes routing_key, bytes properties):
-        cdef uint64_t seq = self._next
+        cdef uint64_t seq = self._window._next
         cdef bytes method = self._method(routing_key)
         cdef Py_ssize_t i, n
         if isinstance(bodies, list):
@@ -223,7 +177,7 @@ cdef class PublishPlane:
         object. With ``id_prefix`` each message's properties are ``properties`` +
         shortstr(id_prefix + decimal(id_start + row)) + ``properties_tail`` (a message_id spliced
         between property bytes encoded once). Returns the first sequence number."""
-        cdef uint64_t seq = self._next
+        cdef uint64_t seq = self._window._next
         cdef bytes method = self._method(routing_key)
         cdef Py_buffer ov, dv
         cdef bint have_data = data is not None
@@ -332,69 +286,3 @@ cdef class PublishPlane:
             return bytes_of(&passthrough)
         finally:
             buf_free(&passthrough)
-
-    cdef void _ack(self, uint64_t seq, bint multiple) noexcept:
-        cdef uint64_t first, last, s, pos, bits, w
-        cdef unsigned off, n
-        if self._next == self._base:
-            return
-        last = seq if seq < self._next else self._next - 1
-        if multiple:
-            first = self._base
-        elif self._base <= seq < self._next:
-            first = seq
-        else:
-            return
-        if last < first:
-            return
-        s = first
-        while s <= last:
-            pos = s & (self._cap - 1)
-            off = pos & 63
-            n = 64 - off
-            if <uint64_t>n > last - s + 1:
-                n = <unsigned>(last - s + 1)
-            bits = pumpd_low_bits(n) << off
-            w = pos >> 6
-            n = pumpd_popcount64(bits & ~self._bits[w])
-            self.confirmed += n
-            self._unsettled -= n
-            self._bits[w] |= bits
-            s += 64 - off if 64 - off <= last - s + 1 else last - s + 1
-        self._advance()
-
-    cdef void _nack(self, uint64_t seq, bint multiple):
-        cdef uint64_t first, last, s
-        if self._next == self._base:
-            return
-        last = seq if seq < self._next else self._next - 1
-        first = self._base if multiple else (seq if seq > self._base else self._base)
-        s = first
-        while s <= last:
-            if not self._settled(s):
-                self._set(s)
-                self._unsettled -= 1
-                self.nacked += 1
-                self._nacked_seqs.append(s)
-            s += 1
-        self._advance()
-
-    cdef void _advance(self) noexcept:
-        cdef uint64_t pos, w, inv, run, left
-        cdef unsigned off
-        while self._base < self._next:
-            pos = self._base & (self._cap - 1)
-            off = pos & 63
-            w = pos >> 6
-            inv = (~self._bits[w]) >> off
-            run = <uint64_t>pumpd_ctz64(inv) if inv else <uint64_t>(64 - off)
-            left = self._next - self._base
-            if run > left:
-                run = left
-            if run == 0:
-                return
-            # cleared as the base passes, so the ring's next lap starts unsettled
-            self._bits[w] &= ~(pumpd_low_bits(<unsigned>run) << off)
-            self._base += run
-            if off + run < 64:
-                return

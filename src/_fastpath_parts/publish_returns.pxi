@@ -5,29 +5,16 @@ cdef bint publish_plane_take(PublishPlane self, unsigned char ftype, const unsig
     cdef uint16_t class_id, method_id
     cdef uint64_t seq
     cdef bint multiple
-    if self._ret_state == PUB_RET_HEADER:
-        if ftype != FRAME_HEADER:
-            raise FrameError("expected a content header after basic.return")
-        if end - start < 12:
-            raise FrameError(f"content header of {end - start} bytes")
-        self._ret_remaining = pumpd_rd64(p + start + 4)
-        check_body_size(self._ret_remaining, self._max_body)
-        code, text, exchange, rk = self._ret_method
-        self._returns.append((0, code, text, exchange, rk,
-                              PyBytes_FromStringAndSize(<const char *>p + start + 12,
-                                                        end - start - 12)))
-        self._unattributed += 1
-        self.returned += 1
-        self._ret_state = PUB_RET_BODY if self._ret_remaining else PUB_RET_IDLE
-        return True
-    if self._ret_state == PUB_RET_BODY:
-        if ftype != FRAME_BODY:
-            raise FrameError(f"expected a body frame, got frame type {ftype}")
-        if <uint64_t>(end - start) > self._ret_remaining:
-            raise FrameError("body frames longer than the content header's body size")
-        self._ret_remaining -= <uint64_t>(end - start)
-        if self._ret_remaining == 0:
-            self._ret_state = PUB_RET_IDLE
+    if self._returning.state != IDLE:
+        if self._returning.state == HEADER:
+            self._returning.take(ftype, p + start, end - start)
+            # recorded at its content header, attributed at the next confirm
+            code, text, exchange, rk = self._returning.fields
+            self._returns.append((0, code, text, exchange, rk, self._returning.properties))
+            self._unattributed += 1
+            self.returned += 1
+        else:
+            self._returning.take(ftype, p + start, end - start)
         return True
     if ftype != FRAME_METHOD:
         return False
@@ -46,13 +33,12 @@ cdef bint publish_plane_take(PublishPlane self, unsigned char ftype, const unsig
         if self._unattributed:
             publish_plane_attribute_returns(self, seq)
         if method_id == BASIC_ACK:
-            self._ack(seq, multiple)
+            self._window._ack(seq, multiple)
         else:
-            self._nack(seq, multiple)
+            self._nacked_seqs.extend(self._window._nack(seq, multiple))
         return True
     if method_id == BASIC_RETURN:
-        self._ret_method = return_fields(p + start, end - start, True)
-        self._ret_state = PUB_RET_HEADER
+        self._returning.start(p + start, end - start)
         return True
     return False
 

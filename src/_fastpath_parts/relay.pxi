@@ -53,9 +53,7 @@ cdef class Relay:
     cdef bint _dst_paused
     cdef Buf _dst_kept  # destination bytes received while paused, unscanned
     cdef object _returned  # while the destination side is paused: the returned message
-    cdef object _ret_fields  # (reply_code, reply_text, exchange, routing_key) of the return
-    cdef object _ret_props
-    cdef list _ret_body
+    cdef ReturnAssembler _returning  # the content of a basic.return on the destination channel
     cdef Buf _kept  # source bytes received while paused, unscanned
     cdef Buf _cur_props  # the current message's properties as received (when copied)
     cdef Buf _cur_body  # and its body
@@ -79,9 +77,6 @@ cdef class Relay:
     cdef uint64_t _cur_size
     cdef uint64_t _remaining  # body bytes still to come
     cdef uint64_t _out_left  # bytes still to fill in the current output body frame
-    # the content of a basic.return on the destination channel (counted and dropped)
-    cdef int _ret_state
-    cdef uint64_t _ret_remaining
     # on_publish: newest delivery tag encoded and not yet acked
     cdef uint64_t _last_tag
     cdef unsigned long long _buffered
@@ -149,8 +144,7 @@ cdef class Relay:
         # every other field starts as Cython makes a new object: 0, NULL buffers, None
         self._keep_last = bool(keep_last)
         self._hold_returns = bool(hold_returns)
-        self._ret_props = b""
-        self._ret_body = []
+        self._returning = ReturnAssembler(self._max_body, self._hold_returns, self._hold_returns)
         self._copy_names = self._ex_fixed or self._rk_fixed or self._keep_last
         self._body_plain = 1
 

@@ -5,32 +5,13 @@ cdef inline int relay_dest_frame(Relay self, int ftype, const unsigned char *p, 
     cdef int method_id
     cdef list rejected
     cdef uint64_t tag
-    if self._ret_state != IDLE:
+    if self._returning.state != IDLE:
         # the content of a basic.return: counted, and kept with hold_returns
-        if self._ret_state == HEADER:
-            if ftype != FRAME_HEADER:
-                raise FrameError("expected a content header after basic.return")
-            if size < 12:
-                raise FrameError(f"content header of {size} bytes")
-            self._ret_remaining = pumpd_rd64(p + 4)
-            check_body_size(self._ret_remaining, self._max_body)
-            self._ret_state = BODY if self._ret_remaining else IDLE
-            if self._hold_returns:
-                self._ret_props = PyBytes_FromStringAndSize(<char *>p + 12, size - 12)
-                self._ret_body = []
-        else:
-            if ftype != FRAME_BODY:
-                raise FrameError(f"expected a body frame, got frame type {ftype}")
-            if <uint64_t>size > self._ret_remaining:
-                raise FrameError("body frames longer than the content header's body size")
-            if self._hold_returns:
-                self._ret_body.append(PyBytes_FromStringAndSize(<char *>p, size))
-            self._ret_remaining -= <uint64_t>size
-            if self._ret_remaining == 0:
-                self._ret_state = IDLE
-        if self._ret_state == IDLE and self._hold_returns:
-            self._returned = (*self._ret_fields, self._ret_props, b"".join(self._ret_body))
-            self._ret_body = []
+        if self._returning.take(ftype, p, size) and self._hold_returns:
+            code, text, exchange, routing_key = self._returning.fields
+            self._returned = Returned(code, text.decode("utf-8", "replace"), exchange,
+                                      routing_key, self._returning.properties,
+                                      self._returning.take_body())
             self._dst_paused = 1
             return PAUSED
         return 1
@@ -59,12 +40,8 @@ cdef inline int relay_dest_frame(Relay self, int ftype, const unsigned char *p, 
             self._src_out.len += ACK_FRAME_SIZE
         return 1
     if method_id == BASIC_RETURN:
-        fields = return_fields(p, size, self._hold_returns)
+        self._returning.start(p, size)
         self.returned += 1
-        self._ret_state = HEADER
-        if self._hold_returns:
-            code, text, exchange, routing_key = fields
-            self._ret_fields = (code, text.decode("utf-8", "replace"), exchange, routing_key)
         return 1
     return 0
 

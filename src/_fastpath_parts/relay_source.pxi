@@ -166,12 +166,12 @@ cdef inline int relay_delivered(Relay self) except -1:
 
 cdef int relay_on_kept_delivery(Relay self) except -1:
     """The rare path of _on_delivery: an undeliverable message pauses the relay; with
-    keep_last, the message is kept as a Python tuple."""
-    message = (self._cur_tag, bool(self._cur_redelivered),
-               PyBytes_FromStringAndSize(<char *>self._cur_ex + 1, self._cur_ex[0]),
-               PyBytes_FromStringAndSize(<char *>self._cur_rk + 1, self._cur_rk[0]),
-               bytes_of(&self._cur_props), bytes_of(&self._cur_body),
-               self._und_reason if self._undeliv else "")
+    keep_last, the message is kept as a Delivered."""
+    message = Delivered(self._cur_tag, bool(self._cur_redelivered),
+                   PyBytes_FromStringAndSize(<char *>self._cur_ex + 1, self._cur_ex[0]),
+                   PyBytes_FromStringAndSize(<char *>self._cur_rk + 1, self._cur_rk[0]),
+                   bytes_of(&self._cur_props), bytes_of(&self._cur_body),
+                   self._und_reason if self._undeliv else "")
     self._cur_props.len = 0
     self._cur_body.len = 0
     if self._undeliv:

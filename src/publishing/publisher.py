@@ -57,9 +57,10 @@ import uvloop
 
 from ..config.model import BrokerURI, Declaration
 from ..config.uri import parse_uri
-from ..dataplane import implementation as data_plane
 from ..dataplane import publish_ref
+from ..dataplane.api import PublishPlane
 from ..dataplane.frames import PROPERTY_NAMES, basic_ack_frame
+from ..dataplane.implementation import publish_plane_class
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
 
@@ -214,13 +215,7 @@ class Publisher:
         # (first seq, last seq, message_id) per call that set one: a range, not an entry per
         # message, for publish_many's shared properties
         self._ids: list[tuple[int, int, str]] = []
-        plane_cls: Any = data_plane.PublishPlane
-        if implementation == "reference":
-            plane_cls = publish_ref.PublishPlane
-        elif implementation == "native":
-            from .._fastpath import PublishPlane as plane_cls
-        elif implementation is not None:
-            raise ValueError(f"implementation must be native or reference, not {implementation!r}")
+        plane_cls, self.implementation = publish_plane_class(implementation)
         self._loop = uvloop.new_event_loop()
         try:
             self._link: Link = self._loop.run_until_complete(
@@ -228,8 +223,7 @@ class Publisher:
         except BaseException:
             self._loop.close()
             raise
-        self.implementation = "reference" if plane_cls is publish_ref.PublishPlane else "native"
-        self._plane: Any = plane_cls(channel=self._link.channel_number,
+        self._plane: PublishPlane = plane_cls(channel=self._link.channel_number,
                                      frame_max=self._link.frame_max,
                                      exchange=exchange.encode(), mandatory=mandatory)
         self._link.intercept(self._on_data)
@@ -250,16 +244,16 @@ class Publisher:
 
     @property
     def published(self) -> int:
-        return int(self._plane.published)
+        return self._plane.published
 
     @property
     def confirmed(self) -> int:
         """Messages the broker acked (in mode ``none``: written to the socket)."""
-        return int(self._plane.confirmed)
+        return self._plane.confirmed
 
     @property
     def outstanding(self) -> int:
-        return int(self._plane.outstanding)
+        return self._plane.outstanding
 
     @property
     def blocked(self) -> bool:
@@ -280,7 +274,7 @@ class Publisher:
         items = bodies if isinstance(bodies, list) else list(bodies)
         rk = self._routing_key if routing_key is None else routing_key.encode()
         raw = _raw_properties(properties)
-        first = int(self._plane.next_seq)
+        first = self._plane.next_seq
         mid = publish_ref.message_id_of(raw)
         if mid is not None and items:
             self._ids.append((first, first + len(items) - 1, mid.decode(errors="replace")))
@@ -333,10 +327,10 @@ class Publisher:
             raw, tail = _raw_properties(properties), None
         rk = self._routing_key if routing_key is None else routing_key.encode()
         if len(column) == 0:  # an empty array may have no offsets buffer at all
-            return int(self._plane.next_seq)
+            return self._plane.next_seq
         _validity, offsets, data = column.buffers()[:3]
         large = str(column.type) == "large_binary"
-        first = int(self._plane.next_seq)
+        first = self._plane.next_seq
         self._run(self._publish_arrow(offsets, data, int(column.offset), len(column), large, rk,
                                       raw, tail, message_ids))
         return first
@@ -427,7 +421,7 @@ class Publisher:
         self._link.write(self._plane.take_output())
         if self.mode == "none":
             # nothing will confirm: settle what was written, so the bitmap does not grow
-            seq = int(self._plane.next_seq) - 1
+            seq = self._plane.next_seq - 1
             if seq >= 1 and self._plane.outstanding:
                 self._plane.feed(basic_ack_frame(self._link.channel_number, seq, True))
 
@@ -550,10 +544,10 @@ class Publisher:
         self._collect()
         nacked, returned = self._nacked, self._returned
         self._nacked, self._returned = [], []
-        unconfirmed = [int(s) for s in self._plane.unconfirmed()]
+        unconfirmed = self._plane.unconfirmed()
         return PublishError(reason, nacked, returned, unconfirmed,
                             self._message_ids([*nacked, *unconfirmed]),
-                            int(self._plane.confirmed), int(self._plane.next_seq) - 1)
+                            self._plane.confirmed, self._plane.next_seq - 1)
 
     def _message_ids(self, seqs: list[int]) -> dict[int, str]:
         out: dict[int, str] = {}
