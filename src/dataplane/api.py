@@ -71,12 +71,10 @@ class ConfirmWindow(Protocol):
     def unsettled(self) -> list[int]: ...
 
 
-class Relay(Protocol):
-    """One shovel session's data plane, between the bytes read off two sockets and pika.
-    (``bytes`` is a counter here, so the type is spelled ``builtins.bytes``.)"""
+class Counters(Protocol):
+    """What a relay and a publish plane both count: messages published, settled by the
+    destination's confirms (acked or nacked), and returned by it."""
 
-    @property
-    def consumed(self) -> int: ...
     @property
     def published(self) -> int: ...
     @property
@@ -84,9 +82,17 @@ class Relay(Protocol):
     @property
     def nacked(self) -> int: ...
     @property
-    def acked(self) -> int: ...
-    @property
     def returned(self) -> int: ...
+
+
+class Relay(Counters, Protocol):
+    """One shovel session's data plane, between the bytes read off two sockets and pika.
+    (``bytes`` is a counter here, so the type is spelled ``builtins.bytes``.)"""
+
+    @property
+    def consumed(self) -> int: ...
+    @property
+    def acked(self) -> int: ...
     @property
     def redelivered(self) -> int: ...
     @property
@@ -120,18 +126,10 @@ class Relay(Protocol):
     def take_source_output(self) -> builtins.bytes: ...
 
 
-class PublishPlane(Protocol):
+class PublishPlane(Counters, Protocol):
     """The Publisher's data plane: publish frames encoded in bulk, confirms and returns read
     from the destination's bytes."""
 
-    @property
-    def published(self) -> int: ...
-    @property
-    def confirmed(self) -> int: ...
-    @property
-    def nacked(self) -> int: ...
-    @property
-    def returned(self) -> int: ...
     @property
     def outstanding(self) -> int: ...
     @property
