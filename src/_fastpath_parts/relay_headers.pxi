@@ -165,7 +165,7 @@ cdef Py_ssize_t relay_edit_table(Relay self, const unsigned char *t, Py_ssize_t 
     """The headers table ``t`` (u32 length + entries; NULL: none) with this hop first in
     ``x-shovelled`` and / or ``x-shovelled-timestamp`` set, every other entry copied as it is
     (``frames.edit_headers``). Returns the length written, or UNDELIVERABLE / PYTHON_EDIT."""
-    cdef Py_ssize_t o = 4, pos, vpos, size, entry_end, run, end
+    cdef Py_ssize_t o = 4, pos, vpos, entry_end, run, end
     cdef bint fwd_done = self._fwd == NULL
     cdef bint ts_done = not self._ts
     cdef uint32_t array_len
@@ -181,18 +181,9 @@ cdef Py_ssize_t relay_edit_table(Relay self, const unsigned char *t, Py_ssize_t 
         pos = run = 4
         while pos < end:
             vpos = pos + 1 + t[pos]
-            if vpos >= end:
-                return relay_unparseable(self, "headers table truncated")
-            size = FIELD_SIZE[t[vpos]]
-            if size == FIELD_UNKNOWN:
-                return relay_unparseable(self, f"headers table has an unknown field type 0x{t[vpos]:02x}")
-            if size == FIELD_LONG:
-                if vpos + 5 > end:
-                    return relay_unparseable(self, "headers table truncated")
-                size = 4 + <Py_ssize_t>pumpd_rd32(t + vpos + 1)
-            entry_end = vpos + 1 + size
-            if entry_end > end:
-                return relay_unparseable(self, "headers table truncated")
+            entry_end = table_entry_end(self, t, vpos, end)
+            if entry_end < 0:
+                return entry_end  # UNDELIVERABLE
             if not fwd_done and t[pos] == 11 and memcmp(t + pos + 1, FORWARD_KEY, 11) == 0:
                 if t[vpos] != b'A':
                     return PYTHON_EDIT  # the plugin moves it to x-invalid-headers
@@ -220,13 +211,7 @@ cdef Py_ssize_t relay_edit_table(Relay self, const unsigned char *t, Py_ssize_t 
         memcpy(out + o, t + run, <size_t>(end - run))
         o += end - run
     if not fwd_done:
-        out[o] = 11
-        memcpy(out + o + 1, FORWARD_KEY, 11)
-        out[o + 12] = b'A'
-        pumpd_wr32(out + o + 13, <uint32_t>(1 + self._fwd_len))
-        out[o + 17] = b'F'
-        memcpy(out + o + 18, self._fwd, <size_t>self._fwd_len)
-        o += FORWARD_ENTRY_EXTRA + self._fwd_len
+        o = append_forward_entry(self, out, o)
     if not ts_done:
         out[o] = 21
         memcpy(out + o + 1, TIMESTAMP_KEY, 21)
@@ -235,3 +220,33 @@ cdef Py_ssize_t relay_edit_table(Relay self, const unsigned char *t, Py_ssize_t 
         o += TIMESTAMP_ENTRY
     pumpd_wr32(out, <uint32_t>(o - 4))
     return o
+
+
+cdef inline Py_ssize_t table_entry_end(Relay self, const unsigned char *t, Py_ssize_t vpos,
+                                       Py_ssize_t end) except -1:
+    """Where the headers-table entry whose value starts at ``vpos`` ends, each length checked
+    against ``end``; UNDELIVERABLE when it does not fit or its type is unknown."""
+    cdef Py_ssize_t size
+    if vpos >= end:
+        return relay_unparseable(self, "headers table truncated")
+    size = FIELD_SIZE[t[vpos]]
+    if size == FIELD_UNKNOWN:
+        return relay_unparseable(self, f"headers table has an unknown field type 0x{t[vpos]:02x}")
+    if size == FIELD_LONG:
+        if vpos + 5 > end:
+            return relay_unparseable(self, "headers table truncated")
+        size = 4 + <Py_ssize_t>pumpd_rd32(t + vpos + 1)
+    if vpos + 1 + size > end:
+        return relay_unparseable(self, "headers table truncated")
+    return vpos + 1 + size
+
+
+cdef inline Py_ssize_t append_forward_entry(Relay self, unsigned char *out, Py_ssize_t o) noexcept:
+    """A new ``x-shovelled`` entry holding only this hop, at ``out + o``; returns the end."""
+    out[o] = 11
+    memcpy(out + o + 1, FORWARD_KEY, 11)
+    out[o + 12] = b'A'
+    pumpd_wr32(out + o + 13, <uint32_t>(1 + self._fwd_len))
+    out[o + 17] = b'F'
+    memcpy(out + o + 18, self._fwd, <size_t>self._fwd_len)
+    return o + FORWARD_ENTRY_EXTRA + self._fwd_len
