@@ -24,7 +24,7 @@ venv: system-packages
 	@tools/venv $(PYTHON) $(VENV)
 
 install: rabbitmq venv
-	@$(VPY) -c "import pumpd.dataplane.fastpath as f; print('pumpd data plane:', f.IMPLEMENTATION)"
+	@$(VPY) -c "import pumpd.dataplane.implementation as f; print('pumpd data plane:', f.IMPLEMENTATION)"
 
 # Rebuild the extension (release build) whatever the stamp says.
 build: system-packages

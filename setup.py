@@ -5,6 +5,7 @@ build leaves them out. ``PUMPD_NO_EXT=1`` skips the extension: pumpd then runs o
 reference and says so in its status.
 """
 
+import glob
 import os
 
 from setuptools import Extension, setup
@@ -17,6 +18,8 @@ if os.environ.get("PUMPD_NO_EXT") != "1":
     ext = Extension(
         "pumpd._fastpath",
         ["src/_fastpath.pyx"],
+        # the parts _fastpath.pyx includes: a change to one rebuilds the extension
+        depends=sorted(glob.glob("src/_fastpath_parts/*.pxi")),
         # The .pyx reads PUMPD_DEBUG through a verbatim C block, so invariant checks cost nothing
         # in a release build (Cython 3 deprecates compile-time DEF/IF).
         define_macros=[("PUMPD_DEBUG", "1" if debug else "0")],

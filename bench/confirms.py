@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 import pika
 import pika.exceptions
-from pumpd.dataplane import fastpath as pumpd_fastpath
+from pumpd.dataplane import implementation as pumpd_implementation
 from pumpd.testing.localnode import LocalNode
 
 from common import QueueProbe, common_fields, find_descendant, process_cpu_seconds
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         version = node.ctl("version").strip()
         host = {"nproc": os.cpu_count(), "python": platform.python_version(),
                 "pika": pika.__version__, "rabbitmq_version": version,
-                "pumpd_data_plane": pumpd_fastpath.IMPLEMENTATION}
+                "pumpd_data_plane": pumpd_implementation.IMPLEMENTATION}
         print(f"RabbitMQ {version}, {host['nproc']} CPUs, pumpd data plane "
               f"{host['pumpd_data_plane']}; {total} runs -> {out_path}", flush=True)
         probe = QueueProbe(node.uri(VHOST))

@@ -119,7 +119,7 @@ def summary_table(records: list[dict[str, Any]], cases: list[Case], systems: lis
 
 def host_info(node: LocalNode) -> dict[str, Any]:
     overview = node.management_request("GET", "/api/overview")
-    from pumpd.dataplane.fastpath import IMPLEMENTATION
+    from pumpd.dataplane.implementation import IMPLEMENTATION
 
     cpu_model = ""
     try:

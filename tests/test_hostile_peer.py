@@ -45,7 +45,7 @@ def _marker(channel: int) -> bytes:
 def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "native":
         native()
-    # read by pumpd.dataplane.fastpath in every process the daemon starts
+    # read by pumpd.dataplane.implementation in every process the daemon starts
     monkeypatch.setenv("PUMPD_IMPLEMENTATION", request.param)
     return str(request.param)
 

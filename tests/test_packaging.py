@@ -25,7 +25,7 @@ SOURCES = ("src", "tests", "contrib", "tools", "docs", "setup.py", "pyproject.to
 IGNORED = shutil.ignore_patterns("__pycache__", "*.so", "*.egg-info", "_fastpath.c",
                                  "_fastpath.html", ".pytest_cache")
 WARNING = "pumpd's native extension is not built"
-IMPLEMENTATION = "import pumpd.dataplane.fastpath as f; print(f.IMPLEMENTATION)"
+IMPLEMENTATION = "import pumpd.dataplane.implementation as f; print(f.IMPLEMENTATION)"
 
 def run(*argv: str | Path, env: dict[str, str] | None = None,
         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -80,7 +80,7 @@ class CoordinatorApi:
         self.sup = sup
 
     def overview(self) -> dict[str, Any]:
-        from ..dataplane.fastpath import IMPLEMENTATION
+        from ..dataplane.implementation import IMPLEMENTATION
 
         sup = self.sup
         positions, processes = sup.process_count()
@@ -111,7 +111,7 @@ class CoordinatorApi:
         return shovel_doc(shovel_view(s, time.monotonic())) if s is not None else None
 
     def metrics(self) -> str:
-        from ..dataplane.fastpath import IMPLEMENTATION
+        from ..dataplane.implementation import IMPLEMENTATION
 
         now = time.monotonic()
         return metrics_text([shovel_view(s, now) for s in self.sup.shovels.values()],

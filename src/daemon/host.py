@@ -177,7 +177,7 @@ def main(spec: HostSpec) -> None:
     daemon_log.configure(spec.log_format, spec.log_level, host=True)
     import uvloop
 
-    from ..dataplane.fastpath import IMPLEMENTATION
+    from ..dataplane.implementation import IMPLEMENTATION
 
     host = Host(spec, IMPLEMENTATION)
     try:

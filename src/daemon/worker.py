@@ -156,7 +156,7 @@ def main(spec: WorkerSpec) -> None:
                          worker=spec.index)
     import uvloop
 
-    from ..dataplane.fastpath import IMPLEMENTATION
+    from ..dataplane.implementation import IMPLEMENTATION
 
     table = SlotTable.attach(spec.slot.block)
     try:

@@ -94,6 +94,10 @@ class ConfirmWindow:
         self._advance()
         return rejected
 
+    def unsettled(self) -> list[int]:
+        """Sequence numbers published and not yet settled, oldest first."""
+        return [s for s in range(self._base, self._next) if not self._is_settled(s)]
+
     def take_ack(self) -> int:
         """The delivery tag for one source ``basic.ack(multiple=true)`` covering every publish
         acked since the last call, or 0 when there is none. The tag is always one the source

@@ -3,9 +3,9 @@
 :class:`PublishPlane` encodes ``basic.publish`` + content header + body frames for many messages
 into one buffer, numbers them by the channel's confirm sequence (1, 2, ...), and reads
 ``basic.ack`` / ``basic.nack`` / ``basic.return`` straight from the bytes read off the socket,
-handing every other frame back (for pika). Outstanding confirms are one bit per publish: here
-the bits of a Python ``int`` relative to ``base`` (the oldest unsettled sequence number), in
-``pumpd._fastpath.PublishPlane`` a ring of 64-bit words. Same API, same tests.
+handing every other frame back (for pika). Outstanding confirms are the shovel's confirm
+window (:class:`~pumpd.dataplane.confirms.ConfirmWindow` here, the native one in
+``pumpd._fastpath.PublishPlane``). Same API, same tests.
 
 A ``basic.return`` carries no sequence number. RabbitMQ sends it while it handles the publish,
 before it sends that publish's confirm, so a return is attributed to the sequence number of the
@@ -25,6 +25,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from .api import PublishReturn
+from .confirms import ConfirmWindow
 from .frames import (
     BASIC_ACK,
     BASIC_NACK,
@@ -37,22 +39,18 @@ from .frames import (
     FRAME_METHOD,
     FRAME_OVERHEAD,
     METHOD_ID,
-    FrameError,
     shortstr,
 )
 from .received import (
     MAX_BODY_SIZE,
-    basic_return_fields,
     confirm_fields,
-    content_header_fields,
     method_id_of,
     scan_frames,
 )
+from .returns import HEADER, IDLE, ReturnAssembler
 
 _HEADER_PREFIX = struct.Struct(">BHIHHQ")  # frame head + class, weight, body size
 
-# A returned message: (seq, reply_code, reply_text, exchange, routing_key, raw properties)
-Returned = tuple[int, int, bytes, bytes, bytes, bytes]
 
 
 # -- the data plane ------------------------------------------------------------------------------
@@ -80,24 +78,18 @@ class PublishPlane:
         self._ch = channel
         self._body_max = (frame_max or 131072) - FRAME_OVERHEAD
         self._frame_max = frame_max
-        self._max_body = max_body_size
         self._exchange = shortstr(exchange)
         self._mandatory = b"\x01" if mandatory else b"\x00"
         self._out: list[bytes] = []
         self._buf = b""
-        self._base = 1
-        self._next = 1
-        self._bits = 0  # bit (seq - base) set: settled
-        self._unsettled = 0
+        # each publish recorded with its own sequence number as its tag: a nack hands them back
+        self._window = ConfirmWindow(4096)
         self._nacked_seqs: list[int] = []
-        self._returns: list[Returned] = []
+        self._returns: list[PublishReturn] = []
         self._unattributed = 0  # returns waiting for the next confirm frame's number
-        self._ret_state = 0  # 0 idle, 1 expecting header, 2 in body
-        self._ret_remaining = 0
-        self._ret_method: tuple[int, bytes, bytes, bytes] = (0, b"", b"", b"")
+        # the content of a basic.return; its properties kept (the message id says which it is)
+        self._returning = ReturnAssembler(max_body_size, True, False)
         self.published = 0
-        self.confirmed = 0
-        self.nacked = 0
         self.returned = 0
 
     # -- state ---------------------------------------------------------------------------------
@@ -105,22 +97,29 @@ class PublishPlane:
     @property
     def outstanding(self) -> int:
         """Published and not yet acked or nacked."""
-        return self._unsettled
+        return self._window.outstanding
 
     @property
     def next_seq(self) -> int:
-        return self._next
+        return self._window.next_seq
+
+    @property
+    def confirmed(self) -> int:
+        return self._window.confirmed
+
+    @property
+    def nacked(self) -> int:
+        return self._window.nacked
 
     def unconfirmed(self) -> list[int]:
         """Sequence numbers published and not yet settled, oldest first."""
-        bits = self._bits
-        return [s for s in range(self._base, self._next) if not bits >> (s - self._base) & 1]
+        return self._window.unsettled()
 
     def take_nacked(self) -> list[int]:
         out, self._nacked_seqs = self._nacked_seqs, []
         return out
 
-    def take_returns(self) -> list[Returned]:
+    def take_returns(self) -> list[PublishReturn]:
         """Returned messages attributed to a sequence number so far (see the module docstring)."""
         n = len(self._returns) - self._unattributed
         out, self._returns = self._returns[:n], self._returns[n:]
@@ -142,20 +141,19 @@ class PublishPlane:
         for i in range(0, len(body), step):
             chunk = body[i : i + step]
             out.append(FRAME_HEAD.pack(FRAME_BODY, self._ch, len(chunk)) + chunk + b"\xce")
-        self._next += 1
-        self._unsettled += 1
+        self._window.add(self._window.next_seq)
         self.published += 1
 
     def publish(self, body: bytes, routing_key: bytes, properties: bytes) -> int:
         """Encode one message; returns its sequence number."""
-        seq = self._next
+        seq = self._window.next_seq
         self._encode(self._method(routing_key), bytes(body), properties)
         return seq
 
     def publish_many(self, bodies: Sequence[bytes], routing_key: bytes, properties: bytes) -> int:
         """Encode every body with the same routing key and raw properties; returns the sequence
         number of the first."""
-        seq = self._next
+        seq = self._window.next_seq
         method = self._method(routing_key)
         for body in bodies:
             self._encode(method, bytes(body), properties)
@@ -177,7 +175,7 @@ class PublishPlane:
         dv = memoryview(data).cast("B") if data is not None else memoryview(b"")
         if id_prefix is not None and len(id_prefix) > 230:
             raise ValueError("id_prefix longer than 230 bytes")
-        seq = self._next
+        seq = self._window.next_seq
         method = self._method(routing_key)
         tail = properties_tail or b""
         for i in range(offset, offset + count):
@@ -204,24 +202,17 @@ class PublishPlane:
         return passthrough
 
     def _take(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
-        if self._ret_state == 1:
-            if ftype != FRAME_HEADER:
-                raise FrameError("expected a content header after basic.return")
-            self._ret_remaining = content_header_fields(buf, start, end, self._max_body)
-            code, text, exchange, rk = self._ret_method
-            self._returns.append((0, code, text, exchange, rk, bytes(buf[start + 12 : end])))
-            self._unattributed += 1
-            self.returned += 1
-            self._ret_state = 2 if self._ret_remaining else 0
-            return True
-        if self._ret_state == 2:
-            if ftype != FRAME_BODY:
-                raise FrameError(f"expected a body frame, got frame type {ftype}")
-            if end - start > self._ret_remaining:
-                raise FrameError("body frames longer than the content header's body size")
-            self._ret_remaining -= end - start
-            if self._ret_remaining == 0:
-                self._ret_state = 0
+        returning = self._returning
+        if returning.state != IDLE:
+            if returning.state == HEADER:
+                returning.take(ftype, buf, start, end)
+                # recorded at its content header, attributed at the next confirm
+                code, text, exchange, rk = returning.fields
+                self._returns.append((0, code, text, exchange, rk, returning.properties))
+                self._unattributed += 1
+                self.returned += 1
+            else:
+                returning.take(ftype, buf, start, end)
             return True
         if ftype != FRAME_METHOD:
             return False
@@ -232,13 +223,12 @@ class PublishPlane:
             seq, multiple = confirm_fields(buf, start, end, method_id)
             self._attribute_returns(seq)
             if method_id == BASIC_ACK:
-                self._ack(seq, multiple)
+                self._window.ack(seq, multiple)
             else:
-                self._nack(seq, multiple)
+                self._nacked_seqs.extend(self._window.nack(seq, multiple))
             return True
         if method_id == BASIC_RETURN:
-            self._ret_method = basic_return_fields(buf, start, end)
-            self._ret_state = 1
+            returning.start(buf, start, end)
             return True
         return False
 
@@ -248,40 +238,3 @@ class PublishPlane:
             for i in range(k, len(self._returns)):
                 self._returns[i] = (seq, *self._returns[i][1:])
             self._unattributed = 0
-
-    def _ack(self, seq: int, multiple: bool) -> None:
-        last = min(seq, self._next - 1)
-        if multiple:
-            first = self._base
-        elif self._base <= seq < self._next:
-            first = seq
-        else:
-            return
-        if last < first:
-            return
-        mask = ((1 << (last - first + 1)) - 1) << (first - self._base)
-        newly = (mask & ~self._bits).bit_count()
-        self._bits |= mask
-        self.confirmed += newly
-        self._unsettled -= newly
-        self._advance()
-
-    def _nack(self, seq: int, multiple: bool) -> None:
-        last = min(seq, self._next - 1)
-        first = self._base if multiple else max(seq, self._base)
-        for s in range(first, last + 1):
-            bit = 1 << (s - self._base)
-            if not self._bits & bit:
-                self._bits |= bit
-                self._unsettled -= 1
-                self.nacked += 1
-                self._nacked_seqs.append(s)
-        self._advance()
-
-    def _advance(self) -> None:
-        inv = ~self._bits
-        run = (inv & -inv).bit_length() - 1  # trailing ones of bits
-        run = min(run, self._next - self._base)
-        if run > 0:
-            self._bits >>= run
-            self._base += run

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from .api import Delivered, Returned
 from .confirms import ConfirmWindow
 from .frames import (
     ACK_MODE_NO_ACK,
@@ -49,20 +50,14 @@ from .frames import (
 from .received import (
     MAX_BODY_SIZE,
     basic_deliver_fields,
-    basic_return_fields,
     confirm_fields,
     content_header_fields,
     method_id_of,
     scan_frames,
 )
+from .returns import IDLE, ReturnAssembler
 
-# (delivery_tag, redelivered, exchange, routing_key, raw properties as received, body, reason)
-Message = tuple[int, bool, bytes, bytes, bytes, bytes, str]
-# (reply_code, reply_text, exchange, routing_key, raw properties, body) of a basic.return
-Returned = tuple[int, str, bytes, bytes, bytes, bytes]
-
-
-# States of the content assembler on one channel.
+# States of the delivery assembler on the source channel.
 _IDLE, _HEADER, _BODY = 0, 1, 2
 
 
@@ -149,13 +144,10 @@ class Relay:
         # message's confirm (the broker sends the return first), until resume_destination()
         self._hold_returns = hold_returns
         self._returned: Returned | None = None
-        self._ret_fields: tuple[int, str, bytes, bytes] = (0, "", b"", b"")
-        self._ret_props = b""
-        self._ret_body: list[bytes] = []
         self._dst_kept = b""
         self._hold_rest = False
-        self.last_message: Message | None = None
-        self._undeliverable: Message | None = None  # set while paused
+        self.last_message: Delivered | None = None
+        self._undeliverable: Delivered | None = None  # set while paused
         self._kept = b""  # source bytes received while paused, not yet scanned
         self.undeliverable = 0
         self._mandatory = mandatory
@@ -164,7 +156,7 @@ class Relay:
         self._src_buf = b""
         self._dst_buf = b""
         self._deliver = _Assembler()
-        self._return = _Assembler()
+        self._returning = ReturnAssembler(max_body_size, hold_returns, hold_returns)
         self._publishes: list[bytes] = []
         self._source_out: list[bytes] = []
         self._last_tag = 0  # on_publish: newest delivery tag encoded and not yet acked
@@ -245,7 +237,7 @@ class Relay:
         """An undeliverable message stopped the scan; see :meth:`take_undeliverable`."""
         return self._undeliverable is not None
 
-    def take_undeliverable(self) -> Message | None:
+    def take_undeliverable(self) -> Delivered | None:
         """(delivery_tag, redelivered, exchange, routing_key, raw properties as received, body,
         reason) of the message that caused the pause; None when not paused. The engine settles
         its delivery tag at the source (reject, or park then ack, or stop) before :meth:`resume`.
@@ -321,7 +313,7 @@ class Relay:
                 f"content header of {header_size} bytes exceeds the destination's "
                 f"frame_max {self._frame_max}"
             )
-        message = (tag, redelivered, exchange, routing_key, asm.properties, body, reason)
+        message = Delivered(tag, redelivered, exchange, routing_key, asm.properties, body, reason)
         if reason:
             self.undeliverable += 1
             self._undeliverable = message
@@ -423,29 +415,13 @@ class Relay:
         return self.feed_destination(kept)
 
     def _take_dest_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
-        asm = self._return
-        if asm.state != _IDLE:
+        if self._returning.state != IDLE:
             # the content of a basic.return: counted, and kept with hold_returns
-            if asm.state == _HEADER:
-                if ftype != FRAME_HEADER:
-                    raise FrameError("expected a content header after basic.return")
-                asm.remaining = content_header_fields(buf, start, end, self._max_body)
-                asm.state = _BODY if asm.remaining else _IDLE
-                if self._hold_returns:
-                    self._ret_props, self._ret_body = buf[start + 12 : end], []
-            else:
-                if ftype != FRAME_BODY:
-                    raise FrameError(f"expected a body frame, got frame type {ftype}")
-                if end - start > asm.remaining:
-                    raise FrameError("body frames longer than the content header's body size")
-                asm.remaining -= end - start
-                if self._hold_returns:
-                    self._ret_body.append(buf[start:end])
-                if asm.remaining <= 0:
-                    asm.state = _IDLE
-            if asm.state == _IDLE and self._hold_returns:
-                self._returned = (*self._ret_fields, self._ret_props, b"".join(self._ret_body))
-                self._ret_body = []
+            if self._returning.take(ftype, buf, start, end) and self._hold_returns:
+                code, text, exchange, routing_key = self._returning.fields
+                self._returned = Returned(code, text.decode("utf-8", "replace"), exchange,
+                                          routing_key, self._returning.properties,
+                                          self._returning.take_body())
             return True
         if ftype != FRAME_METHOD:
             return False
@@ -462,10 +438,7 @@ class Relay:
                 self._source_out.append(basic_nack_frame(self._src_ch, tag, False, True))
             return True
         if method_id == BASIC_RETURN:
-            code, text, exchange, routing_key = basic_return_fields(buf, start, end)
+            self._returning.start(buf, start, end)
             self.returned += 1
-            asm.state = _HEADER
-            if self._hold_returns:
-                self._ret_fields = (code, text.decode("utf-8", "replace"), exchange, routing_key)
             return True
         return False

@@ -112,7 +112,7 @@ def hop_fields(
 def relay_options(
     cfg: ShovelConfig, source: BrokerURI, destination: BrokerURI, queue: str
 ) -> dict[str, Any]:
-    """Keyword arguments for :class:`pumpd.dataplane.fastpath.Relay` that follow from the configuration."""
+    """Keyword arguments for :class:`pumpd.dataplane.implementation.Relay` that follow from the configuration."""
     return {
         "ack_mode": ACK_MODES[cfg.ack_mode],
         "exchange": None if cfg.publish_exchange is None else cfg.publish_exchange.encode(),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from .. import exitcodes
 from ..config.model import PumpConfig, ShovelConfig
-from ..dataplane.fastpath import IMPLEMENTATION
+from ..dataplane.implementation import IMPLEMENTATION
 from .pump import Pump
 from .status import ShovelStatus, State
 

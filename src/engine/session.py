@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.model import AckMode, BrokerURI, ShovelConfig
-from ..dataplane.fastpath import Relay
+from ..dataplane.implementation import Relay
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
 from .forwarding import relay_options

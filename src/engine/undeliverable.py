@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
-from ..dataplane.fastpath import Relay
 from ..dataplane.frames import basic_ack_frame, basic_reject_frame
+from ..dataplane.implementation import Relay
 from .ending import SessionEnded
 from .link import Link, LinkError
 from .parking import Parker, message_id

@@ -12,8 +12,9 @@ import asyncio
 import bisect
 import functools
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
+from ..dataplane.api import PublishPlane
 from ..dataplane.frames import basic_ack_frame
 from ..dataplane.properties import message_id_text
 from ..engine.link import Link
@@ -47,7 +48,7 @@ class ConfirmingChannel:
     confirm_timeout: float
     _loop: asyncio.AbstractEventLoop
     _link: Link
-    _plane: Any
+    _plane: PublishPlane
     _blocked: bool
     _waiter: tuple[asyncio.Future[None], int] | None
     _nacked: list[int]
@@ -74,7 +75,7 @@ class ConfirmingChannel:
         self._link.write(self._plane.take_output())
         if self.mode == "none":
             # nothing will confirm: settle what was written, so the bitmap does not grow
-            seq = int(self._plane.next_seq) - 1
+            seq = self._plane.next_seq - 1
             if seq >= 1 and self._plane.outstanding:
                 self._plane.feed(basic_ack_frame(self._link.channel_number, seq, True))
 
@@ -97,7 +98,7 @@ class ConfirmingChannel:
             elif self.mode == "batch":
                 k = self.batch_size
             elif self.mode == "async":
-                room = self.window - int(plane.outstanding)
+                room = self.window - plane.outstanding
                 if room <= 0:
                     await self._wait(self.window // 2)
                     continue
@@ -166,7 +167,7 @@ class ConfirmingChannel:
             # timer: cheaper than asyncio.wait, and individual mode waits once per message.
             fut: asyncio.Future[None] = self._loop.create_future()
             self._waiter = (fut, target)
-            before = int(plane.outstanding)
+            before = plane.outstanding
             timer = self._loop.call_later(self.confirm_timeout, _wake, fut)
             self._link.closed.add_done_callback(fut_waker := functools.partial(_wake_on, fut))
             try:
@@ -199,7 +200,7 @@ class ConfirmingChannel:
         unconfirmed = [int(s) for s in self._plane.unconfirmed()]
         return PublishError(reason, nacked, returned, unconfirmed,
                             self._message_ids([*nacked, *unconfirmed]),
-                            int(self._plane.confirmed), int(self._plane.next_seq) - 1)
+                            self._plane.confirmed, self._plane.next_seq - 1)
 
     def _message_ids(self, seqs: list[int]) -> dict[int, str]:
         out: dict[int, str] = {}

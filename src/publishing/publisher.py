@@ -22,7 +22,7 @@ Shape, and why:
   the URI.
 - **The connection is pumpd's** :func:`~pumpd.engine.link.open_link` (pika for the control plane:
   TLS, the URI query parameters, declarations, confirm.select, connection.blocked); the data
-  plane (:class:`~pumpd.dataplane.fastpath.PublishPlane`, native or reference) encodes publish frames of a
+  plane (:class:`~pumpd.dataplane.implementation.PublishPlane`, native or reference) encodes publish frames of a
   whole list of bodies into one buffer, written with one transport write, and takes
   ``basic.ack`` / ``basic.nack`` / ``basic.return`` off the socket before pika sees them. With
   several URIs one is picked at random, as a shovel does.
@@ -54,7 +54,8 @@ import uvloop
 
 from ..config.model import BrokerURI, Declaration
 from ..config.uri import parse_uri
-from ..dataplane import fastpath, publish_ref
+from ..dataplane.api import PublishPlane
+from ..dataplane.implementation import publish_plane_class
 from ..dataplane.properties import (
     PROPERTY_NAMES,
     IdSplice,
@@ -156,13 +157,7 @@ class Publisher(ConfirmingChannel):
         self._nacked: list[int] = []
         self._returned: list[ReturnedMessage] = []
         self._ids: list[tuple[int, int, str]] = []
-        plane_cls: Any = fastpath.PublishPlane
-        if implementation == "reference":
-            plane_cls = publish_ref.PublishPlane
-        elif implementation == "native":
-            from .._fastpath import PublishPlane as plane_cls
-        elif implementation is not None:
-            raise ValueError(f"implementation must be native or reference, not {implementation!r}")
+        plane_cls, self.implementation = publish_plane_class(implementation)
         self._loop = uvloop.new_event_loop()
         try:
             self._link: Link = self._loop.run_until_complete(
@@ -170,8 +165,7 @@ class Publisher(ConfirmingChannel):
         except BaseException:
             self._loop.close()
             raise
-        self.implementation = "reference" if plane_cls is publish_ref.PublishPlane else "native"
-        self._plane: Any = plane_cls(channel=self._link.channel_number,
+        self._plane: PublishPlane = plane_cls(channel=self._link.channel_number,
                                      frame_max=self._link.frame_max,
                                      exchange=exchange.encode(), mandatory=mandatory)
         self._link.intercept(self._on_data)
@@ -192,16 +186,16 @@ class Publisher(ConfirmingChannel):
 
     @property
     def published(self) -> int:
-        return int(self._plane.published)
+        return self._plane.published
 
     @property
     def confirmed(self) -> int:
         """Messages the broker acked (in mode ``none``: written to the socket)."""
-        return int(self._plane.confirmed)
+        return self._plane.confirmed
 
     @property
     def outstanding(self) -> int:
-        return int(self._plane.outstanding)
+        return self._plane.outstanding
 
     @property
     def blocked(self) -> bool:
@@ -222,7 +216,7 @@ class Publisher(ConfirmingChannel):
         items = bodies if isinstance(bodies, list) else list(bodies)
         rk = self._routing_key if routing_key is None else routing_key.encode()
         raw = _raw_properties(properties)
-        first = int(self._plane.next_seq)
+        first = self._plane.next_seq
         mid = message_id_text(raw)
         if mid is not None and items:
             self._ids.append((first, first + len(items) - 1, mid))
@@ -235,7 +229,7 @@ class Publisher(ConfirmingChannel):
         """Publish ``(body, routing_key, properties)`` items (None: the default routing key / no
         properties). Returns the sequence number of the first message."""
         self._check()
-        first = int(self._plane.next_seq)
+        first = self._plane.next_seq
         encoded: list[tuple[bytes, bytes, bytes]] = []
         for body, rk, props in messages:
             raw = _raw_properties(props)
@@ -266,7 +260,7 @@ class Publisher(ConfirmingChannel):
             return self.publish_many(list(bodies), properties=properties)
         self._check()
         raws = encode_rows(n, properties, columns or {}, ids)
-        first = int(self._plane.next_seq)
+        first = self._plane.next_seq
         default = self._routing_key
         rks = [default if rk is None else rk.encode() for rk in routing_keys] \
             if routing_keys is not None else [default] * n
@@ -310,10 +304,10 @@ class Publisher(ConfirmingChannel):
             raw, tail, ids = _raw_properties(properties), b"", None
         rk = self._routing_key if routing_key is None else routing_key.encode()
         if len(column) == 0:  # an empty array may have no offsets buffer at all
-            return int(self._plane.next_seq)
+            return self._plane.next_seq
         _validity, offsets, data = column.buffers()[:3]
         large = str(column.type) == "large_binary"
-        first = int(self._plane.next_seq)
+        first = self._plane.next_seq
         self._run(self._publish_arrow(offsets, data, int(column.offset), len(column), large, rk,
                                       raw, tail, ids))
         return first

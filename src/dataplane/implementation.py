@@ -1,0 +1,80 @@
+"""The data plane implementation pumpd runs on: the native extension when it is built, the
+pure-Python reference otherwise (with a warning, and ``IMPLEMENTATION`` says which).
+
+``PUMPD_IMPLEMENTATION=reference`` forces the reference, e.g. to compare the two. Both keep the
+contract in :mod:`pumpd.dataplane.api`; the assignments under ``TYPE_CHECKING`` below make mypy
+check each class of both against its Protocol (the native ones through ``src/_fastpath.pyi``).
+
+This is the one place a layer above ``dataplane`` reaches the native extension: ``_fastpath``
+is the C twin of this package's references and reads the wire constants from
+:mod:`pumpd.dataplane.frames` and :mod:`~pumpd.dataplane.received` (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING
+
+from . import api, confirms, publish_ref, relay_ref
+
+if TYPE_CHECKING:
+    from .. import _fastpath
+
+    ConfirmWindow = confirms.ConfirmWindow
+    Relay = relay_ref.Relay
+    PublishPlane = publish_ref.PublishPlane
+    IMPLEMENTATION: str
+
+    # The contract, checked for both implementations.
+    _reference_window: type[api.ConfirmWindow] = confirms.ConfirmWindow
+    _reference_relay: type[api.Relay] = relay_ref.Relay
+    _reference_plane: type[api.PublishPlane] = publish_ref.PublishPlane
+    _reference_plane_class: api.PublishPlaneClass = publish_ref.PublishPlane
+    _native_window: type[api.ConfirmWindow] = _fastpath.ConfirmWindow
+    _native_relay: type[api.Relay] = _fastpath.Relay
+    _native_plane: type[api.PublishPlane] = _fastpath.PublishPlane
+    _native_plane_class: api.PublishPlaneClass = _fastpath.PublishPlane
+else:
+    if os.environ.get("PUMPD_IMPLEMENTATION", "native") == "reference":
+        ConfirmWindow, Relay, IMPLEMENTATION = confirms.ConfirmWindow, relay_ref.Relay, "reference"
+        PublishPlane = publish_ref.PublishPlane
+    else:
+        try:
+            from .._fastpath import ConfirmWindow, PublishPlane, Relay
+
+            IMPLEMENTATION = "native"
+        except ImportError as exc:
+            warnings.warn(
+                f"pumpd's native extension is not built ({exc}); running on the slower "
+                "pure-Python reference. Build it with `pip install -e .` or `make build`.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            ConfirmWindow, Relay, IMPLEMENTATION = (
+                confirms.ConfirmWindow,
+                relay_ref.Relay,
+                "reference",
+            )
+            PublishPlane = publish_ref.PublishPlane
+
+
+def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
+    """The publish plane a Publisher asked for by ``name`` (``native``, ``reference``, or None
+    for the one pumpd runs on) and which it is.
+
+    :raises ValueError: for another name
+    :raises ImportError: for ``native`` when the extension is not built
+    """
+    if name is None:
+        return PublishPlane, IMPLEMENTATION
+    if name == "reference":
+        return publish_ref.PublishPlane, "reference"
+    if name == "native":
+        from .._fastpath import PublishPlane as native
+
+        return native, "native"
+    raise ValueError(f"implementation must be native or reference, not {name!r}")
+
+
+__all__ = ["IMPLEMENTATION", "ConfirmWindow", "PublishPlane", "Relay", "publish_plane_class"]
