@@ -88,3 +88,20 @@ def test_a_server_not_signed_by_the_given_ca_is_refused(tls_node: LocalNode, cer
         pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
     reason = pumps.status().reason or ""
     assert "certificate" in reason.lower(), reason
+
+
+def test_tls_files_that_cannot_be_loaded_are_a_failure_in_one_line(
+        tls_node: LocalNode, certs: Path, tmp_path: Path) -> None:
+    """A key file that is not a key (or is missing) fails the session with a reason naming the
+    side, and the shovel goes on as after any failure: no traceback, no crashed pump."""
+    bad = tmp_path / "not-a-key.pem"
+    bad.write_text("not a key\n")
+    uri = amqps(tls_node, certs).replace(quote(str(certs / "client.key"), safe="/"),
+                                         quote(str(bad), safe="/"))
+    s = shovel(sources={"broker": uri}, destinations={"broker": tls_node.uri("/")}, queue="q",
+               reconnect_delay=0)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
+    reason = pumps.status().reason or ""
+    assert reason.startswith("source: ") and "cannot load the TLS files" in reason, reason
+    assert "\n" not in reason

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.model import AckMode, BrokerURI, ShovelConfig
+from ..config.uri import URIError
 from ..dataplane.implementation import Relay
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
@@ -111,6 +112,8 @@ class Session:
         except LinkError as exc:
             raise LinkError(f"destination: {exc}", reply_code=exc.reply_code,
                             side="destination") from exc
+        except URIError as exc:  # TLS files that cannot be loaded: a failure, not a crash
+            raise LinkError(f"destination: {exc}", side="destination") from None
         try:
             self.source = await open_link(
                 source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)"))
@@ -121,6 +124,8 @@ class Session:
             if exc.side is not None:  # the destination, lost meanwhile: already says so
                 raise
             raise LinkError(f"source: {exc}", reply_code=exc.reply_code, side="source") from exc
+        except URIError as exc:
+            raise LinkError(f"source: {exc}", side="source") from None
 
     async def _start_source(self, name: str) -> None:
         assert self.source is not None and self.destination is not None
