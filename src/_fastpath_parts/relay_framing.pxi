@@ -57,6 +57,9 @@ cdef object relay_feed(Relay self, const unsigned char *data, Py_ssize_t n, bint
                 buf_append((&self._kept if source else &self._dst_kept) if held else carry,
                            data + pos, n - pos)
     except BaseException:
+        # The frame that failed is never scanned again (the connection is closing): keeping it
+        # would leave a complete frame in the carry-over, which no later call may find.
+        carry.len = 0
         if source:
             # Never hand out part of a message: drop the frames of the unfinished one.
             self._pub.len = self._complete
