@@ -226,3 +226,59 @@ def test_retention_truncation_with_fail_on_data_loss(spark: Any, node: LocalNode
         _available_now(spark, uri, s, out, cp, failOnDataLoss="false")
         ids = sorted(r.message_id for r in spark.read.parquet(str(out)).collect())
         assert ids == sorted([f"id{i}" for i in range(10)] + [m for _, m in kept])
+
+
+# -- the queue reader: acknowledged on commit -------------------------------------------------
+
+
+def _depth(uri: str, queue: str) -> int:
+    with blocking_connection(uri) as c:
+        return int(c.channel().queue_declare(queue, passive=True).method.message_count)
+
+
+def _wait_depth(uri: str, queue: str, n: int, timeout: float = 30) -> int:
+    deadline = time.monotonic() + timeout
+    while (d := _depth(uri, queue)) != n and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return d
+
+
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
+def test_queue_reader_acks_on_commit_and_a_failed_query_leaves_messages_queued(
+        spark: Any, node: LocalNode, tmp_path: Path, queue_type: str) -> None:
+    uri, q = node.uri(), _name("q")
+    with blocking_connection(uri) as c:
+        c.channel().queue_declare(q, durable=True, arguments={"x-queue-type": queue_type})
+    _publish(uri, q, 0, 30)
+
+    def fail(df: Any, batch_id: int) -> None:
+        raise RuntimeError(f"sink down (batch {batch_id}, {df.count()} rows)")
+
+    reader = (spark.readStream.format("pumpd").option("uri", uri).option("queue", q)
+              .option("maxRecordsPerTrigger", 20).load())
+    failing = reader.writeStream.foreachBatch(fail).start()
+    with pytest.raises(Exception, match="sink down"):
+        failing.awaitTermination(120)
+    # the batch was never committed: its messages went back to the queue
+    assert _wait_depth(uri, q, 30) == 30
+
+    query = (reader.writeStream.format("memory").queryName(f"t_{q.replace('-', '_')}")
+             .option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="300 milliseconds").start())
+    table = f"t_{q.replace('-', '_')}"
+    try:
+        deadline = time.monotonic() + 120
+        while spark.table(table).count() < 30 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        _publish(uri, q, 30, 1)  # a next micro-batch, whose planning commits the last one
+        while spark.table(table).count() < 31 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        query.stop()
+        rows = spark.table(table).collect()
+        assert sorted(r.message_id for r in rows) == sorted(f"id{i}" for i in range(31))
+        assert {r.redelivered for r in rows if r.message_id != "id30"} == {True}
+        assert all(r.offset is None and r.stream == q for r in rows)
+        # only the last micro-batch (the one message) was unacknowledged when the query stopped
+        assert _wait_depth(uri, q, 1) == 1
+    finally:
+        query.stop()

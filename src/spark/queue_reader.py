@@ -3,9 +3,8 @@
 Where the consumer lives: a queue, unlike a stream, has no offsets to hand to executors; what
 Spark replays must be what this consumer holds unacknowledged. So the reader is Spark's *simple*
 stream reader, which runs in one Python process beside the driver for the life of the query:
-it holds one connection and one consumer (``basic.qos`` = ``maxRecordsPerTrigger``, or
-``prefetch``). ``read()`` takes the deliveries that arrived (up to that many; it waits up to
-``pollTimeoutMs`` for the first) and returns them as the micro-batch, its offset being the count
+it holds one connection and one consumer. ``read()`` takes the deliveries that arrived (up to
+``maxRecordsPerTrigger``, or ``prefetch``; it waits up to ``pollTimeoutMs`` for the first) and returns them as the micro-batch, its offset being the count
 of deliveries handed to Spark so far; ``commit(end)`` runs after Spark has committed the
 micro-batch to the sink and checkpoint, and sends one ``basic.ack(multiple=true)`` for its last
 delivery tag. A crash, a failed batch or ``query.stop()`` before that closes the connection with
@@ -15,9 +14,10 @@ is empty, since its messages are back in the queue).
 
 Limits: one consumer, so one core's worth of reading, and every row passes through the driver's
 Python worker; order is the queue's, except that requeued messages come back ahead of newer ones
-(classic) or behind them (quorum); the prefetch bounds a micro-batch, and since acknowledgements
-wait for the commit, the next micro-batch gets only what the prefetch left over (with
-``maxRecordsPerTrigger`` = prefetch, one micro-batch is in flight at a time).
+(classic) or behind them (quorum). Spark commits a micro-batch only when it plans the next one
+with data, so ``basic.qos`` is twice the micro-batch's bound (room for the next one while this
+one waits for its ack), and the last micro-batch before a quiet spell stays unacknowledged until
+more messages come: stopping the query then requeues it (read twice: at-least-once).
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ class PumpdQueueReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
             self._close()
             self._conn = connect(self.options.uri, "pumpd spark queue reader")
             self._ch = self._conn.channel()
-            self._ch.basic_qos(prefetch_count=self.batch_max)
+            # Spark commits a micro-batch when it plans the next one: the prefetch must leave
+            # room for that next one while this one waits for its ack
+            self._ch.basic_qos(prefetch_count=2 * self.batch_max)
             self._ch.basic_consume(self.options.queue, self._on_delivery)
             self._base = start
             self._tags.clear()
