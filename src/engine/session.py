@@ -23,6 +23,7 @@ from .link import Link, LinkError, open_link
 from .parameters import to_pika_parameters
 from .parking import Parker, message_id
 from .status import Counters
+from .stream_position import StreamPosition, reads_stream
 
 log = logging.getLogger("pumpd.session")
 
@@ -122,6 +123,8 @@ class Session:
         self._careful = careful if cfg.ack_mode == AckMode.ON_CONFIRM else 0
         self.careful_left = 0  # after a refusal handled here: for the next session
         self._parker: Parker | None = None
+        # a stream source: where it is, recorded on the source broker (engine/stream_position.py)
+        self._position: StreamPosition | None = None
         # The task settling a paused side, by why it paused ("undeliverable" on the source,
         # "returned" on the destination): at most one each.
         self._settling: dict[str, asyncio.Task[None]] = {}
@@ -176,6 +179,12 @@ class Session:
             self.queue_length_limit = self._limit = await self.source.queue_length(self.queue)
             if self._limit == 0:
                 return
+        if reads_stream(self.queue, self.cfg.consumer_arguments, self.cfg.source.declarations):
+            self._position = StreamPosition(source_uri, self.cfg.name, self.queue,
+                                            client_name=f"{name} (stream position)")
+            if await self._position.load() is not None:
+                log.info("shovel %s: stream %r resumes after offset %d (recorded on the source "
+                         "broker)", self.cfg.name, self.queue, self._position.saved)
         if self.cfg.ack_mode != AckMode.NO_ACK:
             await self.source.qos(1 if self._careful else self.cfg.prefetch_count)
         if self._careful:
@@ -187,7 +196,7 @@ class Session:
             dest_frame_max=self.destination.frame_max,
             window=1 if self._careful else self.cfg.prefetch_count,
             limit=self._limit,
-            keep_last=bool(self._careful),
+            keep_last=bool(self._careful) or self._position is not None,
             hold_returns=self._holds_returns,
             **relay_options(self.cfg, source_uri, destination_uri, self.queue),
         )
@@ -213,7 +222,9 @@ class Session:
         self._consumer_tag = await self.source.consume(
             self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK,
             # issue 13: src-consumer-args / src-consumer-name
-            arguments=self.cfg.consumer_arguments, consumer_tag=self.cfg.consumer_tag,
+            arguments=self.cfg.consumer_arguments if self._position is None
+            else self._position.consumer_arguments(self.cfg.consumer_arguments),
+            consumer_tag=self.cfg.consumer_tag,
         )
         if self._blocked and self.unbounded and self._loop is not None:
             # issue 13: the destination was blocked (an alarm raised before the shovel started)
@@ -452,6 +463,8 @@ class Session:
         elif self._ack_timer is None and relay.has_source_output():
             assert self._loop is not None
             self._ack_timer = self._loop.call_later(ACK_DELAY, self._acks_due)
+        if self._position is not None:
+            self._position.offer(relay)
 
     def _acks_due(self) -> None:
         self._ack_timer = None
@@ -552,6 +565,8 @@ class Session:
             task.cancel()
         if self._parker is not None:
             await self._parker.close()
+        if self._position is not None:
+            await self._position.close(self.relay)
         for link in (self.source, self.destination):
             if link is not None:
                 try:
