@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 INSTALL_STAMP := build/.installed
 
-.PHONY: install build debug test lint demo spark-demo bench bench-report bench-micro clean rabbitmq
+.PHONY: install build debug test lint demo spark-demo spark-pipeline-demo bench bench-report bench-micro clean rabbitmq
 
 # rabbitmq-server from Debian's packages, only when it is missing (tests start private nodes).
 rabbitmq:
@@ -38,6 +38,12 @@ demo: install
 spark-demo: install
 	@java -version >/dev/null 2>&1 || { echo "spark-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
 	$(PYTHON) -m pumpd.spark.demo
+
+# A stream read by Spark, transformed and published to an exchange (pumpd.spark.pipeline),
+# SIGKILLed mid-way and restarted from its checkpoint: counts lost and duplicated messages.
+spark-pipeline-demo: install
+	@java -version >/dev/null 2>&1 || { echo "spark-pipeline-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
+	$(PYTHON) -m pumpd.spark.pipeline_demo
 
 # The shovel benchmark, the confirm-strategy benchmark, the Spark data source's, then the PySpark
 # report (about 30 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
