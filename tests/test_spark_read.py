@@ -63,6 +63,12 @@ def _publish(uri: str, queue: str, first: int, n: int, size: int = 0) -> None:
                 timestamp=1_700_000_000 + i))
 
 
+@pytest.fixture(params=["amqp", "stream"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    """Read tasks over AMQP 0-9-1 (x-stream-offset) or the streams protocol (rstream)."""
+    return str(request.param)
+
+
 def _read(spark: Any, uri: str, stream: str, **options: Any) -> Any:
     r = spark.read.format("pumpd").option("uri", uri).option("stream", stream)
     for k, v in options.items():
@@ -100,6 +106,8 @@ def test_read_options_are_checked_and_named() -> None:
         parse_read_options(base)
     with pytest.raises(ValueError, match="exactly one of the options stream"):
         parse_read_options({**base, "stream": "s", "queue": "q"})
+    with pytest.raises(ValueError, match="protocol: one of auto, stream, amqp, got 'kafka'"):
+        parse_read_options({**base, "stream": "s", "protocol": "kafka"})
     with pytest.raises(ValueError, match="startingOffsets: one of first, last, next"):
         parse_read_options({**base, "stream": "s", "startingOffsets": "soon"})
     with pytest.raises(ValueError, match="maxRecordsPerTrigger: must be at least 1, got 0"):
@@ -116,11 +124,13 @@ def test_read_options_are_checked_and_named() -> None:
 # -- batch reads ------------------------------------------------------------------------------
 
 
-def test_batch_read_of_a_stream_has_every_column(spark: Any, node: LocalNode) -> None:
+def test_batch_read_of_a_stream_has_every_column(spark: Any, node: LocalNode,
+                                                 protocol: str) -> None:
     uri, s = node.uri(), _name("s")
     _stream(uri, s)
     _publish(uri, s, 0, 50)
-    rows = _read(spark, uri, s, minPartitions=3).collect()
+    rows = _read(spark, uri, s, minPartitions=3, protocol=protocol,
+                 streamPort=node.stream_port).collect()
     assert sorted(r.offset for r in rows) == list(range(50))
     r = min(rows, key=lambda r: r.offset)
     assert (r.body, r.message_id, r.routing_key, r.exchange, r.stream, r.content_type) == (
@@ -129,11 +139,13 @@ def test_batch_read_of_a_stream_has_every_column(spark: Any, node: LocalNode) ->
     assert int(r.timestamp.timestamp()) == 1_700_000_000
 
 
-def test_batch_read_between_starting_and_ending_offsets(spark: Any, node: LocalNode) -> None:
+def test_batch_read_between_starting_and_ending_offsets(spark: Any, node: LocalNode,
+                                                        protocol: str) -> None:
     uri, s = node.uri(), _name("s")
     _stream(uri, s)
     _publish(uri, s, 0, 40)
-    got = _read(spark, uri, s, startingOffsets="10", endingOffsets="25", minPartitions=4)
+    got = _read(spark, uri, s, startingOffsets="10", endingOffsets="25", minPartitions=4,
+                protocol=protocol, streamPort=node.stream_port)
     assert sorted(r.offset for r in got.collect()) == list(range(10, 25))
     nxt = _read(spark, uri, s, startingOffsets="next").collect()
     assert nxt == []
@@ -144,9 +156,35 @@ def test_two_streams_read_together_are_partitions(spark: Any, node: LocalNode) -
     for s, n in ((a, 7), (b, 12)):
         _stream(uri, s)
         _publish(uri, s, 0, n)
-    rows = _read(spark, uri, f"{a},{b}").collect()
+    rows = _read(spark, uri, f"{a},{b}", protocol="amqp").collect()
     assert sorted((r.stream, r.offset) for r in rows) == sorted(
         [(a, i) for i in range(7)] + [(b, i) for i in range(12)])
+
+
+def _super_stream(uri: str, name: str, partitions: int) -> list[str]:
+    """A super stream as RabbitMQ 3.10 makes one (rabbitmq-streams add_super_stream): a direct
+    exchange bound to each partition stream with x-stream-partition-order."""
+    names = [f"{name}-{i}" for i in range(partitions)]
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.exchange_declare(name, "direct", durable=True, arguments={"x-super-stream": True})
+        for i, s in enumerate(names):
+            ch.queue_declare(s, durable=True, arguments={"x-queue-type": "stream"})
+            ch.queue_bind(s, name, str(i), arguments={"x-stream-partition-order": i})
+    return names
+
+
+def test_a_super_streams_partitions_are_read_together(spark: Any, node: LocalNode) -> None:
+    # (named one by one: rstream 1.1.1 cannot decode 3.10's answer to the partitions command)
+    uri, name = node.uri(), _name("ss")
+    parts = _super_stream(uri, name, 3)
+    for i, s in enumerate(parts):
+        _publish(uri, s, 100 * i, 5 + i)
+    r = (spark.read.format("pumpd").option("uri", uri).option("stream", ",".join(parts))
+         .option("streamPort", node.stream_port).option("minPartitions", 2).load())
+    got = sorted((row.stream, row.message_id) for row in r.collect())
+    assert got == sorted((s, f"id{100 * i + k}") for i, s in enumerate(parts)
+                         for k in range(5 + i))
 
 
 # -- streaming reads --------------------------------------------------------------------------
@@ -154,7 +192,8 @@ def test_two_streams_read_together_are_partitions(spark: Any, node: LocalNode) -
 
 def _available_now(spark: Any, uri: str, stream: str, out: Path, checkpoint: Path,
                    **options: Any) -> list[int]:
-    """One Trigger.AvailableNow run into a Parquet sink; returns the rows of each micro-batch."""
+    """One Trigger.AvailableNow run into a Parquet sink; returns the rows of each micro-batch.
+    (``uri`` is the node: its streams port is passed too.)"""
     r = spark.readStream.format("pumpd").option("uri", uri).option("stream", stream)
     for k, v in options.items():
         r = r.option(k, v)
@@ -171,14 +210,15 @@ def _available_now(spark: Any, uri: str, stream: str, out: Path, checkpoint: Pat
 
 
 def test_streaming_read_resumes_from_its_checkpoint_exactly_once(
-        spark: Any, node: LocalNode, tmp_path: Path) -> None:
+        spark: Any, node: LocalNode, tmp_path: Path, protocol: str) -> None:
     uri, s = node.uri(), _name("s")
     _stream(uri, s)
     _publish(uri, s, 0, 70)
     out, cp = tmp_path / "out", tmp_path / "cp"
-    assert _available_now(spark, uri, s, out, cp, maxRecordsPerTrigger=30) == [30, 30, 10]
+    opts = {"protocol": protocol, "streamPort": node.stream_port, "maxRecordsPerTrigger": 30}
+    assert _available_now(spark, uri, s, out, cp, **opts) == [30, 30, 10]
     _publish(uri, s, 70, 25)
-    assert _available_now(spark, uri, s, out, cp, maxRecordsPerTrigger=30) == [25]
+    assert _available_now(spark, uri, s, out, cp, **opts) == [25]
     got = spark.read.parquet(str(out)).collect()
     assert sorted(r.offset for r in got) == list(range(95))  # none lost, none twice
     assert sorted(r.message_id for r in got) == sorted(f"id{i}" for i in range(95))
@@ -190,9 +230,10 @@ def test_streaming_read_starting_at_next_skips_history(spark: Any, node: LocalNo
     _stream(uri, s)
     _publish(uri, s, 0, 20)
     out, cp = tmp_path / "out", tmp_path / "cp"
-    assert _available_now(spark, uri, s, out, cp, startingOffsets="next") == []
+    assert _available_now(spark, uri, s, out, cp, startingOffsets="next",
+                          protocol="amqp") == []
     _publish(uri, s, 20, 5)
-    assert _available_now(spark, uri, s, out, cp) == [5]
+    assert _available_now(spark, uri, s, out, cp, protocol="amqp") == [5]
     assert sorted(r.offset for r in spark.read.parquet(str(out)).collect()) == list(range(20, 25))
 
 
@@ -207,7 +248,8 @@ def test_retention_truncation_with_fail_on_data_loss(spark: Any, node: LocalNode
     _stream(uri, s, **{"x-max-length-bytes": 20_000, "x-stream-max-segment-size-bytes": 4_000})
     _publish(uri, s, 0, 10, size=500)
     out, cp = tmp_path / "out", tmp_path / "cp"
-    assert _available_now(spark, uri, s, out, cp) == [10]
+    opts = {"protocol": "stream", "streamPort": node.stream_port}
+    assert _available_now(spark, uri, s, out, cp, **opts) == [10]
     _publish(uri, s, 10, 200, size=500)
     # the broker removes segments a moment after the write that rolled them: wait until the
     # first offset stays put
@@ -221,9 +263,9 @@ def test_retention_truncation_with_fail_on_data_loss(spark: Any, node: LocalNode
     # (offsets have gaps where a segment begins: compare message ids, not offsets)
     if fail:
         with pytest.raises(Exception, match=rf"offsets \d+ to {first - 1} no longer exist"):
-            _available_now(spark, uri, s, out, cp)
+            _available_now(spark, uri, s, out, cp, **opts)
     else:
-        _available_now(spark, uri, s, out, cp, failOnDataLoss="false")
+        _available_now(spark, uri, s, out, cp, failOnDataLoss="false", **opts)
         ids = sorted(r.message_id for r in spark.read.parquet(str(out)).collect())
         assert ids == sorted([f"id{i}" for i in range(10)] + [m for _, m in kept])
 

@@ -126,7 +126,8 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
     queue = opts.get("queue", "").strip()
     if bool(streams) == bool(queue):
         raise ValueError("pumpd: give exactly one of the options stream (a stream, or several "
-                         "separated by commas) and queue (a classic or quorum queue)")
+                         "separated by commas, e.g. a super stream's partitions) and queue (a "
+                         "classic or quorum queue)")
     for name in (*streams, queue):
         if len(name.encode()) > 255:
             raise ValueError(f"pumpd option stream/queue: {name[:40]!r}... longer than 255 bytes")

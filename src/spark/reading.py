@@ -9,6 +9,7 @@ since its reader must run in one process (see :mod:`pumpd.spark.queue_reader`). 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pyspark.errors import PySparkNotImplementedError
@@ -17,10 +18,19 @@ from .read_options import ReadOptions, parse_read_options
 
 
 def _options(options: Mapping[str, Any]) -> ReadOptions:
+    """Parsed options with ``protocol`` decided (``auto``: the streams protocol when its port
+    answers and rstream is installed)."""
+    from .stream_rstream import streams_port_open
+
     parsed = parse_read_options(options)
-    if parsed.protocol == "stream":
-        raise ValueError("pumpd option protocol=stream: the streams-protocol reader is not "
-                         "built yet; use protocol=amqp or auto (AMQP 0-9-1 x-stream-offset)")
+    if parsed.queue:
+        return replace(parsed, protocol="amqp")
+    if parsed.protocol == "auto":
+        parsed = replace(parsed, protocol="stream" if streams_port_open(parsed) else "amqp")
+    elif parsed.protocol == "stream" and not streams_port_open(parsed):
+        raise ValueError(f"pumpd option protocol=stream: nothing answers on the streams port "
+                         f"{parsed.stream_port} (option streamPort) of the URI's host, or "
+                         "rstream is not installed (pip install 'pumpd[spark]')")
     return parsed
 
 

@@ -96,6 +96,11 @@ def split(options: ReadOptions, starts: dict[str, int], ends: dict[str, int],
 
 
 def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, ...]]:
+    if options.protocol == "stream":
+        from .stream_rstream import read
+
+        yield from read(options, part.stream, part.start, part.end)
+        return
     client = AmqpStreams(options, client_name=f"pumpd spark read {part.stream}")
     try:
         yield from client.read(part.stream, part.start, part.end)
