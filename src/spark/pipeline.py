@@ -45,11 +45,13 @@ def transform(df: Any) -> Any:
 
 def start(spark: Any, *, uri: str, stream: str, exchange: str, checkpoint: str,
           max_records: int = 10_000, available_now: bool = False,
-          out_uri: str | None = None) -> Any:
+          out_uri: str | None = None, stream_port: int | None = None) -> Any:
     """Start the pipeline's streaming query; returns it."""
-    source = (spark.readStream.format("pumpd").option("uri", uri).option("stream", stream)
-              .option("startingOffsets", "first")
-              .option("maxRecordsPerTrigger", max_records).load())
+    reader = (spark.readStream.format("pumpd").option("uri", uri).option("stream", stream)
+              .option("startingOffsets", "first").option("maxRecordsPerTrigger", max_records))
+    if stream_port is not None:
+        reader = reader.option("streamPort", stream_port)
+    source = reader.load()
     writer = (transform(source).writeStream.format("pumpd")
               .option("uri", out_uri or uri).option("exchange", exchange)
               .option("messageId", "deterministic")
@@ -82,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stream", required=True)
     ap.add_argument("--exchange", required=True)
     ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--stream-port", type=int,
+                    help="the streams protocol's port (default 5552; read over AMQP 0-9-1 when "
+                         "it does not answer)")
     ap.add_argument("--max-records-per-trigger", type=int, default=10_000)
     ap.add_argument("--available-now", action="store_true",
                     help="read what the stream holds now, then stop (Trigger.AvailableNow)")
@@ -89,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = session()
     query = start(spark, uri=args.uri, stream=args.stream, exchange=args.exchange,
                   checkpoint=args.checkpoint, max_records=args.max_records_per_trigger,
-                  available_now=args.available_now, out_uri=args.out_uri)
+                  available_now=args.available_now, out_uri=args.out_uri,
+                  stream_port=args.stream_port)
     print(f"[pipeline] query {query.id} running", flush=True)
     query.awaitTermination()
     failed = query.exception()

@@ -68,7 +68,8 @@ def depth(uri: str) -> int:
 
 
 def run_pipeline(uri: str, checkpoint: str, *, per_trigger: int, available_now: bool,
-                 kill_at: int | None = None, timeout: float = 600) -> int:
+                 kill_at: int | None = None, timeout: float = 600,
+                 stream_port: int | None = None) -> int:
     """Run ``python -m pumpd.spark.pipeline`` in a process group of its own; with ``kill_at``,
     SIGKILL the group (Python and its JVM) once the output queue holds that many."""
     cmd = [sys.executable, "-m", "pumpd.spark.pipeline", "--uri", uri, "--stream", STREAM,
@@ -76,6 +77,8 @@ def run_pipeline(uri: str, checkpoint: str, *, per_trigger: int, available_now: 
            "--max-records-per-trigger", str(per_trigger)]
     if available_now:
         cmd.append("--available-now")
+    if stream_port is not None:
+        cmd += ["--stream-port", str(stream_port)]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
@@ -131,14 +134,16 @@ def collect(uri: str, rows: int) -> Outcome:
                    duplicates=sum(n - 1 for n in ids.values()), duplicates_differ=differ)
 
 
-def kill_and_restart(uri: str, rows: int, checkpoint: str, per_trigger: int) -> Outcome:
+def kill_and_restart(uri: str, rows: int, checkpoint: str, per_trigger: int,
+                     stream_port: int | None = None) -> Outcome:
     want = len(expected(rows))
     code = run_pipeline(uri, checkpoint, per_trigger=per_trigger, available_now=False,
-                        kill_at=want // 3)
+                        kill_at=want // 3, stream_port=stream_port)
     if code != -9:
         raise RuntimeError(f"the first run ended by itself (exit {code}) before it was killed")
     say(f"killed the pipeline (SIGKILL, with its JVM) with {depth(uri):,} of {want:,} out")
-    code = run_pipeline(uri, checkpoint, per_trigger=per_trigger, available_now=True)
+    code = run_pipeline(uri, checkpoint, per_trigger=per_trigger, available_now=True,
+                        stream_port=stream_port)
     if code != 0:
         raise RuntimeError(f"the restarted pipeline failed (exit {code})")
     return collect(uri, rows)
@@ -151,14 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-trigger", type=int, default=5_000)
     args = ap.parse_args(argv)
     say("starting a private RabbitMQ node ...")
-    with LocalNode(name=f"pumpd-pipeline-demo-{os.getpid()}") as node, \
+    with LocalNode(["rabbitmq_stream"], name=f"pumpd-pipeline-demo-{os.getpid()}") as node, \
             tempfile.TemporaryDirectory(prefix="pumpd-pipeline-") as tmp:
         uri = node.uri("/")
         prepare(uri, args.rows)
         say(f"{args.rows:,} orders in stream {STREAM!r}; running the pipeline ...")
         t0 = time.perf_counter()
         out = kill_and_restart(uri, args.rows, os.path.join(tmp, "checkpoint"),
-                               args.per_trigger)
+                               args.per_trigger, stream_port=node.stream_port)
         seconds = time.perf_counter() - t0
     say(f"expected {out.expected:,} orders; delivered {out.delivered:,} messages with "
         f"{out.distinct:,} distinct ids in {seconds:.1f} s (two runs, Spark start-up included)")
