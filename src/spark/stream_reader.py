@@ -95,7 +95,7 @@ def split(options: ReadOptions, starts: dict[str, int], ends: dict[str, int],
     return out
 
 
-def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, ...]]:
+def _rows(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, ...]]:
     if options.protocol == "stream":
         from .stream_rstream import read
 
@@ -106,6 +106,13 @@ def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, .
         yield from client.read(part.stream, part.start, part.end)
     finally:
         client.close()
+
+
+def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[Any]:
+    """A task's rows, as Arrow record batches (see :mod:`pumpd.spark.read_arrow`)."""
+    from .read_arrow import batches
+
+    return batches(_rows(options, part))
 
 
 class PumpdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
