@@ -55,6 +55,7 @@ bench: install
 	-$(PYTHON) bench/confirms.py --persistent
 	@echo "== 3/4 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
 	-$(PYTHON) bench/spark.py --rows 300000 --individual-rows 3000
+	@echo "== Spark readers (streams, queues) against rstream and pika: bench/spark_read.py (about 10 minutes)" && $(PYTHON) bench/spark_read.py || true
 	@echo "== 4/4 analysis in PySpark: bench/analyse.py"
 	$(PYTHON) bench/analyse.py
 	@echo "the report: bench/report/README.md"

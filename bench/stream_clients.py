@@ -2,7 +2,8 @@
 
     python bench/stream_clients.py [--messages 300000] [--reps 2]
 
-One private node with ``rabbitmq_stream``; a stream filled with ``--messages`` bodies of 64 B
+rbfly is not a dependency of pumpd (GPLv3+; its current release needs Python 3.12): ``pip install
+rbfly`` to include it, else its rows are skipped. One private node with ``rabbitmq_stream``; a stream filled with ``--messages`` bodies of 64 B
 (pumpd's Publisher, confirmed); then each client reads the whole stream from ``first`` in this
 one process, timed from subscribe to the last message. Prints one JSON line per run and a table.
 The machine is shared: compare clients within one run of this script, not across runs.
@@ -108,6 +109,10 @@ def main() -> None:
             "rbfly 0.10.0 (raw bodies)": lambda: read_rbfly("127.0.0.1", port, n, False),
             "rbfly 0.10.0 (AMQP 1.0 decoded)": lambda: read_rbfly("127.0.0.1", port, n, True),
         }
+        try:
+            import rbfly  # noqa: F401
+        except ImportError:
+            clients = {k: v for k, v in clients.items() if "rbfly" not in k}
         rates: dict[str, list[float]] = {k: [] for k in clients}
         for rep in range(1, args.reps + 1):
             for name, read in clients.items():

@@ -125,6 +125,14 @@ class PumpdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
 
     @property
     def client(self) -> AmqpStreams:
+        """The driver's connection for probes, opened again when it was lost (a trigger
+        interval longer than the heartbeat timeout closes it: nothing reads it in between)."""
+        if self._client is not None:
+            try:
+                self._client.conn.process_data_events(time_limit=0)
+            except Exception:  # closed by the broker or the network: open a new one
+                self._client.close()
+                self._client = None
         if self._client is None or not self._client.conn.is_open:
             self._client = AmqpStreams(self.options, client_name="pumpd spark read (driver)")
         return self._client
