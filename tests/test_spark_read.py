@@ -324,3 +324,45 @@ def test_queue_reader_acks_on_commit_and_a_failed_query_leaves_messages_queued(
         assert _wait_depth(uri, q, 1) == 1
     finally:
         query.stop()
+
+
+# -- AMQP 1.0 decoding of stream messages (the streams protocol's path) -----------------------
+
+# two messages as RabbitMQ 3.10 stores 0-9-1 publishes: a bare one, and one with every property
+_BARE = b"\x00Sr\xc1!\x04\xa3\rx-routing-key\xa1\x01s\xa3\nx-exchange\xa1\x00\x00Su\xa0\x05plain"
+_RICH = (b"\x00Sr\xc1l\n\xa3\rx-routing-key\xa1\x02rk\xa3\nx-exchange\xa1\x02ex\xa3\x10x-basic"
+         b"-priorityP\x03\xa3\x15x-basic-delivery-modeP\x02\xa3\x12x-basic-expiration\xa1\x05"
+         b"60000\x00Ss\xc07\r\xa1\x03mid\xa0\x05guest@@\xa1\x02rt\xa1\x03cid\xa3\ntext/plain"
+         b"\xa3\x04gzip@\x83\x00\x00\x01\x8b\xcf\xe5h\x00@@@\x00St\xc1K\x0e\xa1\x0cx-basic-type"
+         b"\xa1\x02ty\xa1\x0ex-basic-app-id\xa1\x03app\xa1\x01aT\x01\xa1\x01b\xa1\x01x\xa1\x01cV"
+         b"\x01\xa1\x01d\x81\x00\x00\x01\x00\x00\x00\x00\x00\xa1\x01g\xa0\x02\x00\xff\x00Su\xa0"
+         b"\x05hello")
+
+
+def test_amqp10_rows_and_the_cached_decoder_agree() -> None:
+    from pumpd.spark.amqp10 import RowDecoder, row_of_amqp10
+    from pumpd.spark.read_schema import COLUMNS
+
+    names = [n for n, _ in COLUMNS]
+    rich = dict(zip(names, row_of_amqp10(_RICH, 7, "st"), strict=True))
+    assert rich["body"] == b"hello" and (rich["exchange"], rich["routing_key"]) == ("ex", "rk")
+    assert (rich["message_id"], rich["correlation_id"], rich["reply_to"], rich["user_id"]) == (
+        "mid", "cid", "rt", "guest")
+    assert (rich["content_type"], rich["content_encoding"], rich["expiration"]) == (
+        "text/plain", "gzip", "60000")
+    assert (rich["delivery_mode"], rich["priority"], rich["type"], rich["app_id"]) == (
+        2, 3, "ty", "app")
+    assert int(rich["timestamp"].timestamp()) == 1_700_000_000
+    assert rich["headers"] == {"a": "1", "b": "x", "c": "true", "d": "1099511627776",
+                               "g": "\x00\ufffd"}
+    assert (rich["offset"], rich["stream"]) == (7, "st")
+    decoder = RowDecoder("st")
+    for raw in (_BARE, _RICH, _BARE, _RICH):  # the second time from the cache
+        assert decoder.row(raw, 7) == row_of_amqp10(raw, 7, "st")
+    # the same metadata with another body: the body changes, nothing else
+    other = _BARE[:-5] + b"other"
+    assert decoder.row(other, 8) == row_of_amqp10(other, 8, "st")
+    # a header holding the data section's descriptor bytes is not mistaken for the body
+    tricky = _BARE.replace(b"\xa1\x01s", b"\xa1\x03\x00Su", 1).replace(b"\xc1!", b"\xc1#", 1)
+    assert decoder.row(tricky, 9) == row_of_amqp10(tricky, 9, "st")
+    assert decoder.row(tricky, 9)[1] == "\x00Su"

@@ -155,7 +155,3 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         poll_timeout=_int("pollTimeoutMs", opts.get("polltimeoutms", "1000"), 1) / 1000,
     )
 
-
-def is_read(options: Mapping[str, Any]) -> bool:
-    """Whether Spark's options name a source to read (``stream`` or ``queue``)."""
-    return any(str(k).lower() in ("stream", "queue") for k in options)

@@ -62,7 +62,9 @@ def start_offset(client: AmqpStreams, options: ReadOptions, stream: str) -> int:
         return client.last_offset(stream) or 0
     if options.starting == "next":
         return client.next_offset(stream) or 0
-    return int(options.starting)
+    # an offset before the first one (retention, or a stream that begins with a non-message
+    # entry) starts at the first: a query's own start is no data loss
+    return max(int(options.starting), client.first_offset(stream) or 0)
 
 
 def split(options: ReadOptions, starts: dict[str, int], ends: dict[str, int],

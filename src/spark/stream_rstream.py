@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..config.uri import parse_uri
-from .amqp10 import row_of_amqp10
+from .amqp10 import RowDecoder
 from .read_options import ReadOptions
 from .stream_amqp import STALL_SECONDS
 
@@ -60,6 +60,7 @@ def read(options: ReadOptions, stream: str, start: int, end: int) -> Iterator[tu
     from rstream import Consumer, ConsumerOffsetSpecification, OffsetType
 
     loop = asyncio.new_event_loop()
+    decode = RowDecoder(stream).row
     rows: list[tuple[Any, ...]] = []
     done = False
     arrived = asyncio.Event()
@@ -71,7 +72,7 @@ def read(options: ReadOptions, stream: str, start: int, end: int) -> Iterator[tu
         if ctx.offset >= end:
             done = True
         else:
-            rows.append(row_of_amqp10(raw, ctx.offset, stream))
+            rows.append(decode(raw, ctx.offset))
             done = ctx.offset >= end - 1
         arrived.set()
 
