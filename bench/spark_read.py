@@ -14,7 +14,7 @@ Stream (``--messages`` bodies of 64 B in one stream on a private node with ``rab
 Queue (``--queue-messages`` bodies of 64 B in a classic queue):
 
 - ``pumpd-queue-reader``: ``readStream`` with option ``queue`` (acks on commit,
-  ``maxRecordsPerTrigger`` 50,000) into ``noop``, timed until every row went through;
+  ``maxRecordsPerTrigger`` 30,000) into ``noop``, timed until every row went through;
 - ``pika-batch-ack``: pika's BlockingConnection consumer, prefetch 2,000, one
   ``basic.ack(multiple)`` per 1,000.
 
@@ -118,7 +118,7 @@ def pika_queue(uri: str, n: int) -> int:
 
 def queue_reader(spark: Any, uri: str, n: int) -> int:
     q = (spark.readStream.format("pumpd").option("uri", uri).option("queue", QUEUE)
-         .option("maxRecordsPerTrigger", 50_000).load()
+         .option("maxRecordsPerTrigger", 30_000).load()
          .writeStream.format("noop").trigger(processingTime="0 seconds").start())
     try:
         while sum(p["numInputRows"] for p in q.recentProgress) < n:

@@ -112,6 +112,13 @@ def test_read_options_are_checked_and_named() -> None:
         parse_read_options({**base, "stream": "s", "startingOffsets": "soon"})
     with pytest.raises(ValueError, match="maxRecordsPerTrigger: must be at least 1, got 0"):
         parse_read_options({**base, "stream": "s", "maxRecordsPerTrigger": "0"})
+    with pytest.raises(ValueError, match=r"maxRecordsPerTrigger: at most 32767 when reading a "
+                                         r"queue .*, got 50000"):
+        parse_read_options({**base, "queue": "q", "maxRecordsPerTrigger": "50000"})
+    with pytest.raises(ValueError, match=r"prefetch: at most 65535 \(basic.qos\), got 70000"):
+        parse_read_options({**base, "stream": "s", "prefetch": "70000"})
+    assert parse_read_options({**base, "stream": "s", "maxRecordsPerTrigger": "50000"}
+                              ).max_records_per_trigger == 50000
     with pytest.raises(ValueError, match="unknown read option 'strem'"):
         parse_read_options({**base, "strem": "s"})
     o = parse_read_options({**base, "STREAM": "a, b", "startingoffsets": "earliest",

@@ -21,6 +21,9 @@ PROTOCOLS: tuple[Protocol, ...] = ("auto", "stream", "amqp")
 # first / last / next are RabbitMQ's x-stream-offset words; earliest / latest are Kafka's
 STARTS = {"first": "first", "earliest": "first", "last": "last", "next": "next", "latest": "next"}
 
+PREFETCH_MAX = 65535  # basic.qos's prefetch_count is 16 bits
+QUEUE_BATCH_MAX = PREFETCH_MAX // 2  # the queue reader's prefetch is twice its micro-batch
+
 # name (lower case) -> (the documented spelling, default shown in errors and the README)
 READ_OPTIONS: dict[str, tuple[str, str]] = {
     "uri": ("uri", "(required)"),
@@ -137,6 +140,17 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
                          f"{opts['protocol']!r}")
     max_records = opts.get("maxrecordspertrigger")
     ts = opts.get("startingtimestamp")
+    prefetch = _int("prefetch", opts.get("prefetch", "1000"), 1)
+    if prefetch > PREFETCH_MAX:
+        raise ValueError(f"pumpd option prefetch: at most {PREFETCH_MAX} (basic.qos), got "
+                         f"{prefetch}")
+    per_trigger = None if max_records is None else _int(
+        "maxRecordsPerTrigger", max_records, 1)
+    if queue and (per_trigger or prefetch) > QUEUE_BATCH_MAX:
+        name = "maxRecordsPerTrigger" if per_trigger else "prefetch"
+        raise ValueError(f"pumpd option {name}: at most {QUEUE_BATCH_MAX} when reading a queue "
+                         f"(the consumer's basic.qos is twice it, at most {PREFETCH_MAX}), got "
+                         f"{per_trigger or prefetch}")
     return ReadOptions(
         uris=uris,
         streams=streams,
@@ -147,11 +161,10 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
                               ("first", "last", "next")),
         starting_timestamp=None if ts is None else _int("startingTimestamp", ts, 0),
         ending=_offset_spec("endingOffsets", opts.get("endingoffsets", "next"), ("next",)),
-        max_records_per_trigger=None if max_records is None else _int(
-            "maxRecordsPerTrigger", max_records, 1),
+        max_records_per_trigger=per_trigger,
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         min_partitions=_int("minPartitions", opts.get("minpartitions", "1"), 1),
-        prefetch=_int("prefetch", opts.get("prefetch", "1000"), 1),
+        prefetch=prefetch,
         poll_timeout=_int("pollTimeoutMs", opts.get("polltimeoutms", "1000"), 1) / 1000,
     )
 
