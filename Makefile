@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
 
-.PHONY: venv install build debug dist test lint demo spark-demo bench bench-report bench-micro \
+.PHONY: venv install build debug dist test lint demo spark-demo spark-pipeline-demo bench bench-report bench-micro \
 	clean distclean rabbitmq system-packages
 
 system-packages:
@@ -55,19 +55,27 @@ spark-demo: install
 	@java -version >/dev/null 2>&1 || { echo "spark-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
 	$(VPY) -m pumpd.spark.demo
 
-# The shovel benchmark, the confirm-strategy benchmark, the Spark data source's, the
-# latency benchmark, then the PySpark report (about 40 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
+# A stream read by Spark, transformed and published to an exchange (pumpd.spark.pipeline),
+# SIGKILLed mid-way and restarted from its checkpoint: counts lost and duplicated messages.
+spark-pipeline-demo: install
+	@java -version >/dev/null 2>&1 || { echo "spark-pipeline-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
+	$(VPY) -m pumpd.spark.pipeline_demo
+
+# The shovel benchmark, the confirm-strategy benchmark, the Spark data source's (writing and
+# reading), the latency benchmark, then the PySpark report (about 50 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
 # the analysis needs a JRE 17+. A benchmark with a failed run still goes on to the report.
 bench: install
-	@echo "== 1/5 shovel benchmark: bench/shovel.py (about 12 minutes)"
+	@echo "== 1/6 shovel benchmark: bench/shovel.py (about 12 minutes)"
 	-$(VPY) bench/shovel.py
-	@echo "== 2/5 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
+	@echo "== 2/6 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
 	-$(VPY) bench/confirms.py --persistent
-	@echo "== 3/5 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
+	@echo "== 3/6 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
 	-$(VPY) bench/spark.py --rows 300000 --individual-rows 3000
-	@echo "== 4/5 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
+	@echo "== 4/6 Spark readers (streams, queues) against rstream and pika: bench/spark_read.py (about 10 minutes)"
+	-$(VPY) bench/spark_read.py
+	@echo "== 5/6 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
 	-$(VPY) bench/latency.py
-	@echo "== 5/5 analysis in PySpark: bench/analyse.py"
+	@echo "== 6/6 analysis in PySpark: bench/analyse.py"
 	$(VPY) bench/analyse.py
 	@echo "the report: bench/report/README.md"
 

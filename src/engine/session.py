@@ -25,6 +25,7 @@ from .forwarding import relay_options
 from .link import Interceptor, Link, LinkError, open_link
 from .parameters import to_pika_parameters
 from .status import Counters
+from .stream_position import StreamPosition, reads_stream
 from .undeliverable import Undeliverable
 
 __all__ = ["Session", "SessionEnded"]
@@ -85,6 +86,8 @@ class Session:
     def careful_left(self) -> int:
         """After a refused message handled here: how many the next session forwards carefully."""
         return self.undeliverable.careful_left
+        # a stream source: where it is, recorded on the source broker (engine/stream_position.py)
+        self._position: StreamPosition | None = None
 
     @property
     def unbounded(self) -> bool:
@@ -142,6 +145,12 @@ class Session:
             if self._limit == 0:
                 return
         careful = self.undeliverable.careful
+        if reads_stream(self.queue, self.cfg.consumer_arguments, self.cfg.source.declarations):
+            self._position = StreamPosition(source_uri, self.cfg.name, self.queue,
+                                            client_name=f"{name} (stream position)")
+            if await self._position.load() is not None:
+                log.info("shovel %s: stream %r resumes after offset %d (recorded on the source "
+                         "broker)", self.cfg.name, self.queue, self._position.saved)
         if self.cfg.ack_mode != AckMode.NO_ACK:
             await self.source.qos(1 if careful else self.cfg.prefetch_count)
         if careful:
@@ -154,7 +163,7 @@ class Session:
             source_frame_max=self.source.frame_max,
             window=1 if careful else self.cfg.prefetch_count,
             limit=self._limit,
-            keep_last=bool(careful),
+            keep_last=bool(careful) or self._position is not None,
             hold_returns=self.undeliverable.holds_returns,
             **relay_options(self.cfg, source_uri, destination_uri, self.queue),
         )
@@ -174,7 +183,9 @@ class Session:
         self._consumer_tag = await self.source.consume(
             self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK,
             # issue 13: src-consumer-args / src-consumer-name
-            arguments=self.cfg.consumer_arguments, consumer_tag=self.cfg.consumer_tag,
+            arguments=self.cfg.consumer_arguments if self._position is None
+            else self._position.consumer_arguments(self.cfg.consumer_arguments),
+            consumer_tag=self.cfg.consumer_tag,
         )
         if self._blocked and self.unbounded and self._loop is not None:
             # issue 13: the destination was blocked (an alarm raised before the shovel started)
@@ -274,9 +285,11 @@ class Session:
             wait = self._batching.ack_wait(time.monotonic())
             if wait <= 0:
                 self.source.write(relay.take_source_output())
-                return
-            assert self._loop is not None
-            self._ack_timer = self._loop.call_later(wait, self._acks_due)
+            else:
+                assert self._loop is not None
+                self._ack_timer = self._loop.call_later(wait, self._acks_due)
+        if self._position is not None:
+            self._position.offer(relay)
 
     def _acks_due(self) -> None:
         self._ack_timer = None
@@ -375,6 +388,8 @@ class Session:
             self._read_hold_timer.cancel()
             self._end_read_hold()
         await self.undeliverable.close()
+        if self._position is not None:
+            await self._position.close(self.relay)
         for link in (self.source, self.destination):
             if link is not None:
                 try:

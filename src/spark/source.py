@@ -185,3 +185,25 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
     @redacting
     def streamWriter(self, schema: StructType, overwrite: bool) -> PumpdStreamWriter:
         return PumpdStreamWriter(self._prepare(schema, overwrite))
+
+    # -- reading (issue 24): the options stream / queue choose the reader (pumpd.spark.reading)
+
+    def schema(self) -> str:
+        from .read_schema import SCHEMA_DDL
+
+        return SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> Any:
+        from .reading import batch_reader
+
+        return batch_reader(dict(self.options))
+
+    def streamReader(self, schema: StructType) -> Any:
+        from .reading import stream_reader
+
+        return stream_reader(dict(self.options))
+
+    def simpleStreamReader(self, schema: StructType) -> Any:
+        from .reading import queue_reader
+
+        return queue_reader(dict(self.options))

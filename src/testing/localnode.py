@@ -139,6 +139,8 @@ class LocalNode:
         self.dist_port = 0
         #: The management HTTP port, or ``None`` without ``rabbitmq_management``.
         self.management_port: int | None = None
+        #: The streams protocol port, or ``None`` without ``rabbitmq_stream``.
+        self.stream_port: int | None = None
         self._pick_ports()
         self._proc: subprocess.Popen[bytes] | None = None
         self._closed = False
@@ -194,6 +196,8 @@ class LocalNode:
         self.dist_port = find_free_port()
         if "rabbitmq_management" in self.plugins:
             self.management_port = find_free_port()
+        if "rabbitmq_stream" in self.plugins:
+            self.stream_port = find_free_port()
         if self.tls is not None:
             self.tls_port = find_free_port()
 
@@ -201,6 +205,8 @@ class LocalNode:
         ports = [self.amqp_port, self.dist_port]
         if self.management_port is not None:
             ports.append(self.management_port)
+        if self.stream_port is not None:
+            ports.append(self.stream_port)
         return ports
 
     def _env(self) -> dict[str, str]:
@@ -245,6 +251,14 @@ class LocalNode:
             conf += [
                 f"management.tcp.port = {self.management_port}",
                 f"management.tcp.ip = {LOCALHOST}",
+            ]
+        if self.stream_port is not None:
+            # advertised: clients reconnect to the host and port the metadata names (the
+            # default is the machine's hostname and 5552)
+            conf += [
+                f"stream.listeners.tcp.1 = {LOCALHOST}:{self.stream_port}",
+                f"stream.advertised_host = {LOCALHOST}",
+                f"stream.advertised_port = {self.stream_port}",
             ]
         if self.tls is not None:
             conf += [

@@ -1,0 +1,93 @@
+"""The readers' columns: one schema for streams and queues, and a delivery turned into a row.
+
+``headers`` is a ``map<string,string>``: string values as they are, byte strings decoded as
+UTF-8 (invalid bytes replaced), every other AMQP value (numbers, booleans, tables, arrays,
+timestamps) as JSON. A map is what Spark SQL filters on directly (``headers['tenant']``); JSON
+keeps the type for those who need it, and ``from_json`` reads it. The broker's own
+``x-stream-offset`` header is the ``offset`` column instead. Nothing here imports pyspark.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("body", "binary"),
+    ("routing_key", "string"),
+    ("exchange", "string"),
+    ("content_type", "string"),
+    ("content_encoding", "string"),
+    ("headers", "map<string,string>"),
+    ("delivery_mode", "int"),
+    ("priority", "int"),
+    ("correlation_id", "string"),
+    ("reply_to", "string"),
+    ("expiration", "string"),
+    ("message_id", "string"),
+    ("timestamp", "timestamp"),
+    ("type", "string"),
+    ("user_id", "string"),
+    ("app_id", "string"),
+    ("cluster_id", "string"),
+    ("offset", "bigint"),
+    ("stream", "string"),
+    ("redelivered", "boolean"),
+)
+
+SCHEMA_DDL = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
+
+_PLAIN = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
+          "message_id", "type", "user_id", "app_id", "cluster_id")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return json.dumps(value, default=_jsonable, separators=(",", ":"))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def headers_map(headers: dict[str, Any] | None) -> dict[str, str] | None:
+    if not headers:
+        return None
+    out = {k: _text(v) for k, v in headers.items() if k != "x-stream-offset"}
+    return out or None
+
+
+def row_of(method: Any, props: Any, body: bytes, offset: int | None,
+           source: str) -> tuple[Any, ...]:
+    """One row from pika's ``(method, properties, body)`` of a delivery."""
+    ts = props.timestamp
+    return (
+        body,
+        method.routing_key,
+        method.exchange,
+        props.content_type,
+        props.content_encoding,
+        headers_map(props.headers),
+        props.delivery_mode,
+        props.priority,
+        props.correlation_id,
+        props.reply_to,
+        props.expiration,
+        props.message_id,
+        None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc),
+        props.type,
+        props.user_id,
+        props.app_id,
+        props.cluster_id,
+        offset,
+        source,
+        bool(method.redelivered),
+    )

@@ -1,0 +1,208 @@
+"""The stream reader: ``spark.readStream`` / ``spark.read`` of RabbitMQ streams; imports pyspark.
+
+Offsets are the streams' own: Spark's offset is ``{stream: next offset to read}``, one entry per
+stream (several streams read together are the partitions of one source). On the driver,
+:meth:`PumpdStreamReader.latestOffset` probes each stream's tail (admission control:
+``maxRecordsPerTrigger`` caps a micro-batch, shared evenly over the streams) and
+:meth:`~PumpdStreamReader.partitions` cuts ``[start, end)`` of each stream into ranges of offsets
+(``minPartitions`` per stream); the tasks read their ranges on the executors and stop at the end
+of the range. Nothing but the checkpoint remembers where a query is: replaying a micro-batch reads
+the same offsets again, so a query is exactly-once up to an idempotent or transactional sink.
+
+Retention may remove what a checkpoint points at: :meth:`~PumpdStreamReader.partitions` compares
+the start with the stream's first offset and, with ``failOnDataLoss=true`` (the default), fails
+naming both; with ``false`` it warns and reads from the first available offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+
+from .read_options import ReadOptions
+from .stream_amqp import AmqpStreams
+
+log = logging.getLogger("pumpd.spark")
+
+try:  # Spark >= 4.2: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:  # Spark 4.0, 4.1: every micro-batch reads all there is
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):  # type: ignore[misc]
+    """One task's share: offsets ``start`` to ``end - 1`` of ``stream``."""
+
+    stream: str
+    start: int
+    end: int
+
+
+def _say(line: str, warn: bool = False) -> None:
+    if log.hasHandlers():
+        (log.warning if warn else log.info)(line)
+    else:  # the Python worker that runs the reader on the driver has no logging set up
+        print(line, file=sys.stderr, flush=True)
+
+
+def start_offset(client: AmqpStreams, options: ReadOptions, stream: str) -> int:
+    """``startingOffsets`` / ``startingTimestamp`` as an offset of ``stream``."""
+    if options.starting_timestamp is not None:
+        at = client.offset_at(stream, options.starting_timestamp)
+        return at if at is not None else client.next_offset(stream) or 0
+    if options.starting == "first":
+        return client.first_offset(stream) or 0
+    if options.starting == "last":
+        return client.last_offset(stream) or 0
+    if options.starting == "next":
+        return client.next_offset(stream) or 0
+    # an offset before the first one (retention, or a stream that begins with a non-message
+    # entry) starts at the first: a query's own start is no data loss
+    return max(int(options.starting), client.first_offset(stream) or 0)
+
+
+def split(options: ReadOptions, starts: dict[str, int], ends: dict[str, int],
+          client: AmqpStreams) -> list[OffsetRange]:
+    """Ranges for the tasks, after the data-loss check (see the module docstring)."""
+    out: list[OffsetRange] = []
+    for stream in options.streams:
+        a, b = int(starts.get(stream, 0)), int(ends.get(stream, 0))
+        if a >= b:
+            continue
+        first = client.first_offset(stream)
+        if first is not None and a < first:
+            lost = f"offsets {a} to {first - 1}" if first - 1 > a else f"offset {a}"
+            text = (f"pumpd: stream {stream!r}: {lost} no longer exist (retention removed them; "
+                    f"the first available offset is {first})")
+            if options.fail_on_data_loss:
+                raise RuntimeError(f"{text}; failOnDataLoss=true: the query stops (set it to "
+                                   "false to go on from the first available offset)")
+            _say(f"{text}; failOnDataLoss=false: reading from offset {first}", warn=True)
+            a = first
+            if a >= b:
+                continue
+        n = max(1, min(options.min_partitions, b - a))
+        step, extra = divmod(b - a, n)
+        lo = a
+        for i in range(n):
+            hi = lo + step + (1 if i < extra else 0)
+            out.append(OffsetRange(stream, lo, hi))
+            lo = hi
+    return out
+
+
+def _rows(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, ...]]:
+    if options.protocol == "stream":
+        from .stream_rstream import read
+
+        yield from read(options, part.stream, part.start, part.end)
+        return
+    client = AmqpStreams(options, client_name=f"pumpd spark read {part.stream}")
+    try:
+        yield from client.read(part.stream, part.start, part.end)
+    finally:
+        client.close()
+
+
+def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[Any]:
+    """A task's rows, as Arrow record batches (see :mod:`pumpd.spark.read_arrow`)."""
+    from .read_arrow import batches
+
+    return batches(_rows(options, part))
+
+
+class PumpdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """``spark.readStream.format("pumpd").option("stream", ...)``: see the module docstring."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self._client: AmqpStreams | None = None
+        self._target: dict[str, int] | None = None  # Trigger.AvailableNow: where to stop
+
+    @property
+    def client(self) -> AmqpStreams:
+        """The driver's connection for probes, opened again when it was lost (a trigger
+        interval longer than the heartbeat timeout closes it: nothing reads it in between)."""
+        if self._client is not None:
+            try:
+                self._client.conn.process_data_events(time_limit=0)
+            except Exception:  # closed by the broker or the network: open a new one
+                self._client.close()
+                self._client = None
+        if self._client is None or not self._client.conn.is_open:
+            self._client = AmqpStreams(self.options, client_name="pumpd spark read (driver)")
+        return self._client
+
+    def initialOffset(self) -> dict[str, int]:
+        return {s: start_offset(self.client, self.options, s) for s in self.options.streams}
+
+    def _tails(self) -> dict[str, int]:
+        return {s: self.client.next_offset(s) or 0 for s in self.options.streams}
+
+    def getDefaultReadLimit(self) -> Any:  # called by Spark >= 4.2 only
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        n = self.options.max_records_per_trigger
+        return ReadMaxRows(n) if n is not None else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None
+                     ) -> dict[str, int]:
+        tails = self._target if self._target is not None else self._tails()
+        start = start or {}
+        out: dict[str, int] = {}
+        cap: int | None = getattr(limit, "max_rows", None)  # ReadMaxRows (Spark >= 4.2)
+        share = None if cap is None else max(1, cap // len(self.options.streams))
+        for s in self.options.streams:
+            a = int(start.get(s, 0))
+            end = max(a, tails.get(s, a))
+            out[s] = end if share is None else min(end, a + share)
+        return out
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._tails()
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[OffsetRange]:
+        return split(self.options, start, end, self.client)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, OffsetRange)
+        return read_range(self.options, partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass  # the checkpoint is the record of what was read; the streams keep everything
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class PumpdBatchReader(DataSourceReader):  # type: ignore[misc]
+    """``spark.read.format("pumpd").option("stream", ...)``: ``startingOffsets`` to
+    ``endingOffsets`` (``next``: the tail when the query is planned)."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[OffsetRange]:
+        client = AmqpStreams(self.options, client_name="pumpd spark read (driver)")
+        try:
+            starts = {s: start_offset(client, self.options, s) for s in self.options.streams}
+            if self.options.ending == "next":
+                ends = {s: client.next_offset(s) or 0 for s in self.options.streams}
+            else:
+                ends = dict.fromkeys(self.options.streams, int(self.options.ending))
+            parts = split(self.options, starts, ends, client)
+        finally:
+            client.close()
+        return parts or [OffsetRange(self.options.streams[0], 0, 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, OffsetRange)
+        return read_range(self.options, partition)

@@ -1,0 +1,93 @@
+"""A shovel whose source is a stream records where it is on the source broker and resumes right
+after it (engine/stream_position.py), against real brokers."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pika
+from pumpd.dataplane.publish_ref import encode_properties
+from pumpd.engine.stream_position import store_queue, stream_offset
+from pumpd.testing.localnode import LocalNode
+
+from amqp_helpers import blocking_connection, declare_queue, drain_queue, queue_depth
+from harness import running, shovel
+
+
+def _stream(uri: str, name: str) -> None:
+    with blocking_connection(uri) as c:
+        c.channel().queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
+
+
+def _publish(uri: str, queue: str, first: int, n: int) -> None:
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        for i in range(first, first + n):
+            ch.basic_publish("", queue, b"%d" % i, pika.BasicProperties(message_id=f"id{i}"))
+
+
+def _record(uri: str, shovel_name: str) -> dict[str, Any] | None:
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        method, _props, body = ch.basic_get(store_queue(shovel_name), auto_ack=False)
+        if method is None:
+            return None
+        ch.basic_reject(method.delivery_tag, requeue=True)
+        return dict(json.loads(body))
+
+
+def _last_offset(uri: str, stream: str, message_id: str) -> int:
+    """The offset of the message ``message_id``, read from the stream with pika."""
+    found: list[int] = []
+
+    def take(ch: Any, m: Any, p: Any, _b: bytes) -> None:
+        ch.basic_ack(m.delivery_tag)
+        if p.message_id == message_id:
+            found.append(p.headers["x-stream-offset"])
+
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.basic_qos(prefetch_count=200)
+        ch.basic_consume(stream, take, arguments={"x-stream-offset": "first"})
+        deadline = time.monotonic() + 20
+        while not found and time.monotonic() < deadline:
+            c.process_data_events(time_limit=0.1)
+        c._impl.close()  # no cancel: pika's cancel rejects, which a stream refuses
+    assert found
+    return found[0]
+
+
+def test_stream_offset_is_read_from_the_headers() -> None:
+    assert stream_offset(encode_properties({"headers": {"a": "b", "x-stream-offset": 2**40}})) \
+        == 2**40
+    assert stream_offset(encode_properties({"headers": {"x-stream-offset": 7}})) == 7
+    assert stream_offset(encode_properties({"message_id": "m"})) is None
+    assert stream_offset(b"\x00") is None
+
+
+def test_shovel_resumes_a_stream_after_the_recorded_offset(
+        node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    _stream(src, "st")
+    declare_queue(dst, "copy", durable=True)
+    _publish(src, "st", 0, 300)
+    s = shovel("from-stream", sources={"broker": src}, destinations={"broker": dst}, queue="st",
+               consumer_args={"x-stream-offset": "first"}, prefetch_count=100,
+               publish_fields={"exchange": "", "routing_key": "copy"})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: queue_depth(dst, "copy")[0] == 300, 60, "300 at the destination")
+    record = _record(src, "from-stream")
+    assert record == {"stream": "st", "offset": _last_offset(src, "st", "id299")}
+
+    # a restart (or another daemon with the same shovel) goes on after it, not from "first"
+    # (the stream is forwarded in order: once the last one is there, any resent one is too)
+    _publish(src, "st", 300, 50)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: queue_depth(dst, "copy")[0] >= 350, 60, "350 at the destination")
+    got = drain_queue(dst, "copy")
+    assert [d.body for d in got] == [b"%d" % i for i in range(350)]
+    assert _record(src, "from-stream") == {"stream": "st",
+                                           "offset": _last_offset(src, "st", "id349")}
