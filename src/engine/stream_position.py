@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config.model import BrokerURI, Declaration
-from ..dataplane.frames import HEADERS_INDEX, FrameError, split_properties, table_entries
+from ..dataplane.properties import HEADERS_INDEX, FrameError, split_properties, table_entries
 from .link import Link, LinkError, open_link
 from .parameters import to_pika_parameters
 

@@ -140,12 +140,12 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
                          f"{opts['protocol']!r}")
     max_records = opts.get("maxrecordspertrigger")
     ts = opts.get("startingtimestamp")
-    prefetch = _int("prefetch", opts.get("prefetch", "1000"), 1)
+    prefetch = _int("prefetch", opts.get("prefetch", "1000"), 1, 1 << 31)
     if prefetch > PREFETCH_MAX:
         raise ValueError(f"pumpd option prefetch: at most {PREFETCH_MAX} (basic.qos), got "
                          f"{prefetch}")
     per_trigger = None if max_records is None else _int(
-        "maxRecordsPerTrigger", max_records, 1)
+        "maxRecordsPerTrigger", max_records, 1, 1_000_000_000)
     if queue and (per_trigger or prefetch) > QUEUE_BATCH_MAX:
         name = "maxRecordsPerTrigger" if per_trigger else "prefetch"
         raise ValueError(f"pumpd option {name}: at most {QUEUE_BATCH_MAX} when reading a queue "
@@ -156,15 +156,15 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         streams=streams,
         queue=queue,
         protocol=protocol,  # type: ignore[arg-type]  # checked against PROTOCOLS above
-        stream_port=_int("streamPort", opts.get("streamport", "5552"), 1),
+        stream_port=_int("streamPort", opts.get("streamport", "5552"), 1, 65535),
         starting=_offset_spec("startingOffsets", opts.get("startingoffsets", "first"),
                               ("first", "last", "next")),
-        starting_timestamp=None if ts is None else _int("startingTimestamp", ts, 0),
+        starting_timestamp=None if ts is None else _int("startingTimestamp", ts, 0, (1 << 63) - 1),
         ending=_offset_spec("endingOffsets", opts.get("endingoffsets", "next"), ("next",)),
         max_records_per_trigger=per_trigger,
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
-        min_partitions=_int("minPartitions", opts.get("minpartitions", "1"), 1),
+        min_partitions=_int("minPartitions", opts.get("minpartitions", "1"), 1, 10_000),
         prefetch=prefetch,
-        poll_timeout=_int("pollTimeoutMs", opts.get("polltimeoutms", "1000"), 1) / 1000,
+        poll_timeout=_int("pollTimeoutMs", opts.get("polltimeoutms", "1000"), 1, 3_600_000) / 1000,
     )
 
