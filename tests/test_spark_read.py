@@ -110,7 +110,7 @@ def test_read_options_are_checked_and_named() -> None:
         parse_read_options({**base, "stream": "s", "protocol": "kafka"})
     with pytest.raises(ValueError, match="startingOffsets: one of first, last, next"):
         parse_read_options({**base, "stream": "s", "startingOffsets": "soon"})
-    with pytest.raises(ValueError, match="maxRecordsPerTrigger: must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="maxRecordsPerTrigger: must be from 1 to 1000000000, got 0"):
         parse_read_options({**base, "stream": "s", "maxRecordsPerTrigger": "0"})
     with pytest.raises(ValueError, match=r"maxRecordsPerTrigger: at most 32767 when reading a "
                                          r"queue .*, got 50000"):

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pika
-from pumpd.dataplane.publish_ref import encode_properties
+from pumpd.dataplane.properties import encode_properties
 from pumpd.engine.stream_position import store_queue, stream_offset
 from pumpd.testing.localnode import LocalNode
 
