@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pika
 from pumpd.dataplane.properties import encode_properties
 from pumpd.engine.stream_position import store_queue, stream_offset
-from pumpd.testing.localnode import LocalNode
+from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import blocking_connection, declare_queue, drain_queue, queue_depth
+from daemon_helpers import Daemon
 from harness import running, shovel
 
 
@@ -91,3 +93,41 @@ def test_shovel_resumes_a_stream_after_the_recorded_offset(
     assert [d.body for d in got] == [b"%d" % i for i in range(350)]
     assert _record(src, "from-stream") == {"stream": "st",
                                            "offset": _last_offset(src, "st", "id349")}
+
+
+def test_another_daemon_takes_a_stream_over_where_a_lost_one_left_it(
+        node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str, tmp_path: Path) -> None:
+    """Two daemons as on two machines (own directory, state file, token, port): the first is
+    SIGKILLed with every process it started (a machine lost: no drain); the second, with the same
+    configuration, goes on after the offset the first recorded on the source broker."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    _stream(src, "st-takeover")
+    declare_queue(dst, "copy-takeover", durable=True)
+    _publish(src, "st-takeover", 0, 200)
+    config = {"from-stream-2": {
+        "sources": {"broker": src}, "destinations": {"broker": dst}, "queue": "st-takeover",
+        "consumer_args": {"x-stream-offset": "first"}, "prefetch_count": 100,
+        "publish_fields": {"exchange": "", "routing_key": "copy-takeover"}}}
+    daemons: list[Daemon] = []
+    try:
+        for name in ("first", "second"):
+            (tmp_path / name).mkdir()
+        first = Daemon(tmp_path / "first", config, (), find_free_port(), name="first").start()
+        daemons.append(first)
+        first.wait_for(lambda: queue_depth(dst, "copy-takeover")[0] == 200, 60, "200 moved")
+        last = _last_offset(src, "st-takeover", "id199")
+        # recorded once nothing is in flight, at most a second after the last confirm
+        first.wait_for(lambda: _record(src, "from-stream-2") == {"stream": "st-takeover",
+                                                                  "offset": last},
+                       30, "the position recorded")
+        first.kill_everything()
+        _publish(src, "st-takeover", 200, 50)
+        second = Daemon(tmp_path / "second", config, (), find_free_port(), name="second").start()
+        daemons.append(second)
+        second.wait_for(lambda: queue_depth(dst, "copy-takeover")[0] >= 250, 60, "250 moved")
+        second.stop()
+    finally:
+        for d in daemons:
+            d.kill_everything()
+    got = drain_queue(dst, "copy-takeover")
+    assert [d.body for d in got] == [b"%d" % i for i in range(250)]
