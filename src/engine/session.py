@@ -81,13 +81,13 @@ class Session:
         self.source_uri: BrokerURI | None = None
         self.destination_uri: BrokerURI | None = None
         self.undeliverable = Undeliverable(cfg, self, careful=careful)
+        # a stream source: where it is, recorded on the source broker (engine/stream_position.py)
+        self._position: StreamPosition | None = None
 
     @property
     def careful_left(self) -> int:
         """After a refused message handled here: how many the next session forwards carefully."""
         return self.undeliverable.careful_left
-        # a stream source: where it is, recorded on the source broker (engine/stream_position.py)
-        self._position: StreamPosition | None = None
 
     @property
     def unbounded(self) -> bool:
