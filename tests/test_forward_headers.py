@@ -180,7 +180,10 @@ def test_every_field_type_is_kept_byte_for_byte_with_the_hop_and_timestamp_after
     assert decoded["x-shovelled"] == [dict(HOP_FIELDS)]
     stamp = entries_by_key(out)[b"x-shovelled-timestamp"]
     assert stamp[1 + 21] == ord("l")  # a 64-bit signed integer of seconds
-    assert before <= struct.unpack(">q", stamp[-8:])[0] <= after
+    # The native relay reads C's time(), which glibc serves from the kernel's coarse clock; near
+    # a second's edge it can name the next second while time.time() still names this one (seen
+    # on this VM): one second either way is the header's own resolution.
+    assert before - 1 <= struct.unpack(">q", stamp[-8:])[0] <= after + 1
 
 
 def test_the_hop_table_is_long_strings_in_the_given_order(impl: str) -> None:
