@@ -348,6 +348,15 @@ class Link:
         if self._stream.transport is not None:
             self._stream.transport.abort()
 
+    async def close_quietly(self) -> None:
+        """:meth:`close`, best effort: the broker may be gone; whatever fails, the socket is
+        dropped (session, parking and stream-position connections all close this way)."""
+        try:
+            await self.close()
+        except Exception as exc:
+            log.debug("closing %s: %s", self.uri.redacted(), exc)
+            self.abort()
+
 
 async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Link:
     """Connect, open one channel, and return the :class:`Link`.

@@ -146,9 +146,5 @@ class Parker:
 
     async def close(self) -> None:
         if self._link is not None:
-            try:
-                await self._link.close()
-            except Exception as exc:  # best effort, as for the session's own links
-                log.debug("closing the park connection: %s", exc)
-                self._link.abort()
+            await self._link.close_quietly()
             self._link = None

@@ -392,11 +392,7 @@ class Session:
             await self._position.close(self.relay)
         for link in (self.source, self.destination):
             if link is not None:
-                try:
-                    await link.close()
-                except Exception as exc:  # closing is best effort: the broker may be gone
-                    log.debug("closing %s: %s", link.uri.redacted(), exc)
-                    link.abort()
+                await link.close_quietly()
 
     def counters(self) -> Counters:
         """What this session moved: its relay's counters and the undeliverable ones it handled."""

@@ -199,9 +199,5 @@ class StreamPosition:
                 self.saved = offset
                 await self._save(offset)
         if self._link is not None:
-            try:
-                await self._link.close()
-            except Exception as exc:  # best effort, as for the session's own links
-                log.debug("closing the stream position connection: %s", exc)
-                self._link.abort()
+            await self._link.close_quietly()
             self._link = None
