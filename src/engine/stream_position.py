@@ -154,21 +154,24 @@ class StreamPosition:
         last = relay.last_message
         if last is None or relay.in_flight or relay.buffered:
             return None
-        return stream_offset(last[4])
+        return stream_offset(last.properties)
 
     def offer(self, relay: Any) -> None:
         """After a flush: record the confirmed offset when it moved (at most every
-        :data:`SAVE_EVERY`; a later call covers what a skipped one would have)."""
+        :data:`SAVE_EVERY`; a later call covers what a skipped one would have). Called after
+        every flush, so the clock is asked before the last message's headers are read."""
+        if self._timer is not None:
+            return  # a record is due already: it reads the offset then
+        now = time.monotonic()
+        wait = self._last_save + SAVE_EVERY - now
+        if wait > 0:
+            self._timer = asyncio.get_running_loop().call_later(wait, self._due, relay)
+            return
         offset = self.confirmed_offset(relay)
         if offset is None or (self.saved is not None and offset <= self.saved):
             return
-        wait = self._last_save + SAVE_EVERY - time.monotonic()
         loop = asyncio.get_running_loop()
-        if wait > 0:
-            if self._timer is None:
-                self._timer = loop.call_later(wait, self._due, relay)
-            return
-        self._last_save = time.monotonic()
+        self._last_save = now
         self.saved = offset
         self._saving = loop.create_task(self._save(offset))
 
