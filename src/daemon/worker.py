@@ -160,9 +160,9 @@ class RunningPosition:
 class Worker:
     """The body of a worker process (see the module docstring)."""
 
-    def __init__(self, spec: ProcessSpec, implementation: str) -> None:
+    def __init__(self, spec: ProcessSpec) -> None:
         self.spec = spec
-        self.implementation = implementation
+        self.implementation = ""  # the data plane's, named in every slot: set by init_process
         self.conn = spec.conn
         self.positions: dict[SlotRef, RunningPosition] = {}
         self._tables: dict[str, SlotTable] = {}
@@ -174,10 +174,10 @@ class Worker:
 
     # ------------------------------------------------------------------ the process's life
 
-    @staticmethod
-    def init_process(spec: ProcessSpec) -> None:
+    def init_process(self) -> None:
         """Signals, logging and the event loop; runs until every position has ended and the
         process is told to exit (or orphaned); then exits 0."""
+        spec = self.spec
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         # Until the event loop takes over, SIGINT/SIGTERM simply end the process: nothing is held.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -193,12 +193,12 @@ class Worker:
 
         from ..dataplane.implementation import IMPLEMENTATION
 
-        worker = Worker(spec, IMPLEMENTATION)
+        self.implementation = IMPLEMENTATION
         try:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                runner.run(worker.run())
+                runner.run(self.run())
         finally:
-            worker.close()
+            self.close()
         sys.exit(exitcodes.OK)
 
     async def run(self) -> None:
@@ -320,4 +320,4 @@ class Worker:
 
 def main(spec: ProcessSpec) -> None:
     """The process entry point (``multiprocessing`` target)."""
-    Worker.init_process(spec)
+    Worker(spec).init_process()
