@@ -80,7 +80,7 @@ class DaemonOptions:
     http: tuple[str, int] | None = ("127.0.0.1", 15680)
     log_format: str = "text"
     log_level: str = "info"
-    shovels_per_process: int = 1  # K > 1: worker hosts of up to K positions (issue 14)
+    shovels_per_process: int = 1  # K > 1: worker processes of up to K positions (issue 14)
     access: Access | None = None  # the endpoint's token, TLS and openings (None: --http off)
     tls_dirs: tuple[str, ...] = ()  # --tls-dir: where a PUT's TLS files may be (resolved)
     protected_files: tuple[str, ...] = ()  # the daemon's own: never a PUT's TLS file
@@ -270,9 +270,9 @@ class Coordinator:
         read_slot(self.pool, w)  # the final report
         if w.live_record():  # fold it in; its gauges (in flight, buffered) end with it
             w.carried = carry(w.carried, w.record.counters)
-        if w.host is not None:
-            w.host.positions.pop(w.slot, None)
-        w.process, w.host, w.ended, w.stop_sent_at = None, None, None, None
+        if w.runner is not None:
+            w.runner.positions.pop(w.slot, None)
+        w.process, w.runner, w.ended, w.stop_sent_at = None, None, None, None
         self._after_exit(s, w, exit_text, now)
 
     def _after_exit(self, s: Shovel, w: Position, exit_text: str, now: float) -> None:
@@ -306,7 +306,7 @@ class Coordinator:
 
     def _murder(self, now: float) -> None:
         for s, w in self._all_workers():
-            if w.host is None or w.host.kill_reason is not None:
+            if w.runner is None or w.runner.kill_reason is not None:
                 continue
             reason = None
             if w.stop_sent_at is not None:

@@ -84,7 +84,7 @@ class WorkerProcesses:
     def place(self, due: list[Placed], spec: Callable[[Shovel, Position], PositionSpec],
               now: float) -> tuple[list[Placed], list[tuple[Placed, str]]]:
         """Start ``due`` positions in worker processes; returns those started and those that
-        could not be (with why). A started position's ``host``, ``process`` and ``pid`` are
+        could not be (with why). A started position's ``runner``, ``process`` and ``pid`` are
         set."""
         started: list[Placed] = []
         failed: list[tuple[Placed, str]] = []
@@ -130,7 +130,7 @@ class WorkerProcesses:
     @staticmethod
     def _adopt(proc: WorkerProcess, s: Shovel, w: Position) -> None:
         proc.positions[w.slot] = (s, w)
-        w.host, w.process, w.pid = proc, proc.process, proc.pid
+        w.runner, w.process, w.pid = proc, proc.process, proc.pid
 
     def _spawn(self, capacity: int, group: list[Placed],
                spec: Callable[[Shovel, Position], PositionSpec], now: float) -> str | None:
@@ -221,8 +221,8 @@ class WorkerProcesses:
 
     def stop(self, w: Position) -> None:
         """Ask the worker process to drain this one position."""
-        assert w.host is not None
-        self.send(w.host, ("stop", w.slot))  # if it cannot, its exit ends this position
+        assert w.runner is not None
+        self.send(w.runner, ("stop", w.slot))  # if it cannot, its exit ends this position
 
     def reap(self) -> list[tuple[Shovel, Position, str]]:
         """Positions that ended, with how: reported over a pipe, or their process exited."""
@@ -256,7 +256,7 @@ class WorkerProcesses:
     def murder(self, s: Shovel, w: Position, reason: str) -> None:
         """Kill the process of a position that is hung or overdue: one event loop runs every
         position of the process, so it cannot be killed alone."""
-        proc = w.host
+        proc = w.runner
         assert proc is not None
         extra = {"event": "kill", "shovel": s.name, "worker": w.index, "reason": reason}
         if proc.shared:

@@ -67,7 +67,7 @@ class Position:
     slot: SlotRef
     process: BaseProcess | None = None
     pid: int = 0
-    host: WorkerProcess | None = None  # the worker process running this position, if any
+    runner: WorkerProcess | None = None  # the worker process running this position, if any
     ended: tuple[int, str | None] | None = None  # its worker process's report that it ended
     start_at: float | None = 0.0  # monotonic time of the next start; None: not scheduled
     spawned_at: float = 0.0
