@@ -11,7 +11,7 @@ current format's own ``ack_mode`` default (no_ack, with a warning). Anything tha
 
 from __future__ import annotations
 
-from ..config.clauses import MAX_DURATION
+from ..config.limits import MAX_DURATION
 from ..config.model import AckMode
 from ..config.vocabulary import (
     BASIC_PROPERTIES,

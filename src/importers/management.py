@@ -42,8 +42,9 @@ import orjson
 
 from .. import exitcodes
 from ..config.clauses import DEFAULT_PREFETCH
+from ..config.limits import MAX_SHOVELS_PER_PROCESS
 from ..config.model import BrokerURI
-from ..config.parse import MAX_SHOVELS_PER_PROCESS, ConfigError, parse_config
+from ..config.parse import ConfigError, parse_config
 from ..config.tls import ssl_context
 from ..config.uri import URIError, parse_uri
 from .errors import JSON, ConfigImportError
