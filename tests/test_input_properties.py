@@ -21,7 +21,7 @@ from pumpd.config.parse import ConfigError, parse_config, parse_document
 from pumpd.config.uri import URIError, parse_uri
 from pumpd.daemon.definitions import parse_put_body
 from pumpd.importers.commands import _decode_utf8
-from pumpd.importers.definitions import import_definitions
+from pumpd.importers.definitions_export import import_definitions
 from pumpd.importers.erlang import import_erlang_config
 from pumpd.importers.errors import ConfigImportError
 from pumpd.spark.options import parse_options
