@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import quote
 
+from ..config.redaction import uri_authority
 from ..config.vocabulary import LEGACY_DYNAMIC_KEYS
 from .errors import JSON, ConfigImportError
 
@@ -33,12 +34,8 @@ def _explicit_local_uri(uri: str) -> str:
     scheme, sep, rest = uri.partition("://")
     if not sep or scheme.lower() != "amqp":
         return uri
-    end = len(rest)
-    for delim in "/?#":
-        i = rest.find(delim)
-        if 0 <= i < end:
-            end = i
-    authority = rest[:end]
+    authority = uri_authority(rest)
+    end = len(authority)
     if rest[end : end + 1] == "/" or authority.rpartition("@")[2]:
         return uri  # the vhost is stated, or there is a host (or a port): not ours to change
     return f"{scheme}://{authority}/{quote('/', safe='')}{rest[end:]}"
