@@ -31,7 +31,8 @@ from .definitions_export import import_definitions
 from .erlang import import_erlang_config
 from .errors import JSON, ConfigImportError
 
-__all__ = ["JSON", "ConfigImportError", "main_import_definitions", "main_import_erlang"]
+__all__ = ["JSON", "ConfigImportError", "decode_utf8", "main_import_definitions",
+           "main_import_erlang"]
 
 # ============================================================================================
 # Command-line entry points
@@ -92,7 +93,11 @@ def _run(command: str, path: str,
     return exitcodes.OK
 
 
-def _decode_utf8(data: bytes, source: str) -> str:
+def decode_utf8(data: bytes, source: str) -> str:
+    """A file's bytes as text.
+
+    :raises ConfigImportError: at the line and column of the first byte that is not UTF-8.
+    """
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -111,7 +116,7 @@ def main_import_erlang(path: str) -> int:
         (``pumpd: import-erlang: FILE:LINE:COL: ...``).
     """
     def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
-        return import_erlang_config(_decode_utf8(data, path), source=path, warnings=warnings)
+        return import_erlang_config(decode_utf8(data, path), source=path, warnings=warnings)
 
     return _run("import-erlang", path, convert)
 
