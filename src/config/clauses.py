@@ -221,6 +221,7 @@ def read_declarations(items: list[object], source: str) -> tuple[Declaration, ..
 
 
 def read_uri(ctx: Context, clause: str, value: object) -> BrokerURI:
+    """One AMQP URI, parsed; what pumpd reads differently from the plugin becomes a warning."""
     if not isinstance(value, str):
         ctx.fail(clause, f"must be an AMQP URI string, got {show(value)}")
     if len(value) > MAX_URI:
@@ -293,6 +294,7 @@ def _publish_fields(
 
 
 def read_delete_after(ctx: Context, clause: str, value: object) -> DeleteAfter | int:
+    """``delete_after``: ``"never"``, ``"queue-length"`` or a number of messages."""
     if value in ("never", "queue-length"):
         return DeleteAfter(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:

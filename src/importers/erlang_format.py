@@ -68,7 +68,8 @@ def _format(term: object) -> str:
 
 
 def format_term(term: object, limit: int | None = None) -> str:
-    """Write ``term`` in Erlang syntax (the inverse of :func:`parse_term`), for messages.
+    """Write ``term`` in Erlang syntax (the inverse of :func:`.erlang_terms.parse_term`), for
+    messages.
 
     :param limit: if given, shorten the result to about that many characters with ``...``.
     """
