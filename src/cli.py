@@ -116,17 +116,7 @@ def _run_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", "-c", required=True, metavar="FILE", help="shovel definitions (JSON)")
-    p.add_argument(
-        "--workers", type=_workers, default=None, metavar="N",
-        help="worker processes per shovel, competing consumers on its source queue (default 1; "
-             "a shovel's own \"workers\" clause wins; 1 keeps the queue's order)",
-    )
-    p.add_argument(
-        "--shovels-per-process", type=_positive_int, default=None, metavar="K",
-        help="let one worker process run up to K shovels' workers on its event loop (default 1: "
-             "a process per worker; wins over the file's \"shovels_per_process\"; a shovel with "
-             "\"own_process\": true always gets its own)",
-    )
+    _process_options(p)
     p.add_argument(
         "--http", default=None, metavar="HOST:PORT",
         help=f"the status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT}); \"off\" disables it",
@@ -169,6 +159,21 @@ def _run_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _process_options(p: argparse.ArgumentParser) -> None:
+    """How many worker processes, and how many shovels each runs."""
+    p.add_argument(
+        "--workers", type=_workers, default=None, metavar="N",
+        help="worker processes per shovel, competing consumers on its source queue (default 1; "
+             "a shovel's own \"workers\" clause wins; 1 keeps the queue's order)",
+    )
+    p.add_argument(
+        "--shovels-per-process", type=_positive_int, default=None, metavar="K",
+        help="let one worker process run up to K shovels' workers on its event loop (default 1: "
+             "a process per worker; wins over the file's \"shovels_per_process\"; a shovel with "
+             "\"own_process\": true always gets its own)",
+    )
+
+
 def _endpoint_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("the status endpoint's security (README: Security)")
     g.add_argument(
@@ -201,10 +206,12 @@ def _endpoint_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _file_command(prog: str, help_text: str) -> argparse.ArgumentParser:
+def _file_argument(args: list[str], prog: str, help_text: str) -> str:
+    """The one FILE argument of an importer subcommand (``--help`` and usage errors exit here)."""
     p = argparse.ArgumentParser(prog=f"pumpd {prog}", description=help_text)
     p.add_argument("file", metavar="FILE")
-    return p
+    path: str = p.parse_args(args).file
+    return path
 
 
 def _load(path: str) -> PumpConfig | None:
@@ -218,23 +225,19 @@ def _load(path: str) -> PumpConfig | None:
 
 
 def _import_erlang(args: list[str]) -> int:
-    ns = _file_command(
-        "import-erlang",
-        "Print the shovels of a rabbitmq.config / advanced.config as pumpd JSON.",
-    ).parse_args(args)
+    path = _file_argument(args, "import-erlang",
+                          "Print the shovels of a rabbitmq.config / advanced.config as pumpd JSON.")
     from .importers.commands import main_import_erlang
 
-    return main_import_erlang(ns.file)
+    return main_import_erlang(path)
 
 
 def _import_definitions(args: list[str]) -> int:
-    ns = _file_command(
-        "import-definitions",
-        "Print the dynamic shovels of a `rabbitmqctl export_definitions` file as pumpd JSON.",
-    ).parse_args(args)
+    path = _file_argument(args, "import-definitions", "Print the dynamic shovels of a "
+                          "`rabbitmqctl export_definitions` file as pumpd JSON.")
     from .importers.commands import main_import_definitions
 
-    return main_import_definitions(ns.file)
+    return main_import_definitions(path)
 
 
 def _check(args: list[str]) -> int:

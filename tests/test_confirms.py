@@ -48,39 +48,28 @@ def test_multiple_confirm_settles_everything_up_to_it(Window: Any) -> None:
     assert w.confirmed == 250
 
 
-def test_nack_returns_the_source_tag_and_is_never_covered_by_an_ack(Window: Any) -> None:
+@pytest.mark.parametrize(
+    ("tags", "acks", "nack", "refused", "ack_tag", "outstanding", "acked", "nacked"),
+    [
+        # the prefix ends at 5 once 1 is nacked; the ack is for tag 50 and counts only acked ones
+        pytest.param([10, 20, 30, 40, 50], [2, 3, 4, 5], (1, False), [10], 50, 0, 4, 1,
+                     id="nacked-head"),
+        pytest.param([1, 2, 3], [1, 2], (3, False), [3], 2, 0, 2, 1, id="nacked-tail"),
+        pytest.param([1, 2, 3, 4, 5, 6], [2, 4], (5, True), [1, 3, 5], 4, 1, 2, 3,
+                     id="multiple-nack-rejects-only-unsettled"),
+    ],
+)
+def test_nack_returns_the_source_tags_and_is_never_covered_by_an_ack(
+        Window: Any, tags: list[int], acks: list[int], nack: tuple[int, bool], refused: list[int],
+        ack_tag: int, outstanding: int, acked: int, nacked: int) -> None:
     w = Window(8)
-    for i in range(1, 6):
-        w.add(10 * i)
-    for s in (2, 3, 4, 5):
-        w.ack(s, False)
-    assert w.nack(1, False) == [10]
-    # the prefix now ends at 5; the ack must be for tag 50 and must count only acked ones
-    assert w.take_ack() == 50
-    assert w.acked == 4
-    assert w.nacked == 1
-
-
-def test_ack_tag_skips_a_nacked_tail(Window: Any) -> None:
-    w = Window(8)
-    for i in range(1, 4):
-        w.add(i)
-    w.ack(1, False)
-    w.ack(2, False)
-    assert w.nack(3, False) == [3]
-    assert w.take_ack() == 2
-    assert w.outstanding == 0
-
-
-def test_multiple_nack_rejects_only_unsettled_publishes(Window: Any) -> None:
-    w = Window(8)
-    for i in range(1, 7):
-        w.add(i)
-    w.ack(2, False)
-    w.ack(4, False)
-    assert w.nack(5, True) == [1, 3, 5]
-    assert w.take_ack() == 4
-    assert w.outstanding == 1
+    for tag in tags:
+        w.add(tag)
+    for seq in acks:
+        w.ack(seq, False)
+    assert w.nack(*nack) == refused
+    assert w.take_ack() == ack_tag
+    assert (w.outstanding, w.acked, w.nacked) == (outstanding, acked, nacked)
 
 
 def test_duplicate_and_unknown_confirms_are_ignored(Window: Any) -> None:

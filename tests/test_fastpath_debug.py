@@ -18,17 +18,11 @@ import pika.frame
 import pika.spec
 import pytest
 from pumpd.dataplane import confirms, relay_ref
-from pumpd.dataplane.frames import (
-    ACK_MODE_NO_ACK,
-    ACK_MODE_ON_CONFIRM,
-    ACK_MODE_ON_PUBLISH,
-    FRAME_HEADER,
-    content_header_payload,
-    frame,
-)
+from pumpd.dataplane.frames import ACK_MODE_NO_ACK, ACK_MODE_ON_CONFIRM, ACK_MODE_ON_PUBLISH
 from pumpd.dataplane.properties import FrameError, encode_hop, encode_property_overrides
 
 from impls import native
+from pika_wire import deliver_frames, raw_properties
 
 SRC, DST = 3, 5
 
@@ -44,17 +38,13 @@ PROPS = [
 ]
 
 
-def _raw(props: pika.BasicProperties) -> bytes:
-    return pika.frame.Header(0, 0, props).marshal()[19:-1]
-
-
 # Property lists as bytes: the header edits' cases, and lists the relay must refuse to edit.
 RAW_PROPS = [
-    _raw(pika.BasicProperties(headers={"x-shovelled": [{"a": "b"}], "k": 15})),
-    _raw(pika.BasicProperties(headers={"x-shovelled": "not an array"})),  # the Python edit
-    _raw(pika.BasicProperties(headers={"x-shovelled": 7, "x-invalid-headers": {"x": 1}})),
-    _raw(pika.BasicProperties(headers={"x-shovelled-timestamp": 5, "z": None}, priority=1)),
-    _raw(pika.BasicProperties(headers={"big": "x" * 6000})),  # over frame_max 4096
+    raw_properties(pika.BasicProperties(headers={"x-shovelled": [{"a": "b"}], "k": 15})),
+    raw_properties(pika.BasicProperties(headers={"x-shovelled": "not an array"})),  # the Python edit
+    raw_properties(pika.BasicProperties(headers={"x-shovelled": 7, "x-invalid-headers": {"x": 1}})),
+    raw_properties(pika.BasicProperties(headers={"x-shovelled-timestamp": 5, "z": None}, priority=1)),
+    raw_properties(pika.BasicProperties(headers={"big": "x" * 6000})),  # over frame_max 4096
     b"\x20\x00\x00\x00\x00\x04\x01kZ\x00",  # a field type RabbitMQ does not know
     b"\x20\x00\x00\x00\x00\x09\x01kS\x00\x00\x00\x09ab",  # a value past the table
     b"\x80\x00",  # content_type flagged, missing
@@ -82,20 +72,11 @@ def _deliver(rng: random.Random, tag: int, channel: int = SRC) -> list[bytes]:
     size = rng.choice([0, 1, 64, 64, 64, 500, 4089, 4090, 9000, 140_000])
     body = rng.randbytes(size)
     frame_max = rng.choice([4096, 131072])
-    if rng.random() < 0.15:
-        header = frame(FRAME_HEADER, channel, content_header_payload(size, rng.choice(RAW_PROPS)))
-    else:
-        header = pika.frame.Header(channel, size, rng.choice(PROPS) or pika.BasicProperties()).marshal()
-    frames = [
-        pika.frame.Method(channel, pika.spec.Basic.Deliver(
-            consumer_tag="ctag", delivery_tag=tag, redelivered=rng.random() < 0.2,
-            exchange=rng.choice(["", "ex", "amq.topic"]),
-            routing_key=rng.choice(["", "rk", "a.b.c" * 20]))).marshal(),
-        header,
-    ]
-    step = frame_max - 8
-    frames += [pika.frame.Body(channel, body[i:i + step]).marshal() for i in range(0, size, step)]
-    return frames
+    props = rng.choice(RAW_PROPS) if rng.random() < 0.15 else rng.choice(PROPS)
+    return deliver_frames(tag, body, props, channel=channel, consumer_tag="ctag",
+                          redelivered=rng.random() < 0.2,
+                          exchange=rng.choice(["", "ex", "amq.topic"]),
+                          routing_key=rng.choice(["", "rk", "a.b.c" * 20]), frame_max=frame_max)
 
 
 def _source_stream(rng: random.Random, n: int) -> bytes:

@@ -14,16 +14,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pumpd.dataplane.properties import encode_properties
-from pumpd.testing.hostile import (
-    basic_ack,
-    basic_deliver,
-    basic_return,
-    body,
-    content_header,
-    frame,
-    method,
-    shortstr,
-)
+from pumpd.testing import hostile as wire
 
 from impls import native
 from malformed_frames import CH, MARKER, run
@@ -49,26 +40,27 @@ def frames(draw: st.DrawFn) -> bytes:
     kind = draw(st.sampled_from(["message", "return", "ack", "nack", "heartbeat", "other"]))
     if kind == "message" or kind == "return":
         data = draw(st.binary(max_size=30))
-        head = (basic_deliver(channel, draw(st.integers(0, 2**64 - 1)),
-                              exchange=draw(st.text(max_size=5)),
-                              routing_key=draw(st.text(max_size=5)))
+        head = (wire.basic_deliver(channel, draw(st.integers(0, 2**64 - 1)),
+                                   exchange=draw(st.text(max_size=5)),
+                                   routing_key=draw(st.text(max_size=5)))
                 if kind == "message" else
-                basic_return(channel, 312, shortstr(draw(names)), shortstr(draw(names)),
-                             shortstr(draw(names))))
-        out = head + content_header(channel, len(data), draw(props))
+                wire.basic_return(channel, 312, wire.shortstr(draw(names)),
+                                  wire.shortstr(draw(names)), wire.shortstr(draw(names))))
+        out = head + wire.content_header(channel, len(data), draw(props))
         step = draw(st.integers(1, 31))
-        return out + b"".join(body(channel, data[i : i + step]) for i in range(0, len(data), step))
+        return out + b"".join(wire.body(channel, data[i : i + step])
+                              for i in range(0, len(data), step))
     if kind == "ack":
-        return basic_ack(channel, draw(st.integers(0, 70)), draw(st.booleans()))
+        return wire.basic_ack(channel, draw(st.integers(0, 70)), draw(st.booleans()))
     if kind == "nack":
-        return method(channel, 60, 120, struct.pack(">QB", draw(st.integers(0, 70)),
-                                                     draw(st.integers(0, 3))))
+        return wire.method(channel, 60, 120, struct.pack(">QB", draw(st.integers(0, 70)),
+                                                          draw(st.integers(0, 3))))
     if kind == "heartbeat":
-        return frame(8, 0, b"")
+        return wire.frame(8, 0, b"")
     # a method the planes leave to pika (those they read are built above, well-formed)
     class_id, method_id = draw(st.sampled_from(
         [(10, 50), (20, 40), (50, 11), (60, 11), (60, 21), (60, 31), (60, 40), (60, 90)]))
-    return method(channel, class_id, method_id, draw(st.binary(max_size=20)))
+    return wire.method(channel, class_id, method_id, draw(st.binary(max_size=20)))
 
 
 def _split(data: bytes) -> list[tuple[int, int, bytes]]:
@@ -102,7 +94,7 @@ def mutated(draw: st.DrawFn) -> bytes:
         else:
             del edited[pos:]
         parts[i] = (ftype, channel, bytes(edited))
-    data = bytearray(b"".join(frame(t, c, p) for t, c, p in parts))
+    data = bytearray(b"".join(wire.frame(t, c, p) for t, c, p in parts))
     for _ in range(draw(st.integers(0, 2))):
         op = draw(st.sampled_from(["set", "insert", "cut", "length"]))
         pos = draw(st.integers(0, max(len(data) - 1, 0)))

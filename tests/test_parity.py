@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pika
@@ -286,26 +288,31 @@ def test_no_access_to_vhost_names_user_and_vhost(node_a: LocalNode, vhost_a: str
 # --- delete-after edge cases ----------------------------------------------------------------
 
 
+@contextmanager
+def terminated_shovel(uri: str, messages: int, **source: Any) -> Iterator[RunningPumps]:
+    """Shovel queue "in" (``messages`` published first) to "out" on ``uri``, with the source
+    options ``source``; yields once the shovel has terminated, before the pumps stop."""
+    amqp.declare_queue(uri, "in")
+    if messages:
+        amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(messages)])
+    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
+                  **source})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
+        yield pumps
+
+
 @pytest.mark.parametrize("delete_after", [0, "queue-length"])
 def test_delete_after_nothing_ends_at_once(node_a: LocalNode, vhost_a: str,
                                            delete_after: Any) -> None:
-    uri = node_a.uri(vhost_a)
-    amqp.declare_queue(uri, "in")
-    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
-                  "src-delete-after": delete_after})
-    with running(s) as pumps:
-        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
+    with terminated_shovel(node_a.uri(vhost_a), 0, **{"src-delete-after": delete_after}) as pumps:
+        pass
     assert "delete-after reached: 0 messages moved" in (pumps.status().reason or "")
 
 
 def test_delete_after_duration_stops_the_shovel(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
-    amqp.declare_queue(uri, "in")
-    amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(5)])
-    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
-                  "src-delete-after-duration": 2})
-    with running(s) as pumps:
-        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 30, "terminated")
+    with terminated_shovel(uri, 5, **{"src-delete-after-duration": 2}) as pumps:
         amqp.publish_messages(uri, "", "in", [amqp.Message(b"late")])
     reason = pumps.status().reason or ""
     assert "delete-after-duration reached: stopped after 2s, 5 messages moved" in reason
@@ -401,13 +408,8 @@ def test_disk_alarm_before_start_then_the_plugin_status_figures(
 
 
 def test_remaining_counts_down_to_delete_after(node_a: LocalNode, vhost_a: str) -> None:
-    uri = node_a.uri(vhost_a)
-    amqp.declare_queue(uri, "in")
-    amqp.publish_messages(uri, "", "in", [amqp.Message(b) for b in bodies(30)])
-    s = shovel(**{"src-uri": uri, "src-queue": "in", "dest-uri": uri, "dest-queue": "out",
-                  "src-delete-after": 20})
-    with running(s) as pumps:
-        pumps.wait_for(lambda: pumps.status().state == State.TERMINATED, 60, "terminated")
+    with terminated_shovel(node_a.uri(vhost_a), 30, **{"src-delete-after": 20}) as pumps:
+        pass
     c = pumps.status().counters
     assert (c.remaining, c.remaining_unacked, c.acked) == (0, 0, 20)
 

@@ -24,6 +24,7 @@ from pumpd.engine.status import Counters
 
 from amqp_helpers import naive
 from impls import IMPLEMENTATIONS, relay_class
+from pika_wire import deliver_frames, method, raw_properties
 
 SRC, DST = 1, 1
 
@@ -40,21 +41,14 @@ def make(Relay: Any, **kw: Any) -> Any:
     return Relay(**args)
 
 
-def deliver(tag: int, body: bytes, props: pika.BasicProperties | None = None, *,
+def deliver(tag: int, body: bytes, props: pika.BasicProperties | bytes | None = None, *,
             exchange: str = "ex", routing_key: str = "rk", redelivered: bool = False,
             channel: int = SRC, frame_max: int = 131072) -> bytes:
-    out = pika.frame.Method(channel, pika.spec.Basic.Deliver(
-        consumer_tag="ctag-1", delivery_tag=tag, redelivered=redelivered,
-        exchange=exchange, routing_key=routing_key)).marshal()
-    out += pika.frame.Header(channel, len(body), props or pika.BasicProperties()).marshal()
-    step = frame_max - 8
-    for i in range(0, len(body), step):
-        out += pika.frame.Body(channel, body[i:i + step]).marshal()
-    return out
-
-
-def method(channel: int, m: Any) -> bytes:
-    return pika.frame.Method(channel, m).marshal()
+    """One delivery's frames; ``props`` as bytes is a raw property list, put in the content
+    header as it is (pika cannot write a malformed one)."""
+    return b"".join(deliver_frames(tag, body, props, channel=channel, exchange=exchange,
+                                   routing_key=routing_key, redelivered=redelivered,
+                                   frame_max=frame_max))
 
 
 def decode_all(data: bytes) -> list[Any]:
@@ -277,14 +271,6 @@ def test_bad_arguments_are_refused(Relay: Any) -> None:
 BIG = pika.BasicProperties(message_id="big", headers={"pad": "x" * 5000})
 
 
-def raw_deliver(tag: int, body: bytes, raw_props: bytes) -> bytes:
-    """A delivery whose content header carries ``raw_props`` as they are (pika cannot write
-    a malformed property list)."""
-    out = method(SRC, pika.spec.Basic.Deliver("ctag-1", tag, False, "ex", "rk"))
-    out += frame(FRAME_HEADER, SRC, content_header_payload(len(body), raw_props))
-    return out + pika.frame.Body(SRC, body).marshal()
-
-
 @pytest.mark.parametrize("ack_mode", [ACK_MODE_ON_CONFIRM, ACK_MODE_ON_PUBLISH, ACK_MODE_NO_ACK])
 def test_an_oversized_content_header_pauses_the_relay_after_the_message(Relay: Any, ack_mode: int) -> None:
     r = make(Relay, dest_frame_max=4096, ack_mode=ack_mode)
@@ -295,7 +281,7 @@ def test_an_oversized_content_header_pauses_the_relay_after_the_message(Relay: A
     assert r.paused and r.undeliverable == 1 and r.consumed == 1
     tag, redelivered, exchange, routing_key, props, body, reason = r.take_undeliverable()
     assert (tag, redelivered, exchange, routing_key, body) == (2, True, b"ex", b"rk", b"big body" * 1000)
-    assert props == pika.frame.Header(SRC, 0, BIG).marshal()[19:-1]  # as received
+    assert props == raw_properties(BIG)  # as received
     assert reason == f"content header of {len(props) + 20} bytes exceeds the destination's frame_max 4096"
     assert len(props) + 20 > 4096
     assert r.feed_source(deliver(4, b"later")) == b""  # kept while paused
@@ -339,7 +325,7 @@ def test_pausing_again_while_resuming(Relay: Any) -> None:
 ])
 def test_properties_that_cannot_be_parsed_for_an_edit_are_undeliverable(Relay: Any, raw: bytes, why: str) -> None:
     r = make(Relay, timestamp_header=True)
-    r.feed_source(raw_deliver(1, b"poison", raw) + deliver(2, b"fine"))
+    r.feed_source(deliver(1, b"poison", raw) + deliver(2, b"fine"))
     assert r.take_undeliverable() == (1, False, b"ex", b"rk", raw, b"poison",
                                       f"its properties cannot be parsed: {why}")
     r.resume()
@@ -349,7 +335,7 @@ def test_properties_that_cannot_be_parsed_for_an_edit_are_undeliverable(Relay: A
 def test_without_edits_the_properties_are_not_parsed(Relay: Any) -> None:
     r = make(Relay)
     raw = b"\x20\x00\x00\x00\x00\x04\x01kZ\x00"
-    r.feed_source(raw_deliver(1, b"m", raw))
+    r.feed_source(deliver(1, b"m", raw))
     header = frame(FRAME_HEADER, DST, content_header_payload(1, raw))
     assert not r.paused and header in r.take_publishes()
 
@@ -358,7 +344,7 @@ def test_keep_last_keeps_the_last_message_published(Relay: Any) -> None:
     r = make(Relay, keep_last=True, property_overrides=encode_property_overrides({"app_id": "p"}))
     assert r.last_message is None
     r.feed_source(deliver(1, b"one", RICH) + deliver(2, b"two" * 50_000, exchange="x2", redelivered=True))
-    assert r.last_message == (2, True, b"x2", b"rk", pika.frame.Header(SRC, 0, pika.BasicProperties()).marshal()[19:-1],
+    assert r.last_message == (2, True, b"x2", b"rk", raw_properties(pika.BasicProperties()),
                               b"two" * 50_000, "")
     assert [b for _, _, b in published(r.take_publishes())] == [b"one", b"two" * 50_000]
 
@@ -389,7 +375,7 @@ def test_hold_returns_pauses_the_destination_before_the_returned_messages_confir
     assert ack.method.delivery_tag == 1  # the confirm before the return only
     code, text, exchange, key, props, body = r.take_returned()
     assert (code, text, exchange, key, body) == (312, "NO_ROUTE", b"x", b"lost", b"lost body")
-    assert props == pika.frame.Header(DST, 9, RICH).marshal()[7 + 12:-1]
+    assert props == raw_properties(RICH)
     assert r.feed_destination(b"more") == b""  # kept, unscanned, while paused
     assert r.resume_destination() == blocked
     assert not r.destination_paused and r.take_returned() is None

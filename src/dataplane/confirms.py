@@ -168,3 +168,19 @@ class ConfirmWindow:
             self._tags[s & (self._cap - 1)] = old_tags[s & (old_cap - 1)]
             if old_bits[(s // _WORD) & (len(old_bits) - 1)] >> (s % _WORD) & 1:
                 self._set_bit(s)
+
+
+class ConfirmCounts:
+    """``confirmed`` and ``nacked`` of a reference data plane: its confirm window's counts."""
+
+    _window: ConfirmWindow
+
+    @property
+    def confirmed(self) -> int:
+        """Destination acks, per message."""
+        return self._window.confirmed
+
+    @property
+    def nacked(self) -> int:
+        """Destination nacks, per message."""
+        return self._window.nacked

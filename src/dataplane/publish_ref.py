@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .api import PublishReturn
-from .confirms import ConfirmWindow
+from .confirms import ConfirmCounts, ConfirmWindow
 from .frames import (
     BASIC_ACK,
     BASIC_NACK,
@@ -43,8 +43,8 @@ from .frames import (
 )
 from .received import (
     MAX_BODY_SIZE,
+    basic_method_of,
     confirm_fields,
-    method_id_of,
     scan_frames,
 )
 from .returns import HEADER, IDLE, ReturnAssembler
@@ -56,7 +56,7 @@ _HEADER_PREFIX = struct.Struct(">BHIHHQ")  # frame head + class, weight, body si
 # -- the data plane ------------------------------------------------------------------------------
 
 
-class PublishPlane:
+class PublishPlane(ConfirmCounts):
     """Publish frames out, confirms in. See the module docstring.
 
     :param channel: the publishing channel's number
@@ -102,14 +102,6 @@ class PublishPlane:
     @property
     def next_seq(self) -> int:
         return self._window.next_seq
-
-    @property
-    def confirmed(self) -> int:
-        return self._window.confirmed
-
-    @property
-    def nacked(self) -> int:
-        return self._window.nacked
 
     def unconfirmed(self) -> list[int]:
         """Sequence numbers published and not yet settled, oldest first."""
@@ -214,11 +206,7 @@ class PublishPlane:
             else:
                 returning.take(ftype, buf, start, end)
             return True
-        if ftype != FRAME_METHOD:
-            return False
-        class_id, method_id = method_id_of(buf, start, end)
-        if class_id != CLASS_BASIC:
-            return False
+        method_id = basic_method_of(ftype, buf, start, end)
         if method_id == BASIC_ACK or method_id == BASIC_NACK:
             seq, multiple = confirm_fields(buf, start, end, method_id)
             self._attribute_returns(seq)

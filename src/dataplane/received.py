@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from .frames import (
     BASIC_ACK,
+    CLASS_BASIC,
     FRAME_BODY,
     FRAME_END,
     FRAME_HEAD,
@@ -146,6 +147,15 @@ def method_id_of(buf: bytes, start: int, end: int) -> tuple[int, int]:
         raise FrameError(f"method frame of {end - start} bytes")
     class_id, method_id = METHOD_ID.unpack_from(buf, start)
     return class_id, method_id
+
+
+def basic_method_of(ftype: int, buf: bytes, start: int, end: int) -> int:
+    """The method id of a frame if it is a ``basic`` class method frame, else 0 (a frame the
+    data plane hands to pika)."""
+    if ftype != FRAME_METHOD:
+        return 0
+    class_id, method_id = method_id_of(buf, start, end)
+    return method_id if class_id == CLASS_BASIC else 0
 
 
 def confirm_fields(buf: bytes, start: int, end: int, method_id: int) -> tuple[int, bool]:

@@ -21,10 +21,10 @@ coalesced source ack can cover its tag.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .api import Delivered, Returned
-from .confirms import ConfirmWindow
+from .confirms import ConfirmCounts, ConfirmWindow
 from .frames import (
     ACK_MODE_NO_ACK,
     ACK_MODE_ON_CONFIRM,
@@ -33,7 +33,6 @@ from .frames import (
     BASIC_DELIVER,
     BASIC_NACK,
     BASIC_RETURN,
-    CLASS_BASIC,
     FRAME_BODY,
     FRAME_HEADER,
     FRAME_METHOD,
@@ -50,9 +49,9 @@ from .frames import (
 from .received import (
     MAX_BODY_SIZE,
     basic_deliver_fields,
+    basic_method_of,
     confirm_fields,
     content_header_fields,
-    method_id_of,
     scan_frames,
 )
 from .returns import IDLE, ReturnAssembler
@@ -75,7 +74,60 @@ class _Assembler:
         self.deliver: tuple[int, bool, bytes, bytes] = (0, False, b"", b"")
 
 
-class Relay:
+class _PausableScan:
+    """The bytes read off one connection, scanned for one channel's frames. After a frame that
+    makes ``paused()`` true the scan stops; what follows, and every byte fed meanwhile, is kept
+    unscanned until :meth:`resume`."""
+
+    __slots__ = ("_channel", "_frame_max", "_kept", "_partial", "_paused", "_take")
+
+    def __init__(self, channel: int, take: Callable[[int, bytes, int, int], bool],
+                 paused: Callable[[], bool], frame_max: int) -> None:
+        self._channel = channel
+        self._take = take
+        self._paused = paused
+        self._frame_max = frame_max
+        self._partial = b""  # an incomplete frame, carried over to the next read
+        self._kept = b""  # bytes received while paused, not yet scanned
+
+    def feed(self, data: bytes) -> bytes:
+        """Scan ``data``; returns the bytes meant for pika (nothing while paused)."""
+        if self._paused():
+            self._kept += data
+            return b""
+        buf, rest = scan_frames(self._partial + data if self._partial else data, self._channel,
+                                self._take, self._paused, self._frame_max)
+        if self._paused():
+            self._partial, self._kept = b"", buf
+        else:
+            self._partial = buf
+        return rest
+
+    def resume(self) -> bytes:
+        """Scan the bytes kept while paused; the caller has just left the pause."""
+        kept, self._kept = self._kept, b""
+        return self.feed(kept)
+
+
+class _PropertyEdits:
+    """What the relay changes in every message's properties (see :class:`Relay`'s parameters)."""
+
+    __slots__ = ("_hop", "_overrides", "_timestamp", "any")
+
+    def __init__(self, overrides: Mapping[int, bytes] | None, hop: bytes | None,
+                 timestamp: bool) -> None:
+        self._overrides = dict(overrides or {})
+        self._hop = None if hop is None else bytes(hop)
+        self._timestamp = timestamp
+        self.any = bool(self._overrides) or self._hop is not None or timestamp
+
+    def apply(self, properties: bytes) -> bytes:
+        """The edited properties; raises :class:`UnparseableProperties`."""
+        return edit_properties(properties, self._overrides, self._hop,
+                               int(time.time()) if self._timestamp else None)
+
+
+class Relay(ConfirmCounts):
     """One session's data plane. See the module docstring.
 
     :param source_channel: channel number of the consuming channel on the source connection
@@ -130,55 +182,40 @@ class Relay:
         self._dst_ch = dest_channel
         self._body_max = (dest_frame_max or 131072) - FRAME_OVERHEAD
         self._frame_max = dest_frame_max
-        self._src_frame_max = source_frame_max
         self._max_body = max_body_size
         self._ack_mode = ack_mode
         self._exchange = exchange
         self._routing_key = routing_key
-        self._overrides = dict(property_overrides or {})
-        self._hop = None if forward_hop is None else bytes(forward_hop)
-        self._timestamp = timestamp_header
-        self._edits = bool(self._overrides) or self._hop is not None or timestamp_header
+        self._edits = _PropertyEdits(property_overrides, forward_hop, timestamp_header)
         self._keep_last = keep_last
         # hold_returns: a basic.return pauses the destination side after its content, before the
         # message's confirm (the broker sends the return first), until resume_destination()
         self._hold_returns = hold_returns
         self._returned: Returned | None = None
-        self._dst_kept = b""
         self._hold_rest = False
         self.last_message: Delivered | None = None
         self._undeliverable: Delivered | None = None  # set while paused
-        self._kept = b""  # source bytes received while paused, not yet scanned
-        self.undeliverable = 0
         self._mandatory = mandatory
         self._limit = limit
         self._window = ConfirmWindow(window or 64)
-        self._src_buf = b""
-        self._dst_buf = b""
+        self._source = _PausableScan(source_channel, self._take_source_frame,
+                                     lambda: self._undeliverable is not None, source_frame_max)
+        self._destination = _PausableScan(dest_channel, self._take_dest_frame,
+                                          lambda: self._returned is not None, dest_frame_max)
         self._deliver = _Assembler()
         self._returning = ReturnAssembler(max_body_size, hold_returns, hold_returns)
         self._publishes: list[bytes] = []
         self._source_out: list[bytes] = []
         self._last_tag = 0  # on_publish: newest delivery tag encoded and not yet acked
         self._buffered = 0
-        self.consumed = 0
-        self.published = 0
-        self.redelivered = 0
-        self.returned = 0
-        self.bytes = 0
+        # the counters the session reports
+        self.consumed = self.published = self.redelivered = self.returned = self.bytes = 0
+        self.undeliverable = 0
         self._acked_on_publish = 0
         self._pub_ack_tag = 0  # on_publish: the newest published tag not yet acked
         self._pub_ack_count = 0
 
     # -- counters -----------------------------------------------------------------------------
-
-    @property
-    def confirmed(self) -> int:
-        return self._window.confirmed
-
-    @property
-    def nacked(self) -> int:
-        return self._window.nacked
 
     @property
     def acked(self) -> int:
@@ -216,21 +253,7 @@ class Relay:
     def feed_source(self, data: bytes) -> bytes:
         """Scan bytes read from the source connection; returns the bytes meant for pika. While
         paused, the bytes are kept unscanned and nothing is returned."""
-        if self._undeliverable is not None:
-            self._kept += data
-            return b""
-        buf, rest = scan_frames(
-            self._src_buf + data if self._src_buf else data,
-            self._src_ch,
-            self._take_source_frame,
-            lambda: self._undeliverable is not None,
-            self._src_frame_max,
-        )
-        if self._undeliverable is not None:
-            self._src_buf, self._kept = b"", buf
-        else:
-            self._src_buf = buf
-        return rest
+        return self._source.feed(data)
 
     @property
     def paused(self) -> bool:
@@ -256,13 +279,12 @@ class Relay:
         if self._undeliverable is None:
             return b""
         self._undeliverable = None
-        kept, self._kept = self._kept, b""
-        return self.feed_source(kept)
+        return self._source.resume()
 
     def _take_source_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         asm = self._deliver
         if asm.state == _IDLE:
-            if ftype != FRAME_METHOD or method_id_of(buf, start, end) != (CLASS_BASIC, BASIC_DELIVER):
+            if basic_method_of(ftype, buf, start, end) != BASIC_DELIVER:
                 return False
             asm.deliver = basic_deliver_fields(buf, start, end)
             asm.state = _HEADER
@@ -297,14 +319,9 @@ class Relay:
         body = b"".join(asm.body)
         props = asm.properties
         reason = ""
-        if self._edits:
+        if self._edits.any:
             try:
-                props = edit_properties(
-                    props,
-                    self._overrides,
-                    self._hop,
-                    int(time.time()) if self._timestamp else None,
-                )
+                props = self._edits.apply(props)
             except UnparseableProperties as exc:
                 reason = f"its properties cannot be parsed: {exc}"
         header_size = FRAME_OVERHEAD + 12 + len(props)
@@ -378,21 +395,7 @@ class Relay:
     def feed_destination(self, data: bytes) -> bytes:
         """Scan bytes read from the destination connection; returns the bytes meant for pika.
         While the destination side is paused on a return, the bytes are kept unscanned."""
-        if self._returned is not None:
-            self._dst_kept += data
-            return b""
-        buf, rest = scan_frames(
-            self._dst_buf + data if self._dst_buf else data,
-            self._dst_ch,
-            self._take_dest_frame,
-            lambda: self._returned is not None,
-            self._frame_max,
-        )
-        if self._returned is not None:
-            self._dst_buf, self._dst_kept = b"", buf
-        else:
-            self._dst_buf = buf
-        return rest
+        return self._destination.feed(data)
 
     @property
     def destination_paused(self) -> bool:
@@ -411,8 +414,7 @@ class Relay:
         if self._returned is None:
             return b""
         self._returned = None
-        kept, self._dst_kept = self._dst_kept, b""
-        return self.feed_destination(kept)
+        return self._destination.resume()
 
     def _take_dest_frame(self, ftype: int, buf: bytes, start: int, end: int) -> bool:
         if self._returning.state != IDLE:
@@ -423,11 +425,7 @@ class Relay:
                                           routing_key, self._returning.properties,
                                           self._returning.take_body())
             return True
-        if ftype != FRAME_METHOD:
-            return False
-        class_id, method_id = method_id_of(buf, start, end)
-        if class_id != CLASS_BASIC:
-            return False
+        method_id = basic_method_of(ftype, buf, start, end)
         if method_id == BASIC_ACK:
             self._window.ack(*confirm_fields(buf, start, end, method_id))
             return True

@@ -20,7 +20,7 @@ How a node is isolated:
 * configuration: the node's base directory holds its ``rabbitmq.conf``, an empty
   ``rabbitmq-env.conf`` (so ``/etc/rabbitmq/rabbitmq-env.conf`` and ``/etc/rabbitmq/rabbitmq.conf``,
   which pin 5672, are not read), its enabled-plugins file and ``.erlang.cookie``; ``HOME`` points
-  there for the server and for every ``rabbitmqctl`` call.
+  there for the server and for every ``rabbitmqctl`` call (:mod:`pumpd.testing.nodefiles`).
 * processes: the server runs in its own session and process group, so :meth:`LocalNode.kill`
   can SIGKILL the whole group (the script, ``beam.smp`` and its port programs) and leave no
   orphan. ``epmd`` is shared by every Erlang node on the host (the system node's included); it
@@ -36,13 +36,14 @@ management and shovel, 7 s for both started in parallel); :meth:`LocalNode.start
 the AMQP port accepts TCP connections and ``rabbitmqctl await_startup`` succeeds. A graceful
 :meth:`LocalNode.stop` takes 1.5 s, or 6.5 s with the management plugin (it waits 5 s for its
 statistics collector); :meth:`LocalNode.kill` is instant.
+
+This module runs the node's process; ``rabbitmqctl``, URIs and the management API are
+:class:`~pumpd.testing.nodecontrol.NodeControl`'s.
 """
 
 from __future__ import annotations
 
 import atexit
-import base64
-import json
 import os
 import secrets
 import shutil
@@ -50,16 +51,14 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import LocalNodeError, ManagementHTTPError
+from .nodecontrol import CTL, NodeControl
+from .nodefiles import NodeFiles, TLSListener, node_environment, rabbitmq_conf
 from .ports import LOCALHOST, broker_answers, find_free_port, port_is_free
 from .processes import kill_group, tail, wait_leader
 
@@ -72,32 +71,20 @@ __all__ = [
     "LocalNode",
     "LocalNodeError",
     "ManagementHTTPError",
+    "TLSListener",
     "broker_answers",
     "find_free_port",
 ]
 
 #: The server start script that runs the node as the calling user (not the /usr/sbin wrapper).
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-#: The control CLI that talks to a node with the cookie found in ``$HOME``.
-CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 # Nodes created and not yet closed; the atexit hook kills them and removes their directories.
 _open_nodes: set[LocalNode] = set()
 _open_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class TLSListener:
-    """PEM files for an AMQPS listener: the CA that signs client certificates, the server's
-    certificate and key; with ``require_client_cert`` the node refuses clients without one."""
-
-    cacertfile: str
-    certfile: str
-    keyfile: str
-    require_client_cert: bool = True
-
-
-class LocalNode:
+class LocalNode(NodeControl):
     """A throwaway RabbitMQ node with its own ports, directories and Erlang cookie.
 
     Creating the object picks the ports and names but starts nothing; call :meth:`start` or use
@@ -127,7 +114,6 @@ class LocalNode:
         self.tls = tls
         self.tls_port: int | None = None
         self.name = name or f"pumpd-{os.getpid()}-{secrets.token_hex(4)}"
-        #: Full Erlang node name, e.g. ``pumpd-123-0a1b2c3d@localhost``.
         self.nodename = f"{self.name}@localhost"
         self.start_timeout = start_timeout
         self._owns_dir = base_dir is None
@@ -135,10 +121,11 @@ class LocalNode:
             self.base_dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         else:
             self.base_dir = Path(base_dir)
+        #: Its configuration, data and log files.
+        self.files = NodeFiles.under(self.base_dir, self.nodename)
         self.amqp_port = 0
         self.dist_port = 0
-        #: The management HTTP port, or ``None`` without ``rabbitmq_management``.
-        self.management_port: int | None = None
+        self.management_port = None
         #: The streams protocol port, or ``None`` without ``rabbitmq_stream``.
         self.stream_port: int | None = None
         self._pick_ports()
@@ -149,42 +136,7 @@ class LocalNode:
         #: Seconds the last successful :meth:`start` took.
         self.last_start_seconds: float | None = None
 
-    # ----------------------------------------------------------------- paths and environment
-
-    @property
-    def config_file(self) -> Path:
-        """The node's ``rabbitmq.conf``."""
-        return self.base_dir / "rabbitmq.conf"
-
-    @property
-    def env_file(self) -> Path:
-        """The node's (empty) ``rabbitmq-env.conf``."""
-        return self.base_dir / "rabbitmq-env.conf"
-
-    @property
-    def plugins_file(self) -> Path:
-        """The node's enabled-plugins file."""
-        return self.base_dir / "enabled_plugins"
-
-    @property
-    def mnesia_base(self) -> Path:
-        """``RABBITMQ_MNESIA_BASE``: the node's data lives in a subdirectory named after it."""
-        return self.base_dir / "mnesia"
-
-    @property
-    def log_base(self) -> Path:
-        """``RABBITMQ_LOG_BASE``."""
-        return self.base_dir / "log"
-
-    @property
-    def console_log(self) -> Path:
-        """Where the server's stdout and stderr go."""
-        return self.base_dir / "console.log"
-
-    @property
-    def node_log(self) -> Path:
-        """The node's own log file."""
-        return self.log_base / f"{self.nodename}.log"
+    # ------------------------------------------------------------------------------- ports
 
     @property
     def pid(self) -> int | None:
@@ -209,76 +161,10 @@ class LocalNode:
             ports.append(self.stream_port)
         return ports
 
-    def _env(self) -> dict[str, str]:
-        """Environment for the server and for rabbitmqctl: nothing inherited from RABBITMQ_*."""
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("RABBITMQ_", "ERL_")) and k not in {"HOME", "NOTIFY_SOCKET"}
-        }
-        env.update(
-            HOME=str(self.base_dir),
-            RABBITMQ_NODENAME=self.nodename,
-            RABBITMQ_DIST_PORT=str(self.dist_port),
-            RABBITMQ_MNESIA_BASE=str(self.mnesia_base),
-            RABBITMQ_LOG_BASE=str(self.log_base),
-            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.plugins_file),
-            RABBITMQ_CONFIG_FILE=str(self.config_file),
-            RABBITMQ_CONF_ENV_FILE=str(self.env_file),
-            # The distribution listener on loopback only, like the AMQP one.
-            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
-            ERL_EPMD_ADDRESS=LOCALHOST,
-        )
-        return env
-
     def _write_files(self) -> None:
-        """Write configuration, an empty env file, the plugins file and the Erlang cookie."""
-        for d in (self.base_dir, self.mnesia_base, self.log_base):
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise LocalNodeError(f"cannot create {d}: {exc}") from exc
-            if not os.access(d, os.W_OK | os.X_OK):
-                raise LocalNodeError(
-                    f"{d} is not writable by uid {os.getuid()}; run as root or pass a writable "
-                    "base_dir"
-                )
-        conf = [
-            f"listeners.tcp.1 = {LOCALHOST}:{self.amqp_port}",
-            "loopback_users = none",
-        ]
-        if self.management_port is not None:
-            conf += [
-                f"management.tcp.port = {self.management_port}",
-                f"management.tcp.ip = {LOCALHOST}",
-            ]
-        if self.stream_port is not None:
-            # advertised: clients reconnect to the host and port the metadata names (the
-            # default is the machine's hostname and 5552)
-            conf += [
-                f"stream.listeners.tcp.1 = {LOCALHOST}:{self.stream_port}",
-                f"stream.advertised_host = {LOCALHOST}",
-                f"stream.advertised_port = {self.stream_port}",
-            ]
-        if self.tls is not None:
-            conf += [
-                f"listeners.ssl.1 = {LOCALHOST}:{self.tls_port}",
-                f"ssl_options.cacertfile = {self.tls.cacertfile}",
-                f"ssl_options.certfile = {self.tls.certfile}",
-                f"ssl_options.keyfile = {self.tls.keyfile}",
-                "ssl_options.verify = verify_peer",
-                f"ssl_options.fail_if_no_peer_cert = {str(self.tls.require_client_cert).lower()}",
-            ]
-        self.config_file.write_text("\n".join(conf) + "\n")
-        self.env_file.write_text("")
-        self.plugins_file.write_text(f"[{','.join(self.plugins)}].\n")
-        cookie = self.base_dir / ".erlang.cookie"
-        if not cookie.exists():
-            # Written before anything starts: otherwise the node and a concurrent rabbitmqctl
-            # could each create one.
-            fd = os.open(cookie, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-            with os.fdopen(fd, "w") as f:
-                f.write("".join(secrets.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(20)))
+        self.files.write(rabbitmq_conf(self.amqp_port, management_port=self.management_port,
+                                       stream_port=self.stream_port, tls=self.tls,
+                                       tls_port=self.tls_port), self.plugins)
 
     # --------------------------------------------------------------------------- lifecycle
 
@@ -301,7 +187,7 @@ class LocalNode:
                 raise LocalNodeError(
                     f"{exe} not found or not executable; install Debian's rabbitmq-server package"
                 )
-        first_start = not self.mnesia_base.joinpath(self.nodename).exists()
+        first_start = not self.files.mnesia_base.joinpath(self.nodename).exists()
         attempts = 3 if first_start else 1
         for attempt in range(attempts):
             busy = [p for p in self._ports() if not port_is_free(p)]
@@ -322,12 +208,12 @@ class LocalNode:
     def _start_once(self) -> None:
         self._write_files()
         began = time.monotonic()
-        with self.console_log.open("ab") as log:
+        with self.files.console_log.open("ab") as log:
             log.write(f"\n=== pumpd.localnode: starting {self.nodename} ===\n".encode())
             log.flush()
             self._proc = subprocess.Popen(
                 [SERVER],
-                env=self._env(),
+                env=node_environment(self.files, self.nodename, self.dist_port),
                 cwd=self.base_dir,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -360,7 +246,7 @@ class LocalNode:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._startup_error("rabbitmqctl await_startup did not succeed")
-            result = self._run_ctl(
+            result = self.run_ctl(
                 ["await_startup", "--timeout", str(max(1, int(remaining)))],
                 timeout=remaining + 10,
             )
@@ -391,8 +277,8 @@ class LocalNode:
 
     def _log_tails(self) -> str:
         return (
-            f"--- {self.console_log} ---\n{tail(self.console_log)}\n"
-            f"--- {self.node_log} ---\n{tail(self.node_log)}"
+            f"--- {self.files.console_log} ---\n{tail(self.files.console_log)}\n"
+            f"--- {self.files.node_log} ---\n{tail(self.files.node_log)}"
         )
 
     def is_running(self) -> bool:
@@ -416,7 +302,7 @@ class LocalNode:
             return
         if self._proc.poll() is None:
             try:
-                stopped = self._run_ctl(["stop"], timeout=timeout).returncode == 0
+                stopped = self.run_ctl(["stop"], timeout=timeout).returncode == 0
             except subprocess.TimeoutExpired:
                 stopped = False
             if stopped:
@@ -458,99 +344,6 @@ class LocalNode:
                 _open_nodes.discard(self)
             if self._owns_dir:
                 shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    # ---------------------------------------------------------------------------- control
-
-    def _run_ctl(self, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [CTL, "-n", self.nodename, *args],
-            check=False,
-            env=self._env(),
-            cwd=self.base_dir,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    def ctl(self, *args: str, timeout: float = 60.0) -> str:
-        """Run ``rabbitmqctl -n NODE ARGS...`` against this node and return its stdout.
-
-        :raises LocalNodeError: non-zero exit status (the message has stdout and stderr) or
-            timeout.
-        """
-        try:
-            result = self._run_ctl(args, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise LocalNodeError(
-                f"rabbitmqctl {' '.join(args)}: timed out after {timeout} s"
-            ) from exc
-        if result.returncode != 0:
-            raise LocalNodeError(
-                f"rabbitmqctl -n {self.nodename} {' '.join(args)} exited {result.returncode}:\n"
-                f"{result.stderr.strip()}\n{result.stdout.strip()}"
-            )
-        return result.stdout
-
-    def uri(self, vhost: str = "/", user: str = "guest", password: str = "guest") -> str:
-        """An ``amqp://`` URI for this node; the vhost, user and password are percent-encoded."""
-        q = urllib.parse.quote
-        return (
-            f"amqp://{q(user, safe='')}:{q(password, safe='')}@{LOCALHOST}:{self.amqp_port}/"
-            f"{q(vhost, safe='')}"
-        )
-
-    def add_vhost(self, vhost: str, *, grant_guest: bool = True) -> None:
-        """Create ``vhost``; by default give ``guest`` full permissions on it."""
-        self.ctl("add_vhost", vhost)
-        if grant_guest:
-            self.ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-
-    def delete_vhost(self, vhost: str) -> None:
-        """Delete ``vhost`` and everything in it."""
-        self.ctl("delete_vhost", vhost)
-
-    def add_user(
-        self,
-        user: str,
-        password: str,
-        vhost: str = "/",
-        configure: str = ".*",
-        write: str = ".*",
-        read: str = ".*",
-    ) -> None:
-        """Create ``user`` with ``password`` and the given permissions on ``vhost``."""
-        self.ctl("add_user", user, password)
-        self.ctl("set_permissions", "-p", vhost, user, configure, write, read)
-
-    def set_vm_memory_high_watermark(self, fraction: float) -> None:
-        """Set the memory alarm threshold (fraction of RAM). ``0`` raises the alarm at once,
-        blocking every publishing connection; ``0.4`` (RabbitMQ's default) clears it."""
-        self.ctl("set_vm_memory_high_watermark", repr(float(fraction)))
-
-    def management_request(self, method: str, path: str, body: Any = None) -> Any:
-        """Call the management HTTP API as guest/guest; returns the decoded JSON (or ``None``).
-
-        :param path: e.g. ``/api/overview``; the caller percent-encodes vhost names
-            (``/api/queues/%2F``).
-        :param body: sent as JSON when not ``None``.
-        :raises ManagementHTTPError: on an HTTP error status.
-        """
-        if self.management_port is None:
-            raise LocalNodeError(f"{self.nodename} runs without rabbitmq_management")
-        url = f"http://{LOCALHOST}:{self.management_port}/{path.lstrip('/')}"
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method.upper())
-        request.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            text = exc.read().decode("utf-8", errors="replace")
-            raise ManagementHTTPError(method.upper(), url, exc.code, text) from exc
-        return json.loads(raw) if raw.strip() else None
 
     # ---------------------------------------------------------------------- context manager
 
