@@ -13,6 +13,7 @@ from .clauses import (
     COMMON_CLAUSES,
     DEFAULT_PREFETCH,
     DEFAULT_RECONNECT_DELAY,
+    DEFAULT_STALL_TIMEOUT,
     MAX_PREFETCH,
     _common_clauses,
     _consumer,
@@ -20,6 +21,7 @@ from .clauses import (
     _duration,
     _publish_properties,
     _reconnect_delay,
+    _stall_timeout,
     _uri,
 )
 from .limits import MAX_BROKERS
@@ -36,7 +38,9 @@ from .vocabulary import (
 # The legacy pre-3.7 dynamic names are accepted as the plugin does, but not together with their
 # current name.
 _LEGACY_NAME = {current: legacy for legacy, current in LEGACY_DYNAMIC_KEYS.items()}
-DYNAMIC_ALL = DYNAMIC_KEYS + tuple(LEGACY_DYNAMIC_KEYS) + COMMON_CLAUSES
+# pumpd's own, named in the dynamic form's style (the seed's form says "stall_timeout")
+DYNAMIC_OWN = ("stall-timeout",)
+DYNAMIC_ALL = DYNAMIC_KEYS + tuple(LEGACY_DYNAMIC_KEYS) + COMMON_CLAUSES + DYNAMIC_OWN
 
 
 def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
@@ -81,6 +85,8 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
         publish_routing_key=publish_routing_key,
         reconnect_delay=_reconnect_delay(ctx, "reconnect-delay",
                                          obj.get("reconnect-delay", DEFAULT_RECONNECT_DELAY)),
+        stall_timeout=_stall_timeout(ctx, "stall-timeout",
+                                     obj.get("stall-timeout", DEFAULT_STALL_TIMEOUT)),
         delete_after=_delete_after(ctx, where("src-delete-after"),
                                    get("src-delete-after", "never")),
         delete_after_duration=_duration(ctx, "src-delete-after-duration",
