@@ -146,6 +146,9 @@ class Pump:
     async def _stay_paused(self, stop: asyncio.Event) -> None:
         # The backlog is read on the source connection, which a paused shovel does not hold.
         self._source_backlog = -1
+        # What it moved before the pause, before it says "paused": the reporter's next look may
+        # be 2 s away, and a reader of "paused" takes these as final
+        self.sink.counters_changed(self.counters())
         self._enter(State.PAUSED, "paused")
         while self._paused and not stop.is_set():
             self._wake.clear()
