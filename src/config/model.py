@@ -230,6 +230,9 @@ class ShovelConfig:
     # broker some work per message.
     publish_mandatory: bool = True
     reconnect_delay: float = 5.0  # 0 = stop for good after the first failure
+    # issue 23: restart a session that moved nothing for this many seconds while the source had
+    # a backlog, or that got no confirm with messages outstanding (engine/stall.py); 0 = never.
+    stall_timeout: float = 60.0
     # Dynamic-shovel extras.
     delete_after: DeleteAfter | int = DeleteAfter.NEVER
     add_forward_headers: bool = False

@@ -6,8 +6,8 @@ forms, never a mix of both:
 
 * the Shovel seed's clauses, one to one: ``sources``, ``destinations``, ``queue``,
   ``prefetch_count``, ``ack_mode``, ``publish_properties``, ``publish_fields``,
-  ``reconnect_delay``; plus pumpd's own ``workers``, ``source_read_hold_ms``, ``undeliverable``
-  and ``own_process``, and the
+  ``reconnect_delay``; plus pumpd's own ``workers``, ``source_read_hold_ms``, ``undeliverable``,
+  ``own_process`` and ``stall_timeout`` (``stall-timeout`` in the dynamic form), and the
   dynamic-shovel extras under seed-style names (``delete_after``, ``add_forward_headers``,
   ``add_timestamp_header``, and the current static format's ``delete_after_duration``,
   ``consumer_args``, ``consumer_name``);
@@ -291,6 +291,7 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
         "publish_properties": dict(shovel.publish_properties),
         "publish_fields": fields,
         "reconnect_delay": shovel.reconnect_delay,
+        "stall_timeout": shovel.stall_timeout,
         "workers": shovel.workers,
         "source_read_hold_ms": shovel.source_read_hold_ms,
         **({"own_process": True} if shovel.own_process else {}),

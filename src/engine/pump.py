@@ -7,6 +7,10 @@ the failed side's brokers not yet tried in this round at once; when every one ha
 seed's rule).
 State changes and counters go to a :class:`~pumpd.engine.status.StatusSink`; how they are shown or
 stored is not the pump's concern.
+
+A session that moves nothing while it should (``stall.py``) is ended and a new one started at
+once (issue 23). :meth:`Pump.pause` drains the session (cancel the consumer, publish and confirm
+what is held, ack it) and waits in ``paused``, holding no connection, until :meth:`Pump.resume`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .brokers import BrokerRound
 from .ending import Outcome
 from .link import LinkError, quiet_pika_errors
 from .session import Session, SessionEnded
+from .stall import StallRule
 from .status import Counters, State, StatusSink
 
 log = logging.getLogger("pumpd.pump")
@@ -45,8 +50,10 @@ BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (rea
 class Pump:
     """Runs one shovel until ``stop`` is set or the shovel terminates by design.
 
-    :param drain_timeout: how long a stop waits for outstanding confirms before closing anyway
+    :param drain_timeout: how long a stop (or a pause) waits for outstanding confirms before
+        closing anyway
     :param client_name: shown as the connection name in the brokers' management UI
+    :param paused: start paused: connect and consume only once :meth:`resume` is called
     """
 
     def __init__(
@@ -57,6 +64,7 @@ class Pump:
         drain_timeout: float = 30.0,
         client_name: str = "pumpd",
         rng: random.Random | None = None,
+        paused: bool = False,
     ) -> None:
         self.cfg = cfg
         self.sink = sink
@@ -76,6 +84,17 @@ class Pump:
         self._expired_after: float | None = None  # set when delete_after_duration ended it
         self._source_backlog = -1  # messages ready in the source queue; -1: not read yet
         self._careful = 0  # messages the next session forwards one at a time (Session)
+        self._stall: StallRule | None = None  # the running session's stall rule
+        self._stop: asyncio.Event | None = None  # run()'s stop (delete_after_duration's included)
+        self._read_now = asyncio.Event()  # the stall rule wants a backlog reading now
+        # Pause and resume (issue 23). _halt is set while no session may forward (stopping or
+        # paused): sessions and the reconnect delay wait on it; _wake tells a paused pump that
+        # it was resumed or stopped.
+        self._paused = paused
+        self._halt = asyncio.Event()
+        self._wake = asyncio.Event()
+        if paused:
+            self._halt.set()
 
     # -- status --------------------------------------------------------------------------------
 
@@ -83,9 +102,8 @@ class Pump:
         if state != self._state or reason is not None:
             self._state = state
             self.sink.state_changed(state, reason, time.time())
-            log.info(
-                "shovel %s: %s%s", self.cfg.name, state.label, f" ({reason})" if reason else ""
-            )
+            shown = f" ({reason})" if reason and reason != state.label else ""
+            log.info("shovel %s: %s%s", self.cfg.name, state.label, shown)
 
     def counters(self) -> Counters:
         c = Counters(**self._totals.as_dict())  # a copy: _levels writes to it
@@ -93,6 +111,53 @@ class Pump:
             c = c.add(self._session.counters())
         self._levels(c)
         return c
+
+    # -- issue 23: pause and resume ------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        """Pausing or paused: asked to pause and not resumed since."""
+        return self._paused
+
+    def pause(self) -> None:
+        """Stop consuming: the running session cancels its consumer, publishes and confirms
+        what it holds, acks it and closes (within ``drain_timeout``); then the pump waits in
+        ``paused``, holding no connection, until :meth:`resume`. Call it on the pump's event
+        loop (``loop.call_soon_threadsafe`` from another thread); pausing twice is pausing."""
+        if not self._paused:
+            self._paused = True
+            self._halt.set()
+            log.info("shovel %s: pausing", self.cfg.name)
+
+    def resume(self) -> None:
+        """Consume again (a new session) after :meth:`pause`, or for a pump started paused.
+        On the pump's event loop, as :meth:`pause`; resuming a running pump does nothing."""
+        if self._paused:
+            self._paused = False
+            if not self._stopping():
+                self._halt.clear()
+            self._wake.set()
+            log.info("shovel %s: resuming", self.cfg.name)
+
+    def _stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
+    async def _halt_on(self, stop: asyncio.Event) -> None:
+        """``stop`` halts sessions as a pause does, and wakes a paused pump."""
+        await stop.wait()
+        self._halt.set()
+        self._wake.set()
+
+    async def _stay_paused(self, stop: asyncio.Event) -> None:
+        # The backlog is read on the source connection, which a paused shovel does not hold.
+        self._source_backlog = -1
+        # What it moved before the pause, before it says "paused": the reporter's next look may
+        # be 2 s away, and a reader of "paused" takes these as final
+        self.sink.counters_changed(self.counters())
+        self._enter(State.PAUSED, "paused")
+        while self._paused and not stop.is_set():
+            self._wake.clear()
+            await self._wake.wait()
 
     # -- issue 13: the plugin's remaining / remaining_unacked, and the source backlog ----------
 
@@ -105,25 +170,49 @@ class Pump:
         c.remaining = max(self._limit_total - moved, 0)
         c.remaining_unacked = max(c.remaining - c.in_flight, 0)
 
-    async def _read_backlog(self, session: Session) -> None:
+    async def _read_backlog(self, session: Session, rule: StallRule) -> None:
         """Messages ready in the source queue, by a passive declare every few seconds: how far
-        behind the shovel is. A failure here is the session's to report, not this reader's."""
+        behind the shovel is, and what the stall rule reads (which may ask for a reading
+        sooner). A failure here is the session's to report, not this reader's."""
         every = BACKLOG_EVERY
         while session.source is not None and session.queue:
             before = self._source_backlog
+            asked = time.monotonic()
+            rule.reading_asked(asked)
             try:
                 self._source_backlog = await session.source.queue_length(session.queue)
             except Exception:  # the closed channel ends the session, which says why
                 return
+            rule.reading_answered(asked, self._source_backlog)
             # Stretched while nothing changes, jittered so that many shovels do not read together
             every = min(every * 2, BACKLOG_IDLE_EVERY) if self._source_backlog == before \
                 else BACKLOG_EVERY
-            await asyncio.sleep(every * self._rng.uniform(0.8, 1.0))
+            self._read_now.clear()
+            try:
+                await asyncio.wait_for(self._read_now.wait(),
+                                       timeout=every * self._rng.uniform(0.8, 1.0))
+            except asyncio.TimeoutError:
+                pass
+
+    def _check_stall(self) -> None:
+        """End the running session if the stall rule says it is stalled; or ask for a backlog
+        reading when the rule needs one. Called with every counter check (at most 2 s apart)."""
+        session, rule = self._session, self._stall
+        if session is None or rule is None:
+            return
+        now = time.monotonic()
+        stall = rule.check(now, session.counters(), excused=session.blocked or self._paused)
+        if stall is not None:
+            self._stall = None  # one end per session
+            session.end(SessionEnded(f"stalled: {stall.reason}", side=stall.side, stalled=True))
+        elif rule.reading_due(now):
+            self._read_now.set()
 
     async def _report_counters(self) -> None:
         last: Counters | None = None
         interval = COUNTER_INTERVAL
         while True:
+            self._check_stall()
             c = self.counters()
             if c != last:
                 self.sink.counters_changed(c)
@@ -142,10 +231,13 @@ class Pump:
         timer = None
         if self.cfg.delete_after_duration is not None:  # issue 13: src-delete-after-duration
             stop, timer = self._stop_after_duration(stop, self.cfg.delete_after_duration)
+        self._stop = stop
+        halter = asyncio.create_task(self._halt_on(stop))
         try:
             await self._run(stop)
         finally:
             reporter.cancel()
+            halter.cancel()
             if timer is not None:
                 timer.cancel()
             self.sink.counters_changed(self.counters())
@@ -168,10 +260,15 @@ class Pump:
     async def _run(self, stop: asyncio.Event) -> None:
         failures = 0
         while not stop.is_set():
+            if self._paused:
+                await self._stay_paused(stop)
+                continue
             self._enter(State.STARTING)
             started, moved_before = time.monotonic(), self._moved()
-            outcome, error = await self._one_session(stop)
+            outcome, error = await self._one_session(self._halt)
             if outcome == Outcome.STOPPED:
+                if self._paused and not stop.is_set():
+                    continue  # drained for the pause
                 self._terminate(self._stopped_reason())
                 return
             if outcome == Outcome.LIMIT:
@@ -180,6 +277,16 @@ class Pump:
             if outcome == Outcome.TERMINAL:
                 self._terminate(error or "stopped by the undeliverable policy")
                 return
+            if outcome == Outcome.STALLED:
+                # Reconnect at once: the broker redelivers what the stalled session held. The
+                # stalled side moves on to its next broker, if its list has another.
+                failures = 0
+                self._totals.reconnects += 1
+                self._totals.stall_restarts += 1
+                self._next_broker()
+                log.warning("shovel %s: %s; restarting the session", self.cfg.name, error)
+                self._enter(State.STARTING, f"{error}; restarting the session")
+                continue
             if outcome in (Outcome.CAREFUL_DONE, Outcome.HANDLED):
                 failures = 0
                 if outcome == Outcome.HANDLED:
@@ -196,6 +303,8 @@ class Pump:
             if self.cfg.reconnect_delay == 0:
                 self._terminate(f"{error}; reconnect_delay is 0, not reconnecting")
                 return
+            if self._paused:  # failed while pausing: nothing is held any more
+                continue
             if self._next_broker():
                 self._totals.reconnects += 1
                 self._enter(State.STARTING, f"{error}; reconnecting now, to the next broker of the list")
@@ -204,8 +313,8 @@ class Pump:
             delay = self._backoff(failures)
             self._totals.reconnects += 1
             self._enter(State.STARTING, f"{error}; reconnecting in {delay:.1f}s")
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=delay)
+            try:  # a pause or a stop ends the wait
+                await asyncio.wait_for(self._halt.wait(), timeout=delay)
             except asyncio.TimeoutError:
                 continue
         self._terminate(self._stopped_reason())
@@ -250,8 +359,8 @@ class Pump:
         return max(self._limit_total - self._moved(), 0) or -1
 
     async def _one_session(self, stop: asyncio.Event) -> tuple[Outcome, str | None]:
-        """Run one session to its end; returns how it ended and, when it failed or was stopped
-        by the policy, why."""
+        """Run one session to its end (``stop``: a stop or a pause); returns how it ended and,
+        when it failed, stalled or was stopped by the policy, why."""
         limit = self._remaining_limit()
         if limit < 0:
             return Outcome.LIMIT, None
@@ -280,8 +389,13 @@ class Pump:
                         return Outcome.LIMIT, None
                 # blocked already while opening: a destination alarm raised before the start
                 self._enter(State.BLOCKED if session.blocked else State.RUNNING)
-                backlog_reader = asyncio.create_task(self._read_backlog(session))
+                rule = StallRule(self.cfg.stall_timeout, time.monotonic(),
+                                 confirms=self.cfg.ack_mode == AckMode.ON_CONFIRM,
+                                 backlog_ready=not session.reads_stream)
+                self._stall = rule
+                backlog_reader = asyncio.create_task(self._read_backlog(session, rule))
                 outcome = await session.wait(stop)
+                self._stall = None  # a drain for a stop or a pause is not a stall
             except SessionEnded as ended:
                 return await self._ended(session, ended), str(ended)
             except LinkError as exc:
@@ -294,6 +408,7 @@ class Pump:
             await self._drain(session)
             return outcome or Outcome.STOPPED, None
         finally:
+            self._stall = None
             if backlog_reader is not None:
                 backlog_reader.cancel()
             await session.close()
@@ -302,6 +417,9 @@ class Pump:
 
     async def _ended(self, session: Session, ended: SessionEnded) -> Outcome:
         """What a session's end by failure or by the policy means for the next one."""
+        if ended.stalled:
+            self._failed_side = ended.side
+            return Outcome.STALLED
         if ended.terminal:
             await session.drain(self.drain_timeout)
             return Outcome.TERMINAL

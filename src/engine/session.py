@@ -90,6 +90,11 @@ class Session:
         return self.undeliverable.careful_left
 
     @property
+    def reads_stream(self) -> bool:
+        """The source is a stream: its message count is what it retains, not a backlog."""
+        return self._position is not None
+
+    @property
     def unbounded(self) -> bool:
         """Whether nothing but us limits what the source sends (no prefetch applies)."""
         return self.cfg.ack_mode == AckMode.NO_ACK or self.cfg.prefetch_count == 0
@@ -390,8 +395,14 @@ class Session:
         await self.undeliverable.close()
         if self._position is not None:
             await self._position.close(self.relay)
-        for link in (self.source, self.destination):
-            if link is not None:
+        failed = self._failed
+        stalled = failed.result() if failed is not None and failed.done() else None
+        for side, link in (("source", self.source), ("destination", self.destination)):
+            if link is None:
+                continue
+            if stalled is not None and stalled.stalled and stalled.side == side:
+                link.abort()  # it does not answer: a polite close would wait for nothing
+            else:
                 await link.close_quietly()
 
     def counters(self) -> Counters:

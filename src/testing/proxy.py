@@ -10,6 +10,7 @@ drive it with plain method calls::
         ...
         proxy.reset_all()          # every connection is reset (RST) now
         proxy.stall(3)             # nothing moves for 3 s; the connections stay open
+        proxy.stall_open()         # the connections open now go silent for good; new ones pass
         proxy.set_mode("reset-on-accept")
 
 What each control does:
@@ -21,6 +22,9 @@ What each control does:
 * :meth:`TcpProxy.stall`: nothing is forwarded in either direction until the time is up; what
   arrives meanwhile is held (reading pauses beyond a few MiB, so TCP pushes back) and then
   delivered in order.
+* :meth:`TcpProxy.stall_open`: the connections open now forward nothing more, in either
+  direction, until they end (a half-dead TCP path, or a peer's connection that hangs), while new
+  connections pass: a client that gives up on a silent connection and reconnects gets through.
 * :meth:`TcpProxy.reset_all`: both sockets of every open connection are closed with
   ``SO_LINGER`` 0, so the client and the target each see a reset (``ECONNRESET``), not a clean
   close; whatever was held is discarded.
@@ -132,7 +136,7 @@ class _Direction:
             return
         loop = proxy._loop
         if (chunk is not None and not self.queue and proxy._delay == 0.0 and self._writable()
-                and not proxy._stalled(loop.time())):
+                and not proxy._stalled(loop.time()) and not self.pair.silent):
             self._write(chunk)
             return
         self.queue.append((loop.time() + proxy._delay, chunk))
@@ -157,8 +161,9 @@ class _Direction:
 
     def schedule(self) -> None:
         proxy = self.pair.proxy
-        if self.timer is not None or not self.queue or self.pair.closed or proxy._mode == "stall":
-            return  # set_mode("pass") kicks every direction again
+        if (self.timer is not None or not self.queue or self.pair.closed
+                or proxy._mode == "stall" or self.pair.silent):
+            return  # set_mode("pass") kicks every direction again; a silent pair stays so
         due = max(self.queue[0][0], proxy._stall_until)
         self.timer = proxy._loop.call_at(due, self.flush)
 
@@ -167,7 +172,7 @@ class _Direction:
             self.timer.cancel()
             self.timer = None
         proxy = self.pair.proxy
-        if self.pair.closed or not self._writable():
+        if self.pair.closed or not self._writable() or self.pair.silent:
             return  # the target's connection_made or resume_writing flushes again
         now = proxy._loop.time()
         if proxy._stalled(now):
@@ -216,6 +221,7 @@ class _Pair:
         self.up = _Direction(self, self.client, self.target, upstream=True)
         self.down = _Direction(self, self.target, self.client, upstream=False)
         self.closed = False
+        self.silent = False  # stall_open(): forwards nothing more until it ends
         self.connecting: asyncio.Task[None] | None = None
 
     def outgoing(self, side: _Side) -> _Direction:
@@ -421,6 +427,17 @@ class TcpProxy:
         def run() -> None:
             self._stall_until = max(self._stall_until, self._loop.time() + seconds)
         self._call(run)
+
+    def stall_open(self) -> int:
+        """The connections open now forward nothing more, in either direction, until they end
+        (held bytes push back on the sender as a stall does); new connections pass. Returns how
+        many went silent."""
+        def run() -> int:
+            pairs = list(self._pairs)
+            for pair in pairs:
+                pair.silent = True
+            return len(pairs)
+        return self._call(run)
 
     def set_mode(self, mode: ProxyMode) -> None:
         """``pass``, ``stall`` (until another mode is set), ``refuse`` or ``reset-on-accept``
