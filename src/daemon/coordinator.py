@@ -44,7 +44,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import exitcodes
+from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
+from ..engine.lease import LeaseSpec, lease_name
 from ..engine.status import State
 from ..version import __version__
 from . import definitions as daemon_config
@@ -85,6 +87,7 @@ class DaemonOptions:
     access: Access | None = None  # the endpoint's token, TLS and openings (None: --http off)
     tls_dirs: tuple[str, ...] = ()  # --tls-dir: where a PUT's TLS files may be (resolved)
     protected_files: tuple[str, ...] = ()  # the daemon's own: never a PUT's TLS file
+    cluster: ClusterConfig | None = None  # --cluster / "cluster": every position needs its lease
 
 
 class Coordinator:
@@ -249,6 +252,8 @@ class Coordinator:
             shovel=s.definition.cfg, index=w.index, slot=w.slot,
             drain_timeout=self.opts.drain_timeout, parent_pid=os.getpid(),
             log_format=self.opts.log_format, log_level=self.opts.log_level,
+            lease=None if (c := self.opts.cluster) is None else LeaseSpec(
+                lease_name(c.name, s.name, w.index), c.lease_retry),
         )
 
     def _spawn(self, s: Shovel, w: Worker, now: float) -> None:
@@ -482,12 +487,14 @@ class Coordinator:
 
     def _aggregate(self, s: Shovel) -> tuple[State, str]:
         """A shovel's state from its workers': blocked if any is, else running if any is, else
-        starting if any is, else terminated."""
+        starting if any is, else standby if any is (another member of the group runs them),
+        else terminated."""
         records = [w.record for w in s.workers]
         if not records:
             return State.TERMINATED, "removed" if s.removing else "shutdown"
         states = {r.state for r in records}
-        for state in (State.BLOCKED, State.RUNNING, State.STARTING, State.TERMINATED):
+        for state in (State.BLOCKED, State.RUNNING, State.STARTING, State.STANDBY,
+                      State.TERMINATED):
             if state in states:
                 reasons = [r.reason for r in records if r.state == state and r.reason]
                 if state in (State.BLOCKED, State.RUNNING):

@@ -32,6 +32,7 @@ from typing import Any
 
 from .. import exitcodes
 from ..config.model import ShovelConfig
+from ..engine.lease import LeaseSpec
 from ..engine.status import Counters, State
 from .slots import (
     HEARTBEAT,
@@ -61,6 +62,7 @@ class WorkerSpec:
     log_format: str = "text"
     log_level: str = "info"
     heartbeat_interval: float = HEARTBEAT_INTERVAL
+    lease: LeaseSpec | None = None  # a position of a group (--cluster): run while holding it
 
     @property
     def tag(self) -> str:
@@ -118,7 +120,7 @@ async def run_pump(spec: WorkerSpec, sink: SlotSink, stop: asyncio.Event) -> int
     from ..engine.pump import Pump
 
     pump = Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
-                client_name=f"pumpd {spec.tag}")
+                client_name=f"pumpd {spec.tag}", lease=spec.lease)
     await pump.run(stop)
     c = sink.record.counters
     log.info(

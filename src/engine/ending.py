@@ -22,6 +22,8 @@ class Outcome(enum.Enum):
     CAREFUL_DONE = "careful-done"  # a careful session forwarded its part: go on at once
     HANDLED = "handled"  # a refused message was handled by the policy: reconnect at once
     FAILED = "failed"  # a connection failed: reconnect, after a delay when the round is over
+    STANDBY = "standby"  # another connection holds the position's lease: ask again later
+    RELEASED = "released"  # the group's gate took the position away: settled, standing by
 
 
 class SessionEnded(Exception):

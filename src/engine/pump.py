@@ -19,6 +19,7 @@ import time
 from ..config.model import AckMode, DeleteAfter, ShovelConfig
 from .brokers import BrokerRound
 from .ending import Outcome
+from .lease import ALWAYS, LeaseGate, LeaseRefused, LeaseSpec
 from .link import LinkError, quiet_pika_errors
 from .session import Session, SessionEnded
 from .status import Counters, State, StatusSink
@@ -35,6 +36,8 @@ MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multipl
 HEALTHY_SESSION_SECONDS = 30.0
 BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)...
 BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
+GATE_POLL = 1.0  # seconds between questions to a lease gate whether to hand the position over
+LEASE_JITTER = 0.25  # a standby position asks again after lease_retry +- this fraction
 
 
 class Pump:
@@ -42,6 +45,9 @@ class Pump:
 
     :param drain_timeout: how long a stop waits for outstanding confirms before closing anyway
     :param client_name: shown as the connection name in the brokers' management UI
+    :param lease: run as a position of a group: only while holding this lease (engine/lease.py)
+    :param gate: the group's say over when to try the lease and when to let it go (default:
+        always try, never let go)
     """
 
     def __init__(
@@ -52,8 +58,12 @@ class Pump:
         drain_timeout: float = 30.0,
         client_name: str = "pumpd",
         rng: random.Random | None = None,
+        lease: LeaseSpec | None = None,
+        gate: LeaseGate | None = None,
     ) -> None:
         self.cfg = cfg
+        self.lease = lease
+        self._gate = gate or ALWAYS
         self.sink = sink
         self.drain_timeout = drain_timeout
         self.client_name = client_name
@@ -71,6 +81,7 @@ class Pump:
         self._expired_after: float | None = None  # set when delete_after_duration ended it
         self._source_backlog = -1  # messages ready in the source queue; -1: not read yet
         self._careful = 0  # messages the next session forwards one at a time (Session)
+        self._standby_reason = ""
 
     # -- status --------------------------------------------------------------------------------
 
@@ -163,9 +174,20 @@ class Pump:
     async def _run(self, stop: asyncio.Event) -> None:
         failures = 0
         while not stop.is_set():
-            self._enter(State.STARTING)
+            if self._state != State.STANDBY:  # a standby retry says nothing until it changes
+                self._enter(State.STARTING)
+            if self.lease is not None and not self._gate.take_now():
+                if await self._stand_by(stop, "the group runs this position on another member"):
+                    break
+                continue
             started, moved_before = time.monotonic(), self._moved()
             outcome, error = await self._one_session(stop)
+            if outcome in (Outcome.STANDBY, Outcome.RELEASED):
+                # Not a failure: the source answered. No backoff, no reconnect counted.
+                failures = 0
+                if await self._stand_by(stop, error or "standing by"):
+                    break
+                continue
             if outcome == Outcome.STOPPED:
                 self._terminate(self._stopped_reason())
                 return
@@ -202,6 +224,20 @@ class Pump:
             except asyncio.TimeoutError:
                 continue
         self._terminate(self._stopped_reason())
+
+    async def _stand_by(self, stop: asyncio.Event, reason: str) -> bool:
+        """Enter standby (said once while the reason stays the same) and wait lease_retry,
+        jittered so that the members of a group do not ask in lockstep; True when stopped."""
+        assert self.lease is not None
+        if self._state != State.STANDBY or reason != self._standby_reason:
+            self._standby_reason = reason
+            self._enter(State.STANDBY, f"{reason}; asking again every {self.lease.retry:g}s")
+        delay = self.lease.retry * self._rng.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def _next_broker(self) -> bool:
         """Move the failed side(s) on to their next broker; True when one is left to try at
@@ -259,9 +295,11 @@ class Pump:
             limit=limit,
             client_name=self.client_name,
             careful=self._careful,
+            lease=self.lease.name if self.lease is not None else None,
         )
         self._session = session
         backlog_reader: asyncio.Task[None] | None = None
+        gate_watch: asyncio.Task[None] | None = None
         try:
             try:
                 await session.open(src, dst)
@@ -274,7 +312,16 @@ class Pump:
                 # blocked already while opening: a destination alarm raised before the start
                 self._enter(State.BLOCKED if session.blocked else State.RUNNING)
                 backlog_reader = asyncio.create_task(self._read_backlog(session))
-                outcome = await session.wait(stop)
+                released = asyncio.Event()
+                if self.lease is not None and self._gate is not ALWAYS:
+                    until = asyncio.Event()
+                    gate_watch = asyncio.create_task(self._watch_gate(stop, released, until))
+                    outcome = await session.wait(until)
+                else:
+                    outcome = await session.wait(stop)
+            except LeaseRefused as refused:
+                log.debug("shovel %s: %s", self.cfg.name, refused.detail)
+                return Outcome.STANDBY, str(refused)
             except SessionEnded as ended:
                 return await self._ended(session, ended), str(ended)
             except LinkError as exc:
@@ -285,13 +332,31 @@ class Pump:
             if outcome == Outcome.CAREFUL_DONE:
                 self._careful = 0
             await self._drain(session)
+            if outcome is None and released.is_set() and not stop.is_set():
+                return Outcome.RELEASED, "handed over to another member of the group"
             return outcome or Outcome.STOPPED, None
         finally:
+            if gate_watch is not None:
+                gate_watch.cancel()
             if backlog_reader is not None:
                 backlog_reader.cancel()
             await session.close()
             self._fold(session)
             self._session = None
+
+    async def _watch_gate(self, stop: asyncio.Event, released: asyncio.Event,
+                          until: asyncio.Event) -> None:
+        """Set ``until`` when ``stop`` is set or the gate asks for the position back (then
+        ``released`` too): the session stops consuming and settles what it holds, as on a stop."""
+        while not stop.is_set():
+            if self._gate.release_now():
+                released.set()
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=GATE_POLL)
+            except asyncio.TimeoutError:
+                pass
+        until.set()
 
     async def _ended(self, session: Session, ended: SessionEnded) -> Outcome:
         """What a session's end by failure or by the policy means for the next one."""
