@@ -229,6 +229,51 @@ def test_a_gate_decides_when_a_pump_tries_the_lease_and_when_it_hands_over(
     assert len(got) == 2000 and set(got.values()) == {1}
 
 
+def test_a_session_frozen_between_a_read_and_its_flush_publishes_nothing_it_read(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    """The event loop stands still right after the relay took deliveries from the source and
+    before their publishes are written (as a SIGSTOP may hit it), longer than the source's
+    heartbeat timeout: the broker drops the connection and requeues them meanwhile. The flush
+    that runs first thing after the freeze must publish none of them, or the next holder of the
+    lease (here: the next session) publishes them a second time."""
+    src = node_a.uri(vhost_a)
+    src += ("&" if "?" in src else "?") + "heartbeat=2"
+    cfg = shovel("s", **shovel_def(src, "src", node_b.uri(vhost_b), "dst", reconnect_delay=1))
+    pumps = _pumps(cfg, "pumpd frozen", lease=LeaseSpec(lease_name("t", "s", 0), retry=0.5))
+    frozen = threading.Event()
+    try:
+        pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
+
+        def install() -> None:
+            session = pumps.pumps["s"]._session
+            assert session is not None and session.source is not None
+            source = session.source
+            feed = source._stream.interceptor
+            assert feed is not None
+
+            def freeze_after_read(data: bytes) -> bytes:
+                rest = feed(data)  # the relay has the deliveries; their flush is scheduled
+                if not frozen.is_set():
+                    frozen.set()
+                    time.sleep(10)  # the broker gives up on the connection after ~2-4 s
+                return rest
+
+            source.intercept(freeze_after_read)
+
+        pumps._loop.call_soon_threadsafe(install)
+        time.sleep(0.5)
+        fill_queue(node_a.uri(vhost_a), "src", [b"%d" % i for i in range(50)])
+        pumps.wait_for(frozen.is_set, 10, "the freeze")
+        pumps.wait_for(lambda: pumps.status().counters.acked == 50, 60, "all 50 moved")
+    finally:
+        pumps.stop()
+    got = Counter(d.body for d in drain_queue(node_b.uri(vhost_b), "dst", None))
+    assert set(got) == {b"%d" % i for i in range(50)}
+    assert max(got.values()) == 1, "published twice: once before the freeze was noticed"
+    reasons = [r or "" for _s, r in pumps.history["s"]]
+    assert any("stood still" in r for r in reasons), reasons
+
+
 # -- real daemons ------------------------------------------------------------------------------
 
 
