@@ -8,6 +8,7 @@ instead (:mod:`pumpd.engine.runner`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from . import exitcodes
 
 if TYPE_CHECKING:
-    from .config.model import PumpConfig
+    from .config.model import ClusterConfig, PumpConfig
     from .daemon.access import Access
 
 DESCRIPTION = """\
@@ -106,6 +107,25 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _cluster_name(text: str) -> str:
+    from .config.cluster import check_cluster_name
+
+    why = check_cluster_name(text)
+    if why is not None:
+        raise argparse.ArgumentTypeError(why)
+    return text
+
+
+def _cluster(clause: ClusterConfig | None, name: str | None) -> ClusterConfig | None:
+    """The group this daemon is in: the file's "cluster" clause, its name replaced by
+    ``--cluster NAME`` when given."""
+    from .config.model import ClusterConfig
+
+    if name is None:
+        return clause
+    return ClusterConfig(name=name) if clause is None else dataclasses.replace(clause, name=name)
+
+
 def _run_parser() -> argparse.ArgumentParser:
     from .daemon.http_api import DEFAULT_HOST, DEFAULT_PORT
 
@@ -126,6 +146,13 @@ def _run_parser() -> argparse.ArgumentParser:
         help="let one worker process run up to K shovels' workers on its event loop (default 1: "
              "a process per worker; wins over the file's \"shovels_per_process\"; a shovel with "
              "\"own_process\": true always gets its own)",
+    )
+    p.add_argument(
+        "--cluster", type=_cluster_name, default=None, metavar="NAME",
+        help="run as a member of the group NAME: every daemon started with the same "
+             "configuration and NAME runs each shovel's worker positions once between them, "
+             "the others stand by (wins over the file's \"cluster\" name; README: Running "
+             "several daemons)",
     )
     p.add_argument(
         "--http", default=None, metavar="HOST:PORT",
@@ -341,13 +368,14 @@ def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace)
     cfg = _load(ns.config)
     if cfg is None:
         return exitcodes.CONFIG_ERROR
+    cfg = dataclasses.replace(cfg, cluster=_cluster(cfg.cluster, ns.cluster))
     from .engine.runner import run_foreground
 
     return run_foreground(cfg, drain_timeout=ns.drain_timeout, status_interval=ns.status_interval)
 
 
 def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
-    from .config.parse import ConfigError
+    from .config.parse import ConfigError, load_config
     from .daemon import log as daemon_log
     from .daemon import statefile
     from .daemon.http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
@@ -369,6 +397,7 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
             state_path,
         )
         per_process = ns.shovels_per_process or daemon_config.shovels_per_process(ns.config) or 1
+        cluster = _cluster(load_config(ns.config).cluster, ns.cluster)
     except ConfigError as exc:
         print(f"pumpd: {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
@@ -392,6 +421,7 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         access=access,
         tls_dirs=tls_dirs,
         protected_files=tuple(f for f in own_files if f),
+        cluster=cluster,
     )
     return Coordinator(opts, shovels).run()
 

@@ -46,7 +46,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import exitcodes
+from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
+from ..engine.lease import LeaseSpec, lease_name
 from ..engine.status import State
 from ..version import __version__
 from . import definitions, tokenfile
@@ -84,6 +86,7 @@ class DaemonOptions:
     access: Access | None = None  # the endpoint's token, TLS and openings (None: --http off)
     tls_dirs: tuple[str, ...] = ()  # --tls-dir: where a PUT's TLS files may be (resolved)
     protected_files: tuple[str, ...] = ()  # the daemon's own: never a PUT's TLS file
+    cluster: ClusterConfig | None = None  # --cluster / "cluster": every position needs its lease
 
 
 class Coordinator:
@@ -254,8 +257,11 @@ class Coordinator:
             self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
 
     def _position_spec(self, s: Shovel, w: Position) -> PositionSpec:
+        cluster = self.opts.cluster
         return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
-                            drain_timeout=self.opts.drain_timeout)
+                            drain_timeout=self.opts.drain_timeout,
+                            lease=None if cluster is None else LeaseSpec(
+                                lease_name(cluster.name, s.name, w.index), cluster.lease_retry))
 
     def _reap(self, now: float) -> None:
         for s, w, exit_text in self._workers.reap():

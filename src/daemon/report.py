@@ -337,7 +337,8 @@ def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
     family("pumpd_info", "gauge", "pumpd version and data plane implementation.",
            [(_labels(version=__version__, implementation=implementation), 1)])
     family("pumpd_shovel_state", "gauge",
-           "1 for the state each shovel is in (starting, running, blocked, terminated, paused).",
+           "1 for the state each shovel is in (starting, running, blocked, terminated, "
+           "standby, paused).",
            [(_labels(shovel=v.name, state=s.label), int(v.state == s))
             for v in views for s in State])
     family("pumpd_shovel_workers", "gauge", "Worker processes configured for each shovel.",
@@ -348,7 +349,8 @@ def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
         return [(_labels(shovel=v.name, worker=w.index), value(w)) for v, w in workers]
 
     family("pumpd_worker_state", "gauge",
-           "1 for the state each worker is in (starting, running, blocked, terminated, paused).",
+           "1 for the state each worker is in (starting, running, blocked, terminated, "
+           "standby, paused).",
            [(_labels(shovel=v.name, worker=w.index, state=s.label), int(w.record.state == s))
             for v, w in workers for s in State])
     family("pumpd_worker_up", "gauge", "1 while the worker process is alive.",

@@ -49,6 +49,7 @@ from typing import Any
 
 from .. import exitcodes
 from ..config.model import ShovelConfig
+from ..engine.lease import LeaseSpec
 from ..engine.status import Counters, State
 from .log import HOSTED
 from .slots import (
@@ -75,6 +76,7 @@ class PositionSpec:
     index: int  # this position's number within its shovel, 0..workers-1
     slot: SlotRef
     drain_timeout: float
+    lease: LeaseSpec | None = None  # a position of a group (--cluster): run while holding it
 
     @property
     def tag(self) -> str:
@@ -135,7 +137,7 @@ async def run_pump(spec: PositionSpec, sink: SlotSink, stop: asyncio.Event) -> i
     from ..engine.pump import Pump
 
     pump = Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
-                client_name=f"pumpd {spec.tag}")
+                client_name=f"pumpd {spec.tag}", lease=spec.lease)
     await pump.run(stop)
     c = sink.record.counters
     log.info(

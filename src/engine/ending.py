@@ -23,6 +23,8 @@ class Outcome(enum.Enum):
     HANDLED = "handled"  # a refused message was handled by the policy: reconnect at once
     STALLED = "stalled"  # moved nothing for stall_timeout (stall.py): reconnect at once
     FAILED = "failed"  # a connection failed: reconnect, after a delay when the round is over
+    STANDBY = "standby"  # another connection holds the position's lease: ask again later
+    RELEASED = "released"  # the group's gate took the position away: settled, standing by
 
 
 class SessionEnded(Exception):

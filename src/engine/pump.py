@@ -23,6 +23,7 @@ import time
 from ..config.model import AckMode, DeleteAfter, ShovelConfig
 from .brokers import BrokerRound
 from .ending import Outcome
+from .lease import ALWAYS, LeaseGate, LeaseRefused, LeaseSpec
 from .link import LinkError, quiet_pika_errors
 from .session import Session, SessionEnded
 from .stall import StallRule
@@ -45,6 +46,8 @@ HEALTHY_SESSION_SECONDS = 30.0
 FRESH_ROUND_SECONDS = 2.0
 BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)...
 BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
+GATE_POLL = 1.0  # seconds between questions to a lease gate whether to hand the position over
+LEASE_JITTER = 0.25  # a standby position asks again after lease_retry +- this fraction
 
 
 class Pump:
@@ -54,6 +57,9 @@ class Pump:
         closing anyway
     :param client_name: shown as the connection name in the brokers' management UI
     :param paused: start paused: connect and consume only once :meth:`resume` is called
+    :param lease: run as a position of a group: only while holding this lease (engine/lease.py)
+    :param gate: the group's say over when to try the lease and when to let it go (default:
+        always try, never let go)
     """
 
     def __init__(
@@ -65,8 +71,12 @@ class Pump:
         client_name: str = "pumpd",
         rng: random.Random | None = None,
         paused: bool = False,
+        lease: LeaseSpec | None = None,
+        gate: LeaseGate | None = None,
     ) -> None:
         self.cfg = cfg
+        self.lease = lease
+        self._gate = gate or ALWAYS
         self.sink = sink
         self.drain_timeout = drain_timeout
         self.client_name = client_name
@@ -95,6 +105,7 @@ class Pump:
         self._wake = asyncio.Event()
         if paused:
             self._halt.set()
+        self._standby_reason = ""
 
     # -- status --------------------------------------------------------------------------------
 
@@ -263,9 +274,18 @@ class Pump:
             if self._paused:
                 await self._stay_paused(stop)
                 continue
-            self._enter(State.STARTING)
+            if self._state != State.STANDBY:  # a standby retry says nothing until it changes
+                self._enter(State.STARTING)
+            if self.lease is not None and not self._gate.take_now():
+                await self._stand_by("the group runs this position on another member")
+                continue
             started, moved_before = time.monotonic(), self._moved()
             outcome, error = await self._one_session(self._halt)
+            if outcome in (Outcome.STANDBY, Outcome.RELEASED):
+                # Not a failure: the source answered. No backoff, no reconnect counted.
+                failures = 0
+                await self._stand_by(error or "standing by")
+                continue
             if outcome == Outcome.STOPPED:
                 if self._paused and not stop.is_set():
                     continue  # drained for the pause
@@ -318,6 +338,20 @@ class Pump:
             except asyncio.TimeoutError:
                 continue
         self._terminate(self._stopped_reason())
+
+    async def _stand_by(self, reason: str) -> None:
+        """Enter standby (said once while the reason stays the same) and wait lease_retry,
+        jittered so that the members of a group do not ask in lockstep; a stop or a pause ends
+        the wait."""
+        assert self.lease is not None
+        if self._state != State.STANDBY or reason != self._standby_reason:
+            self._standby_reason = reason
+            self._enter(State.STANDBY, f"{reason}; asking again every {self.lease.retry:g}s")
+        delay = self.lease.retry * self._rng.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
+        try:
+            await asyncio.wait_for(self._halt.wait(), timeout=delay)
+        except asyncio.TimeoutError:
+            pass
 
     def _next_broker(self) -> bool:
         """Move the failed side(s) on to their next broker; True when one is left to try at
@@ -375,9 +409,11 @@ class Pump:
             limit=limit,
             client_name=self.client_name,
             careful=self._careful,
+            lease=self.lease.name if self.lease is not None else None,
         )
         self._session = session
         backlog_reader: asyncio.Task[None] | None = None
+        gate_watch: asyncio.Task[None] | None = None
         try:
             try:
                 await session.open(src, dst)
@@ -394,8 +430,17 @@ class Pump:
                                  backlog_ready=not session.reads_stream)
                 self._stall = rule
                 backlog_reader = asyncio.create_task(self._read_backlog(session, rule))
-                outcome = await session.wait(stop)
-                self._stall = None  # a drain for a stop or a pause is not a stall
+                released = asyncio.Event()
+                if self.lease is not None and self._gate is not ALWAYS:
+                    until = asyncio.Event()
+                    gate_watch = asyncio.create_task(self._watch_gate(stop, released, until))
+                    outcome = await session.wait(until)
+                else:
+                    outcome = await session.wait(stop)
+                self._stall = None  # a drain for a stop, a pause or a handover is not a stall
+            except LeaseRefused as refused:
+                log.debug("shovel %s: %s", self.cfg.name, refused.detail)
+                return Outcome.STANDBY, str(refused)
             except SessionEnded as ended:
                 return await self._ended(session, ended), str(ended)
             except LinkError as exc:
@@ -406,14 +451,32 @@ class Pump:
             if outcome == Outcome.CAREFUL_DONE:
                 self._careful = 0
             await self._drain(session)
+            if outcome is None and released.is_set() and not stop.is_set():
+                return Outcome.RELEASED, "handed over to another member of the group"
             return outcome or Outcome.STOPPED, None
         finally:
             self._stall = None
+            if gate_watch is not None:
+                gate_watch.cancel()
             if backlog_reader is not None:
                 backlog_reader.cancel()
             await session.close()
             self._fold(session)
             self._session = None
+
+    async def _watch_gate(self, stop: asyncio.Event, released: asyncio.Event,
+                          until: asyncio.Event) -> None:
+        """Set ``until`` when ``stop`` is set or the gate asks for the position back (then
+        ``released`` too): the session stops consuming and settles what it holds, as on a stop."""
+        while not stop.is_set():
+            if self._gate.release_now():
+                released.set()
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=GATE_POLL)
+            except asyncio.TimeoutError:
+                pass
+        until.set()
 
     async def _ended(self, session: Session, ended: SessionEnded) -> Outcome:
         """What a session's end by failure or by the policy means for the next one."""

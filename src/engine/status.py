@@ -18,6 +18,7 @@ class State(enum.IntEnum):
     RUNNING = 1
     BLOCKED = 2
     TERMINATED = 3
+    STANDBY = 4  # a position of a group that another member holds (engine/lease.py)
     # issue 23: paused on request; holds no consumer (nor connection) until resumed
     PAUSED = 5
 
