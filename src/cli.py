@@ -27,6 +27,8 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
                                        shovel (N with --workers N), until SIGTERM / SIGINT
   pumpd status [--json]                show what every shovel of a running daemon is doing
   pumpd delete-shovel NAME [--force]   remove a run-time shovel (--force: a protected one)
+  pumpd pause NAME / pumpd resume NAME stop a shovel consuming (what it holds is delivered, the
+                                       rest stays in the source; kept across restarts) / resume it
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`
   pumpd check --config shovels.json    validate a configuration and print what it means
@@ -58,6 +60,7 @@ the state file: NAME.runtime.token; pumpd status finds it by itself); --http-ope
   GET    /api/overview               the daemon itself
   GET    /metrics                    Prometheus text, series labelled shovel="NAME", worker="i"
   POST   /api/shovels/NAME/restart   restart a shovel's workers
+  POST   /api/shovels/NAME/pause     pause a shovel (.../resume: resume it)
   PUT    /api/shovels/NAME           add or replace a run-time shovel; body: its definition (JSON,
                                      either configuration form); kept in the state file
   DELETE /api/shovels/NAME           remove a run-time shovel (its workers drain first)
@@ -310,6 +313,18 @@ def _delete_shovel(args: list[str]) -> int:
     return main_delete(args)
 
 
+def _pause(args: list[str]) -> int:
+    from .daemon.pause_command import main as pause_main
+
+    return pause_main(args, paused=True)
+
+
+def _resume(args: list[str]) -> int:
+    from .daemon.pause_command import main as pause_main
+
+    return pause_main(args, paused=False)
+
+
 # The subcommands; anything else is the daemon's (or --single-process's) own arguments.
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "import-erlang": _import_erlang,
@@ -317,6 +332,8 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "check": _check,
     "status": _status,
     "delete-shovel": _delete_shovel,
+    "pause": _pause,
+    "resume": _resume,
     "plan-migration": _plan_migration,
 }
 

@@ -106,7 +106,9 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
     if not isinstance(obj, dict):
         ctx.fail(None, f'the top level must be an object {{"shovels": {{...}}}}, got {show(obj)}')
     check_nesting(obj, source)  # before any step that recurses
-    check_keys(ctx, "", obj, ("shovels", "shovels_per_process", "cluster"),
+    # "paused": the shovels paused at run time, which a daemon's state file keeps beside its
+    # shovels (daemon/statefile.py); the daemon reads it from there only
+    check_keys(ctx, "", obj, ("shovels", "shovels_per_process", "cluster", "paused"),
                "unknown top-level key")
     cluster = parse_cluster(ctx, obj["cluster"]) if "cluster" in obj else None
     per_process = (int_value(ctx, "shovels_per_process", obj["shovels_per_process"], 1,

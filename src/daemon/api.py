@@ -16,6 +16,7 @@ from . import confinement, statefile
 from . import definitions as daemon_config
 from .definitions import ShovelDefinition
 from .http_api import Reply, error
+from .pausing import Pauses
 from .positions import Position, Shovel
 from .report import metrics_text, shovel_doc
 from .slots import SlotsUnavailable
@@ -56,6 +57,7 @@ class Supervisor(Protocol):
     shovels: dict[str, Shovel]
     started: float
     stopping: bool
+    pauses: Pauses
 
     def block_names(self) -> list[str]: ...
 
@@ -142,6 +144,15 @@ class CoordinatorApi:
             sup.stop_worker(s, w, "restart", now)
         sup.wake_loop()
         return Reply(202, shovel_doc(shovel_view(s, now)))
+
+    def pause(self, name: str, paused: bool) -> Reply:
+        """``POST /api/shovels/NAME/pause`` (``paused``) or ``/resume``: :mod:`pumpd.daemon.pausing`."""
+        s = self._changeable(name)
+        if isinstance(s, Reply):
+            return s
+        reply = self.sup.pauses.request(s, paused)
+        self.sup.wake_loop()
+        return reply
 
     def put(self, name: str, body: bytes, force: bool = False) -> Reply:
         sup = self.sup
