@@ -156,8 +156,7 @@ def test_pause_by_name_refusals_reload_and_delete(pumpd_daemon: Any) -> None:
 
     # a reload that changes it restarts its worker: the new one starts paused
     pid = d.shovel("fixed")["workers"][0]["pid"]
-    d.write_config({"shovels": {"fixed": shovel_def(NOWHERE, "in", NOWHERE, "out",
-                                                    prefetch_count=7)}})
+    d.write_config({"fixed": shovel_def(NOWHERE, "in", NOWHERE, "out", prefetch_count=7)})
     d.signal(signal.SIGHUP)
     d.wait_for(lambda: (doc := d.shovel("fixed")) and doc["prefetch_count"] == 7
                and doc["workers"][0]["pid"] not in (0, pid) and doc["state"] == "paused",
