@@ -20,6 +20,7 @@ import pytest
 import uvloop
 from pumpd import exitcodes
 from pumpd.config.uri import parse_uri
+from pumpd.daemon import statefile
 from pumpd.daemon.definitions import parse_runtime
 from pumpd.daemon.group import Group, MemberInfo
 from pumpd.daemon.pausing import Pauses
@@ -203,6 +204,21 @@ def test_an_old_state_file_without_pauses_is_read_as_none_paused(pumpd_daemon: A
     result = subprocess.run([sys.executable, "-m", "pumpd", "check", "--config",
                              str(d.state_path)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr  # still a configuration pumpd reads
+
+
+def test_the_state_file_keeps_pauses_and_shovels_apart(tmp_path: Path) -> None:
+    path = tmp_path / "s.runtime.json"
+    definition = {"src-uri": NOWHERE, "src-queue": "in", "dest-uri": NOWHERE, "dest-queue": "out"}
+    assert statefile.load_paused(path) == frozenset()  # no file yet
+    statefile.save_paused(path, ["b", "a", "a"])
+    assert json.loads(path.read_text()) == {"shovels": {}, "paused": ["a", "b"]}
+    statefile.save(path, {"rt": definition})  # a PUT keeps the pauses
+    assert statefile.load_paused(path) == {"a", "b"} and statefile.load(path) == {"rt": definition}
+    statefile.save_paused(path, [])  # none paused: the key goes, as an old pumpd wrote it
+    assert json.loads(path.read_text()) == {"shovels": {"rt": definition}}
+    path.write_text(json.dumps({"shovels": {}, "paused": "a"}))
+    with pytest.raises(statefile.StateFileError, match="must be a list of shovel names"):
+        statefile.load_paused(path)
 
 
 # -- group-wide: the pause markers of a real group on a private coordination node -----------
