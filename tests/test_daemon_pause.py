@@ -30,7 +30,15 @@ from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import declare_queue, drain_queue, queue_depth
-from daemon_helpers import Daemon, fill_queue, pumpd_daemon, settled, shovel_def
+from daemon_helpers import (
+    Daemon,
+    fill_queue,
+    named_shovel,
+    pumpd_daemon,
+    running_state,
+    settled,
+    shovel_def,
+)
 
 __all__ = ["pumpd_daemon"]
 
@@ -204,6 +212,26 @@ def test_an_old_state_file_without_pauses_is_read_as_none_paused(pumpd_daemon: A
     result = subprocess.run([sys.executable, "-m", "pumpd", "check", "--config",
                              str(d.state_path)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr  # still a configuration pumpd reads
+
+
+def test_a_pause_in_a_shared_process_touches_only_its_shovel(
+    pumpd_daemon: Any, node_a: LocalNode, vhost_a: str,
+) -> None:
+    uri = node_a.uri(vhost_a)
+    d = pumpd_daemon({name: named_shovel(uri, name) for name in ("a", "b")},
+                     "--shovels-per-process", "2")
+    d.wait_for(lambda: running_state(d, "a") and running_state(d, "b"), 30, "both running")
+    (pid,) = set(d.worker_pids("a")) | set(d.worker_pids("b"))  # one process runs both
+    assert d.request("POST", "/api/shovels/a/pause")[0] == 202
+    d.wait_for(lambda: state_of(d, "a") == "paused", 30, "a paused")
+    fill_queue(uri, "a-in", [b"a"] * 10)
+    fill_queue(uri, "b-in", [b"b"] * 10)
+    d.wait_for(lambda: queue_depth(uri, "b-out")[0] == 10, 30, "b moving")
+    assert running_state(d, "b") and queue_depth(uri, "a-in")[0] == 10
+    assert consumers_of(node_a, vhost_a, "a-in") == []
+    assert d.request("POST", "/api/shovels/a/resume")[0] == 202
+    d.wait_for(lambda: queue_depth(uri, "a-out")[0] == 10, 30, "a moved after the resume")
+    assert d.worker_pids("a") == d.worker_pids("b") == [pid]  # the same process throughout
 
 
 def test_the_state_file_keeps_pauses_and_shovels_apart(tmp_path: Path) -> None:
