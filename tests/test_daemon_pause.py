@@ -125,7 +125,7 @@ def test_a_paused_shovel_keeps_its_backlog_across_a_restart_and_resume_moves_it_
     time.sleep(1)
     assert settled(node_a, vhost_a, "p-in") == (n - acked, 0, 0)
     assert consumers_of(node_a, vhost_a, "p-in") == [] and slow_b.connections == 0
-    assert d.shovel("p")["counters"]["consumed"] == 0
+    assert d.shovel("p")["counters"]["consumed"] == 0 and d.shovel("p")["paused"] is True
 
     # resume with the command a user types: the token found by itself
     result = pumpd("resume", "p", "--http", f"127.0.0.1:{d.port}")
@@ -134,7 +134,7 @@ def test_a_paused_shovel_keeps_its_backlog_across_a_restart_and_resume_moves_it_
     assert paused_in_state_file(d) == []
     d.wait_for(lambda: queue_depth(src, "p-in")[0] == 0
                and d.shovel("p")["counters"]["acked"] == n - acked, 120, "the rest moved")
-    assert state_of(d, "p") == "running"
+    assert state_of(d, "p") == "running" and d.shovel("p")["paused"] is False
     # every message once: nothing was in flight at a failure, so no duplicate either
     bodies = [m.body for m in drain_queue(dst, "p-out", expected=n, timeout=30)]
     assert sorted(bodies) == [b"%05d" % i for i in range(n)]

@@ -106,11 +106,15 @@ class CoordinatorApi:
 
     def shovel_list(self) -> list[dict[str, Any]]:
         now = time.monotonic()
-        return [shovel_doc(shovel_view(s, now)) for s in self.sup.shovels.values()]
+        return [self._doc(s, now) for s in self.sup.shovels.values()]
 
     def shovel(self, name: str) -> dict[str, Any] | None:
         s = self.sup.shovels.get(name)
-        return shovel_doc(shovel_view(s, time.monotonic())) if s is not None else None
+        return self._doc(s, time.monotonic()) if s is not None else None
+
+    def _doc(self, s: Shovel, now: float) -> dict[str, Any]:
+        """``paused``: asked to pause (its state says whether it has drained yet)."""
+        return {**shovel_doc(shovel_view(s, now)), "paused": s.name in self.sup.pauses}
 
     def metrics(self) -> str:
         from ..dataplane.implementation import IMPLEMENTATION
