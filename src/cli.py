@@ -27,8 +27,9 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
                                        shovel (N with --workers N), until SIGTERM / SIGINT
   pumpd status [--json]                show what every shovel of a running daemon is doing
   pumpd delete-shovel NAME [--force]   remove a run-time shovel (--force: a protected one)
-  pumpd pause NAME / pumpd resume NAME stop a shovel consuming (what it holds is delivered, the
-                                       rest stays in the source; kept across restarts) / resume it
+  pumpd pause NAME                     stop a shovel consuming: what it holds is delivered, the
+                                       rest stays in the source (kept across restarts)
+  pumpd resume NAME                    let a paused shovel consume again
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`
   pumpd check --config shovels.json    validate a configuration and print what it means
