@@ -6,6 +6,7 @@ nothing lost, nothing duplicated."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -316,6 +317,49 @@ def test_a_pause_is_group_wide_through_the_markers(node_a: LocalNode, vhost_a: s
         finally:
             await ga.close()
             await gb.close()
+
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_attached_members_follow_each_others_pauses(node_a: LocalNode, vhost_a: str,
+                                                   tmp_path: Path) -> None:
+    uri = parse_uri(node_a.uri(vhost_a))
+    definition = {"src-uri": NOWHERE, "src-queue": "in", "dest-uri": NOWHERE, "dest-queue": "out"}
+
+    async def until(predicate: Any, what: str) -> None:
+        deadline = time.monotonic() + 20
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within 20 s: {what}")
+            await asyncio.sleep(0.05)
+
+    async def main() -> None:
+        members = []
+        for name in ("a", "b"):
+            g = Group([uri], "pf", MemberInfo(name, host="test-host", pid=os.getpid(),
+                                              endpoint=None, started=time.time()),
+                      poll_interval=0.2)
+            g.start()
+            await g.wait_joined(20)
+            shovels = {"s": Shovel("s", parse_runtime("s", definition, None, "test"))}
+            pauses = Pauses(str(tmp_path / f"{name}.runtime.json"), NoProcesses())
+            pauses.attach(g, lambda shovels=shovels: shovels, interval=0.2)
+            members.append((g, pauses, shovels))
+        (ga, a, sa), (_gb, b, sb) = members
+        try:
+            assert a.request(sa["s"], True).status == 202
+            await until(lambda: "s" in b, "b paused by a's pause")
+            assert b.request(sb["s"], False).status == 202
+            await until(lambda: "s" not in a, "a resumed by b's resume")
+            assert await ga.paused(["s"]) == frozenset()
+        finally:
+            for g, pauses, _ in members:
+                await pauses.close()
+                await g.close()
 
     loop = uvloop.new_event_loop()
     try:
