@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from pumpd.config.uri import parse_uri
 from pumpd.daemon import statefile
 from pumpd.daemon.definitions import parse_runtime
 from pumpd.daemon.group import Group, MemberInfo
-from pumpd.daemon.pausing import Pauses
+from pumpd.daemon.pausing import MarkersOnLoop, Pauses
 from pumpd.daemon.positions import Shovel
 from pumpd.engine.link import LinkError
 from pumpd.testing import TcpProxy
@@ -327,8 +328,23 @@ def test_a_pause_is_group_wide_through_the_markers(node_a: LocalNode, vhost_a: s
 
 def test_attached_members_follow_each_others_pauses(node_a: LocalNode, vhost_a: str,
                                                    tmp_path: Path) -> None:
+    """As in the daemon (daemon/membership.py): the group on a uvloop thread of its own, the
+    pauses on the coordinator's asyncio loop, through :class:`MarkersOnLoop`."""
     uri = parse_uri(node_a.uri(vhost_a))
     definition = {"src-uri": NOWHERE, "src-queue": "in", "dest-uri": NOWHERE, "dest-queue": "out"}
+    group_loop = uvloop.new_event_loop()
+    thread = threading.Thread(target=group_loop.run_forever, daemon=True)
+    thread.start()
+
+    def on_group_loop(request: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(request, group_loop).result(30)
+
+    groups = [Group([uri], "pf", MemberInfo(name, host="test-host", pid=os.getpid(),
+                                            endpoint=None, started=time.time()),
+                    poll_interval=0.2) for name in ("a", "b")]
+    for g in groups:
+        group_loop.call_soon_threadsafe(g.start)
+        on_group_loop(g.wait_joined(20))
 
     async def until(predicate: Any, what: str) -> None:
         deadline = time.monotonic() + 20
@@ -339,30 +355,28 @@ def test_attached_members_follow_each_others_pauses(node_a: LocalNode, vhost_a: 
 
     async def main() -> None:
         members = []
-        for name in ("a", "b"):
-            g = Group([uri], "pf", MemberInfo(name, host="test-host", pid=os.getpid(),
-                                              endpoint=None, started=time.time()),
-                      poll_interval=0.2)
-            g.start()
-            await g.wait_joined(20)
+        for g in groups:
             shovels = {"s": Shovel("s", parse_runtime("s", definition, None, "test"))}
-            pauses = Pauses(str(tmp_path / f"{name}.runtime.json"), NoProcesses())
-            pauses.attach(g, lambda shovels=shovels: shovels, interval=0.2)
-            members.append((g, pauses, shovels))
-        (ga, a, sa), (_gb, b, sb) = members
+            pauses = Pauses(str(tmp_path / f"{g.me.id}.runtime.json"), NoProcesses())
+            pauses.attach(MarkersOnLoop(g, group_loop), lambda shovels=shovels: shovels,
+                          interval=0.2)
+            members.append((pauses, shovels))
+        (a, sa), (b, sb) = members
         try:
             assert a.request(sa["s"], True).status == 202
             await until(lambda: "s" in b, "b paused by a's pause")
             assert b.request(sb["s"], False).status == 202
             await until(lambda: "s" not in a, "a resumed by b's resume")
-            assert await ga.paused(["s"]) == frozenset()
         finally:
-            for g, pauses, _ in members:
+            for pauses, _ in members:
                 await pauses.close()
-                await g.close()
 
-    loop = uvloop.new_event_loop()
     try:
-        loop.run_until_complete(main())
+        asyncio.run(main())
+        assert on_group_loop(groups[0].paused(["s"])) == frozenset()
     finally:
-        loop.close()
+        for g in groups:
+            on_group_loop(g.close())
+        group_loop.call_soon_threadsafe(group_loop.stop)
+        thread.join(10)
+        group_loop.close()

@@ -20,6 +20,9 @@ resumed resumes it at its first poll. A change asked here that could not be writ
 markers yet (the coordination broker unreachable) is tried again at every poll, and until then
 this member keeps it whatever the markers say. Removing a shovel leaves its marker (the others
 may still run it until their own reload): ``pumpd resume`` clears it.
+
+Wiring (the coordinator, once it has joined its group): ``pauses.attach(MarkersOnLoop(group,
+group_loop), lambda: coordinator.shovels)``, and ``await pauses.close()`` before leaving it.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from . import statefile
 from .http_api import Reply, error
@@ -40,6 +43,8 @@ log = logging.getLogger("pumpd.coordinator")
 
 MARKER_POLL = 3.0  # seconds between two reads of the group's markers
 
+T = TypeVar("T")
+
 
 class PauseMarkers(Protocol):
     """The group's paused markers (:class:`pumpd.daemon.group.Group` has these methods)."""
@@ -49,6 +54,28 @@ class PauseMarkers(Protocol):
     async def resume(self, shovel: str) -> None: ...
 
     async def paused(self, shovels: Iterable[str]) -> frozenset[str]: ...
+
+
+class MarkersOnLoop:
+    """:class:`PauseMarkers` whose requests run on another thread's event loop: the group's
+    (``daemon/membership.py`` runs the group on a uvloop thread of its own, the engine's links
+    need it), awaited from the coordinator's loop."""
+
+    def __init__(self, markers: PauseMarkers, loop: asyncio.AbstractEventLoop) -> None:
+        self.markers = markers
+        self.loop = loop
+
+    async def _on_loop(self, request: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(request, self.loop))
+
+    async def pause(self, shovel: str) -> None:
+        await self._on_loop(self.markers.pause(shovel))
+
+    async def resume(self, shovel: str) -> None:
+        await self._on_loop(self.markers.resume(shovel))
+
+    async def paused(self, shovels: Iterable[str]) -> frozenset[str]:
+        return await self._on_loop(self.markers.paused(list(shovels)))
 
 
 class Control(Protocol):
