@@ -8,6 +8,7 @@ instead (:mod:`pumpd.engine.runner`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from . import exitcodes
 
 if TYPE_CHECKING:
-    from .config.model import PumpConfig
+    from .config.model import ClusterConfig, PumpConfig
     from .daemon.access import Access
 
 DESCRIPTION = """\
@@ -26,6 +27,9 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
                                        shovel (N with --workers N), until SIGTERM / SIGINT
   pumpd status [--json]                show what every shovel of a running daemon is doing
   pumpd delete-shovel NAME [--force]   remove a run-time shovel (--force: a protected one)
+  pumpd pause NAME                     stop a shovel consuming: what it holds is delivered, the
+                                       rest stays in the source (kept across restarts)
+  pumpd resume NAME                    let a paused shovel consume again
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`
   pumpd check --config shovels.json    validate a configuration and print what it means
@@ -57,6 +61,7 @@ the state file: NAME.runtime.token; pumpd status finds it by itself); --http-ope
   GET    /api/overview               the daemon itself
   GET    /metrics                    Prometheus text, series labelled shovel="NAME", worker="i"
   POST   /api/shovels/NAME/restart   restart a shovel's workers
+  POST   /api/shovels/NAME/pause     pause a shovel (.../resume: resume it)
   PUT    /api/shovels/NAME           add or replace a run-time shovel; body: its definition (JSON,
                                      either configuration form); kept in the state file
   DELETE /api/shovels/NAME           remove a run-time shovel (its workers drain first)
@@ -106,6 +111,25 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _cluster_name(text: str) -> str:
+    from .config.cluster import check_cluster_name
+
+    why = check_cluster_name(text)
+    if why is not None:
+        raise argparse.ArgumentTypeError(why)
+    return text
+
+
+def _cluster(clause: ClusterConfig | None, name: str | None) -> ClusterConfig | None:
+    """The group this daemon is in: the file's "cluster" clause, its name replaced by
+    ``--cluster NAME`` when given."""
+    from .config.model import ClusterConfig
+
+    if name is None:
+        return clause
+    return ClusterConfig(name=name) if clause is None else dataclasses.replace(clause, name=name)
+
+
 def _run_parser() -> argparse.ArgumentParser:
     from .daemon.http_api import DEFAULT_HOST, DEFAULT_PORT
 
@@ -117,6 +141,13 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", "-c", required=True, metavar="FILE", help="shovel definitions (JSON)")
     _process_options(p)
+    p.add_argument(
+        "--cluster", type=_cluster_name, default=None, metavar="NAME",
+        help="run as a member of the group NAME: every daemon started with the same "
+             "configuration and NAME runs each shovel's worker positions once between them, "
+             "the others stand by (wins over the file's \"cluster\" name; README: Running "
+             "several daemons)",
+    )
     p.add_argument(
         "--http", default=None, metavar="HOST:PORT",
         help=f"the status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT}); \"off\" disables it",
@@ -286,6 +317,18 @@ def _delete_shovel(args: list[str]) -> int:
     return main_delete(args)
 
 
+def _pause(args: list[str]) -> int:
+    from .daemon.pause_command import main as pause_main
+
+    return pause_main(args, paused=True)
+
+
+def _resume(args: list[str]) -> int:
+    from .daemon.pause_command import main as pause_main
+
+    return pause_main(args, paused=False)
+
+
 # The subcommands; anything else is the daemon's (or --single-process's) own arguments.
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "import-erlang": _import_erlang,
@@ -293,6 +336,8 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "check": _check,
     "status": _status,
     "delete-shovel": _delete_shovel,
+    "pause": _pause,
+    "resume": _resume,
     "plan-migration": _plan_migration,
 }
 
@@ -344,13 +389,14 @@ def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace)
     cfg = _load(ns.config)
     if cfg is None:
         return exitcodes.CONFIG_ERROR
+    cfg = dataclasses.replace(cfg, cluster=_cluster(cfg.cluster, ns.cluster))
     from .engine.runner import run_foreground
 
     return run_foreground(cfg, drain_timeout=ns.drain_timeout, status_interval=ns.status_interval)
 
 
 def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
-    from .config.parse import ConfigError
+    from .config.parse import ConfigError, load_config
     from .daemon import log as daemon_log
     from .daemon import statefile
     from .daemon.http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
@@ -372,6 +418,7 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
             state_path,
         )
         per_process = ns.shovels_per_process or daemon_config.shovels_per_process(ns.config) or 1
+        cluster = _cluster(load_config(ns.config).cluster, ns.cluster)
     except ConfigError as exc:
         print(f"pumpd: {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR
@@ -395,6 +442,7 @@ def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         access=access,
         tls_dirs=tls_dirs,
         protected_files=tuple(f for f in own_files if f),
+        cluster=cluster,
     )
     return Coordinator(opts, shovels).run()
 

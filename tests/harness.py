@@ -71,6 +71,13 @@ class RunningPumps:
         if self.error is not None:
             raise self.error
 
+    def on_loop(self, call: Callable[[Pump], Any], name: str | None = None) -> None:
+        """Call ``call(pump)`` on the pumps' event loop (as Pump.pause and resume must be)."""
+        name = name or next(iter(self.statuses))
+        self.wait_for(lambda: name in self.pumps, 30, f"pump {name} created")
+        pump = self.pumps[name]
+        self._loop.call_soon_threadsafe(call, pump)
+
     def status(self, name: str | None = None) -> ShovelStatus:
         return self.statuses[name or next(iter(self.statuses))]
 

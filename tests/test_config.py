@@ -109,6 +109,7 @@ def test_defaults() -> None:
     assert s.reconnect_delay == 5.0
     assert s.workers == 1
     assert s.source_read_hold_ms == 1
+    assert s.stall_timeout == 60.0
     assert s.delete_after is DeleteAfter.NEVER
     assert (s.add_forward_headers, s.add_timestamp_header) == (False, False)
     assert s.source.declarations == () and s.destination.declarations == ()
@@ -126,6 +127,8 @@ def test_defaults() -> None:
     ("source_read_hold_ms", 0, "source_read_hold_ms", 0),
     ("source_read_hold_ms", 1000, "source_read_hold_ms", 1000),
     ("own_process", True, "own_process", True),
+    ("stall_timeout", 0, "stall_timeout", 0.0),
+    ("stall_timeout", 2.5, "stall_timeout", 2.5),
     ("delete_after", "queue-length", "delete_after", DeleteAfter.QUEUE_LENGTH),
     ("delete_after", "never", "delete_after", DeleteAfter.NEVER),
     ("delete_after", 100, "delete_after", 100),
@@ -208,6 +211,8 @@ BAD_CLAUSES = [
     ({"source_read_hold_ms": -1}, "source_read_hold_ms", "must be a non-negative integer, got -1"),
     ({"source_read_hold_ms": 0.5}, "source_read_hold_ms", "got 0.5"),
     ({"source_read_hold_ms": 1001}, "source_read_hold_ms", "must be at most 1000, got 1001"),
+    ({"stall_timeout": -1}, "stall_timeout", "must be a non-negative number (seconds), got -1"),
+    ({"stall_timeout": "60"}, "stall_timeout", 'got "60"'),
     ({"queue": 5}, "queue", "must be a string, got 5"),
     ({"queue": "q" * 256}, "queue", "at most 255 bytes"),
     ({"publish_properties": [1]}, "publish_properties", "must be an object, got a list"),
@@ -488,6 +493,8 @@ def test_dynamic_publish_fields(dest: dict[str, str], exchange: str | None,
     ("workers", 2, "workers", 2),
     ("source_read_hold_ms", 5, "source_read_hold_ms", 5),
     ("own_process", True, "own_process", True),
+    ("stall-timeout", 0, "stall_timeout", 0.0),
+    ("stall-timeout", 30, "stall_timeout", 30.0),
 ])
 def test_dynamic_values(key: str, value: Any, attr: str, expected: Any) -> None:
     assert getattr(one({**DYN_MINIMAL, key: value}), attr) == expected
@@ -738,7 +745,8 @@ def test_password_never_shown_even_in_got_values() -> None:
     MINIMAL,
     with_(MINIMAL, publish_properties=ALL_PROPERTIES, workers=3, delete_after=7,
           add_forward_headers=True, reconnect_delay=0.25, ack_mode="on_publish",
-          source_read_hold_ms=0),
+          source_read_hold_ms=0, stall_timeout=0),
+    with_(DYN_MINIMAL, stall__timeout=5),
     with_(MINIMAL, destinations={"broker": "amqps://u:p%40w@[::1]:1/?heartbeat=0&cacertfile=/a"
                                            "&certfile=/b&keyfile=/c&verify=verify_none"
                                            "&fail_if_no_peer_cert=false&connection_timeout=2000"}),

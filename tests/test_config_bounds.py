@@ -50,6 +50,7 @@ OVER_BOUND = [
     ({"delete_after_duration": 10**5000}, "delete_after_duration",
      "must be at most 315360000 seconds, got an integer of 16610 bits"),
     ({"source_read_hold_ms": 1001}, "source_read_hold_ms", "must be at most 1000"),
+    ({"stall_timeout": 86_401}, "stall_timeout", "must be at most 86400 seconds"),
     ({"queue": "q" * 256}, "queue", "must be at most 255 bytes in UTF-8, got 256"),
     ({"queue": "é" * 128}, "queue", "must be at most 255 bytes in UTF-8, got 256"),
     ({"consumer_name": "t" * 256}, "consumer_name", "at most 255 bytes"),

@@ -93,6 +93,20 @@ def test_status_table_has_the_shovel_status_columns() -> None:
     assert render_table([]) == "no shovels\n"
 
 
+def test_stall_restarts_reach_the_document_the_table_and_the_metrics() -> None:
+    v = view("orders")
+    v = ShovelView(**{**v.__dict__, "workers": [
+        WorkerView(**{**w.__dict__, "counters": Counters(acked=3, stall_restarts=w.index + 1)})
+        for w in v.workers]})
+    doc = shovel_doc(v)
+    assert doc["counters"]["stall_restarts"] == 3
+    assert [w["counters"]["stall_restarts"] for w in doc["workers"]] == [1, 2]
+    assert "2/2 (1 restart, 3 stall restarts)" in render_table([doc]).splitlines()[1]
+    text = metrics_text([v], "native")
+    assert "# TYPE pumpd_stall_restarts_total counter" in text
+    assert 'pumpd_stall_restarts_total{shovel="orders",worker="1"} 2' in text
+
+
 def test_state_file_is_written_atomically_with_mode_0600(tmp_path: Path) -> None:
     path = tmp_path / "s.runtime.json"
     assert statefile.load(path) == {}

@@ -168,6 +168,22 @@ def test_stall_mode_holds_everything_until_pass(proxy: TcpProxy) -> None:
         assert recv_exactly(sock, 4) == b"held"
 
 
+def test_stall_open_silences_the_open_connections_for_good_and_lets_new_ones_pass(
+        proxy: TcpProxy) -> None:
+    with connect(proxy) as old:
+        old.sendall(b"x")
+        assert recv_exactly(old, 1) == b"x"
+        assert proxy.stall_open() == 1
+        old.sendall(b"held")
+        proxy.set_mode("pass")  # does not wake a silent connection
+        with connect(proxy) as new:
+            new.sendall(b"new")
+            assert recv_exactly(new, 3) == b"new"
+        old.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            old.recv(10)
+
+
 def test_a_long_stall_pushes_back_on_the_sender_and_loses_nothing(proxy: TcpProxy) -> None:
     # More than the proxy holds before it stops reading (4 MiB): reading pauses and resumes.
     payload = os.urandom(12 * 1024 * 1024)

@@ -54,6 +54,14 @@ def test_record_round_trip_truncates_reason_on_a_character_boundary_and_redacts_
         table.close()
 
 
+def test_a_paused_position_and_its_stall_restarts_round_trip() -> None:
+    record = SlotRecord(pid=9, state=State.PAUSED, reason="paused",
+                        counters=Counters(stall_restarts=3, reconnects=4))
+    again = SlotRecord.unpack(record.pack())
+    assert (again.state, again.reason) == (State.PAUSED, "paused")
+    assert (again.counters.stall_restarts, again.counters.reconnects) == (3, 4)
+
+
 def test_the_slots_of_a_new_block_read_as_empty_records() -> None:
     table = SlotTable.create(1)
     try:
@@ -113,6 +121,8 @@ def test_pool_reuses_freed_slots_and_grows_by_blocks() -> None:
         (State.TERMINATED, "delete-after reached: 10 messages moved", ReasonCode.DELETE_AFTER),
         (State.TERMINATED, "boom; reconnect_delay is 0, not reconnecting", ReasonCode.GAVE_UP),
         (State.STARTING, "boom; reconnecting in 5.0s", ReasonCode.RECONNECTING),
+        (State.STARTING, "stalled: 3 ready at the source, nothing moved for 60 s; restarting "
+                         "the session", ReasonCode.RECONNECTING),
         (State.RUNNING, None, ReasonCode.NONE),
     ],
 )

@@ -17,6 +17,7 @@ from .limits import (
     MAX_PREFETCH,
     MAX_READ_HOLD_MS,
     MAX_RECONNECT_DELAY,
+    MAX_STALL_TIMEOUT,
     MAX_URI,
     MAX_WORKERS,
 )
@@ -64,13 +65,16 @@ _SHORTSTR_PROPERTIES = tuple(name for name, kind in BASIC_PROPERTIES.items()
 
 # pumpd's own: allowed in both forms
 COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable", "own_process")
-SEED_ALL = SEED_CLAUSES + SEED_EXTRAS + COMMON_CLAUSES
+# pumpd's own, named in the seed's style (the dynamic form says "stall-timeout")
+SEED_OWN = ("stall_timeout",)
+SEED_ALL = SEED_CLAUSES + SEED_EXTRAS + COMMON_CLAUSES + SEED_OWN
 # The plugin's floor for delete_after_duration (rabbit_shovel.hrl, SOFT_..._FLOOR), in seconds.
 PLUGIN_DURATION_FLOOR = 60
 
 DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 5.0  # seed; also ?DEFAULT_RECONNECT_DELAY in rabbit_shovel.hrl
 DEFAULT_READ_HOLD_MS = 1  # the event loop's timers count whole milliseconds
+DEFAULT_STALL_TIMEOUT = 60.0  # issue 23: about a minute
 
 
 def read_reconnect_delay(ctx: Context, clause: str, value: object) -> float:
@@ -86,6 +90,11 @@ def read_reconnect_delay(ctx: Context, clause: str, value: object) -> float:
                          "never reconnects (it restarts a shovel only for a whole number of "
                          "seconds)")
     return delay
+
+
+def read_stall_timeout(ctx: Context, clause: str, value: object) -> float:
+    """pumpd's own: seconds without movement before a stalled session restarts; 0 = never."""
+    return seconds_value(ctx, clause, value, MAX_STALL_TIMEOUT)
 
 
 def read_delete_after_duration(ctx: Context, clause: str, value: object) -> float | None:
@@ -372,6 +381,8 @@ def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
         publish_mandatory=mandatory,
         reconnect_delay=read_reconnect_delay(ctx, "reconnect_delay",
                                              obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
+        stall_timeout=read_stall_timeout(ctx, "stall_timeout",
+                                         obj.get("stall_timeout", DEFAULT_STALL_TIMEOUT)),
         delete_after=read_delete_after(ctx, "delete_after", obj.get("delete_after", "never")),
         delete_after_duration=read_delete_after_duration(ctx, "delete_after_duration",
                                                          obj.get("delete_after_duration")),

@@ -13,12 +13,14 @@ from .clauses import (
     COMMON_CLAUSES,
     DEFAULT_PREFETCH,
     DEFAULT_RECONNECT_DELAY,
+    DEFAULT_STALL_TIMEOUT,
     read_common_clauses,
     read_consumer,
     read_delete_after,
     read_delete_after_duration,
     read_publish_properties,
     read_reconnect_delay,
+    read_stall_timeout,
     read_uri,
     read_uri_list,
 )
@@ -45,7 +47,9 @@ from .vocabulary import (
 # The legacy pre-3.7 dynamic names are accepted as the plugin does, but not together with their
 # current name.
 _LEGACY_NAME = {current: legacy for legacy, current in LEGACY_DYNAMIC_KEYS.items()}
-DYNAMIC_ALL = DYNAMIC_KEYS + tuple(LEGACY_DYNAMIC_KEYS) + COMMON_CLAUSES
+# pumpd's own, named in the dynamic form's style (the seed's form says "stall_timeout")
+DYNAMIC_OWN = ("stall-timeout",)
+DYNAMIC_ALL = DYNAMIC_KEYS + tuple(LEGACY_DYNAMIC_KEYS) + COMMON_CLAUSES + DYNAMIC_OWN
 
 
 def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
@@ -90,6 +94,8 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
         publish_routing_key=publish_routing_key,
         reconnect_delay=read_reconnect_delay(ctx, "reconnect-delay",
                                              obj.get("reconnect-delay", DEFAULT_RECONNECT_DELAY)),
+        stall_timeout=read_stall_timeout(ctx, "stall-timeout",
+                                         obj.get("stall-timeout", DEFAULT_STALL_TIMEOUT)),
         delete_after=read_delete_after(ctx, where("src-delete-after"),
                                        get("src-delete-after", "never")),
         delete_after_duration=read_delete_after_duration(ctx, "src-delete-after-duration",

@@ -20,6 +20,7 @@ MAX_DELETE_AFTER = 2**63 - 1  # delete_after's message count: a signed 64-bit co
 
 # -- durations ----------------------------------------------------------------------------------
 MAX_RECONNECT_DELAY = 86_400  # seconds (one day)
+MAX_STALL_TIMEOUT = 86_400  # stall_timeout, seconds (one day)
 MAX_DURATION = 315_360_000  # delete_after_duration, seconds (ten years: rabbit_misc:check_expiry)
 MAX_READ_HOLD_MS = 1000  # source_read_hold_ms
 MAX_CONNECTION_TIMEOUT_MS = 3_600_000  # a URI's connection_timeout (one hour)

@@ -230,6 +230,9 @@ class ShovelConfig:
     # broker some work per message.
     publish_mandatory: bool = True
     reconnect_delay: float = 5.0  # 0 = stop for good after the first failure
+    # issue 23: restart a session that moved nothing for this many seconds while the source had
+    # a backlog, or that got no confirm with messages outstanding (engine/stall.py); 0 = never.
+    stall_timeout: float = 60.0
     # Dynamic-shovel extras.
     delete_after: DeleteAfter | int = DeleteAfter.NEVER
     add_forward_headers: bool = False
@@ -274,9 +277,30 @@ class ShovelOwner:
         return f"{self.kind} {self.name!r} in vhost {self.virtual_host!r}"
 
 
+DEFAULT_LEASE_RETRY = 2.0  # seconds between lease attempts of a position on standby
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """A group of daemons.
+
+    :param name: the group's name; members with the same name share the positions
+    :param coordination_uri: the broker where members find each other (used by the group's
+        spread of positions; None: not given)
+    :param lease_retry: seconds between lease attempts of a position on standby (jittered
+        by +-25 %)
+    """
+
+    name: str
+    coordination_uri: BrokerURI | None = None
+    lease_retry: float = DEFAULT_LEASE_RETRY
+
+
 @dataclass(frozen=True)
 class PumpConfig:
     shovels: Mapping[str, ShovelConfig]
     # The file's "shovels_per_process": how many shovels one daemon worker process may host
     # (None: not set, the command line's --shovels-per-process or 1).
     shovels_per_process: int | None = None
+    # The file's "cluster" clause (config/cluster.py): the group of daemons this one is in.
+    cluster: ClusterConfig | None = None

@@ -1,13 +1,14 @@
 """Reading and validating a pumpd configuration file into :class:`pumpd.config.model.PumpConfig`.
 
 The file is JSON: ``{"shovels": {"NAME": {...}, ...}}``, optionally with ``"shovels_per_process":
-K`` beside ``"shovels"`` (the daemon's packing, see README). Each shovel is written in one of two
+K`` beside ``"shovels"`` (the daemon's packing, see README) and ``"cluster": {...}`` (a group of
+daemons, ``config/cluster.py``). Each shovel is written in one of two
 forms, never a mix of both:
 
 * the Shovel seed's clauses, one to one: ``sources``, ``destinations``, ``queue``,
   ``prefetch_count``, ``ack_mode``, ``publish_properties``, ``publish_fields``,
-  ``reconnect_delay``; plus pumpd's own ``workers``, ``source_read_hold_ms``, ``undeliverable``
-  and ``own_process``, and the
+  ``reconnect_delay``; plus pumpd's own ``workers``, ``source_read_hold_ms``, ``undeliverable``,
+  ``own_process`` and ``stall_timeout`` (``stall-timeout`` in the dynamic form), and the
   dynamic-shovel extras under seed-style names (``delete_after``, ``add_forward_headers``,
   ``add_timestamp_header``, and the current static format's ``delete_after_duration``,
   ``consumer_args``, ``consumer_name``);
@@ -32,6 +33,7 @@ from typing import Any
 import orjson
 
 from .clauses import COMMON_CLAUSES, SEED_ALL, read_seed_shovel
+from .cluster import parse_cluster
 from .dynamic import DYNAMIC_ALL, read_dynamic_shovel
 from .limits import (
     MAX_POSITIONS,
@@ -104,7 +106,11 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
     if not isinstance(obj, dict):
         ctx.fail(None, f'the top level must be an object {{"shovels": {{...}}}}, got {show(obj)}')
     check_nesting(obj, source)  # before any step that recurses
-    check_keys(ctx, "", obj, ("shovels", "shovels_per_process"), "unknown top-level key")
+    # "paused": the shovels paused at run time, which a daemon's state file keeps beside its
+    # shovels (daemon/statefile.py); the daemon reads it from there only
+    check_keys(ctx, "", obj, ("shovels", "shovels_per_process", "cluster", "paused"),
+               "unknown top-level key")
+    cluster = parse_cluster(ctx, obj["cluster"]) if "cluster" in obj else None
     per_process = (int_value(ctx, "shovels_per_process", obj["shovels_per_process"], 1,
                              MAX_SHOVELS_PER_PROCESS)
                    if "shovels_per_process" in obj else None)
@@ -144,7 +150,7 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
     if positions > MAX_POSITIONS:
         ctx.fail("shovels", f"at most {MAX_POSITIONS} workers in all (the sum of every shovel's "
                             f"'workers'), got {positions}")
-    return PumpConfig(shovels=shovels, shovels_per_process=per_process)
+    return PumpConfig(shovels=shovels, shovels_per_process=per_process, cluster=cluster)
 
 
 class _PairsDict(dict[str, Any]):
@@ -291,6 +297,7 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
         "publish_properties": dict(shovel.publish_properties),
         "publish_fields": fields,
         "reconnect_delay": shovel.reconnect_delay,
+        "stall_timeout": shovel.stall_timeout,
         "workers": shovel.workers,
         "source_read_hold_ms": shovel.source_read_hold_ms,
         **({"own_process": True} if shovel.own_process else {}),

@@ -16,6 +16,7 @@ from . import confinement, statefile
 from . import definitions as daemon_config
 from .definitions import ShovelDefinition
 from .http_api import Reply, error
+from .pausing import Pauses
 from .positions import Position, Shovel
 from .report import metrics_text, shovel_doc
 from .slots import SlotsUnavailable
@@ -56,6 +57,7 @@ class Supervisor(Protocol):
     shovels: dict[str, Shovel]
     started: float
     stopping: bool
+    pauses: Pauses
 
     def block_names(self) -> list[str]: ...
 
@@ -104,11 +106,15 @@ class CoordinatorApi:
 
     def shovel_list(self) -> list[dict[str, Any]]:
         now = time.monotonic()
-        return [shovel_doc(shovel_view(s, now)) for s in self.sup.shovels.values()]
+        return [self._doc(s, now) for s in self.sup.shovels.values()]
 
     def shovel(self, name: str) -> dict[str, Any] | None:
         s = self.sup.shovels.get(name)
-        return shovel_doc(shovel_view(s, time.monotonic())) if s is not None else None
+        return self._doc(s, time.monotonic()) if s is not None else None
+
+    def _doc(self, s: Shovel, now: float) -> dict[str, Any]:
+        """``paused``: asked to pause (its state says whether it has drained yet)."""
+        return {**shovel_doc(shovel_view(s, now)), "paused": s.name in self.sup.pauses}
 
     def metrics(self) -> str:
         from ..dataplane.implementation import IMPLEMENTATION
@@ -142,6 +148,15 @@ class CoordinatorApi:
             sup.stop_worker(s, w, "restart", now)
         sup.wake_loop()
         return Reply(202, shovel_doc(shovel_view(s, now)))
+
+    def pause(self, name: str, paused: bool) -> Reply:
+        """``POST /api/shovels/NAME/pause`` (``paused``) or ``/resume``: :mod:`pumpd.daemon.pausing`."""
+        s = self._changeable(name)
+        if isinstance(s, Reply):
+            return s
+        reply = self.sup.pauses.request(s, paused)
+        self.sup.wake_loop()
+        return reply
 
     def put(self, name: str, body: bytes, force: bool = False) -> Reply:
         sup = self.sup

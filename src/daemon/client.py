@@ -214,8 +214,11 @@ def _backlog(doc: dict[str, Any]) -> str:
 
 def row(doc: dict[str, Any]) -> tuple[str, ...]:
     workers = f"{doc['workers_running']}/{doc['workers_configured']}"
-    if doc.get("restarts"):
-        workers += f" ({doc['restarts']} restart{'s' if doc['restarts'] != 1 else ''})"
+    notes = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in (
+        (doc.get("restarts"), "restart"),
+        (doc["counters"].get("stall_restarts"), "stall restart")) if n]
+    if notes:  # worker processes replaced; sessions restarted because they were stalled
+        workers += f" ({', '.join(notes)})"
     state = doc["state"] + (" (removing)" if doc.get("removing") else "")
     if doc.get("internal"):
         state += " (protected)"

@@ -46,7 +46,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import exitcodes
+from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
+from ..engine.lease import LeaseSpec, lease_name
 from ..engine.status import State
 from ..version import __version__
 from . import definitions, tokenfile
@@ -56,6 +58,7 @@ from .definitions import ShovelDefinition
 from .hosting import WorkerProcesses
 from .http_api import HttpServer
 from .observation import observe, read_slot
+from .pausing import Pauses
 from .positions import Position, Shovel, missing_positions, reload_plan
 from .report import carry
 from .restarts import schedule_restart
@@ -84,6 +87,7 @@ class DaemonOptions:
     access: Access | None = None  # the endpoint's token, TLS and openings (None: --http off)
     tls_dirs: tuple[str, ...] = ()  # --tls-dir: where a PUT's TLS files may be (resolved)
     protected_files: tuple[str, ...] = ()  # the daemon's own: never a PUT's TLS file
+    cluster: ClusterConfig | None = None  # --cluster / "cluster": every position needs its lease
 
 
 class Coordinator:
@@ -104,6 +108,7 @@ class Coordinator:
         self.started = time.time()
         self.http_address: tuple[str, int] | None = None
         self.service = ServiceState()  # systemd's Type=notify: readiness, reload, stop
+        self.pauses = Pauses(opts.state_path, self._workers)  # pausing.py (issue 23)
 
     # ---------------------------------------------------------------------------- main loop
 
@@ -153,7 +158,7 @@ class Coordinator:
                          "%gs), then exiting", self.opts.drain_timeout + DRAIN_GRACE,
                          exc_info=True, extra={"event": "coordinator_failed"})
             self.service.stopping(self._live_positions())
-            self._drain_all()
+            self._workers.drain_all(self.opts.drain_timeout + DRAIN_GRACE)
             return exitcodes.FAILURE
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
@@ -254,8 +259,11 @@ class Coordinator:
             self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
 
     def _position_spec(self, s: Shovel, w: Position) -> PositionSpec:
+        cluster = self.opts.cluster
         return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
-                            drain_timeout=self.opts.drain_timeout)
+                            drain_timeout=self.opts.drain_timeout, paused=s.name in self.pauses,
+                            lease=None if cluster is None else LeaseSpec(
+                                lease_name(cluster.name, s.name, w.index), cluster.lease_retry))
 
     def _reap(self, now: float) -> None:
         for s, w, exit_text in self._workers.reap():
@@ -341,17 +349,6 @@ class Coordinator:
             s.workers.remove(w)
             self.pool.free(w.slot)
 
-    def _drain_all(self) -> None:
-        """Every worker process drains as on SIGTERM (publishes what it holds, waits for its
-        confirms, acks); one still running after the drain timeout and the grace is killed by
-        the final kill. Blocking: the loop is not to be trusted any more."""
-        processes = self._workers.terminate_all()
-        deadline = time.monotonic() + self.opts.drain_timeout + DRAIN_GRACE
-        for process in processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-        log.info("%d of %d worker process(es) drained", sum(p.exitcode is not None
-                                                           for p in processes), len(processes))
-
     def process_count(self) -> tuple[int, int]:
         """Live worker positions, and the worker processes running them."""
         return self._live_positions(), len(self._workers.processes)
@@ -406,6 +403,7 @@ class Coordinator:
 
     def remove(self, s: Shovel, now: float) -> None:
         s.removing = True
+        self.pauses.forget(s.name)
         for w in list(s.workers):
             self.stop_worker(s, w, "retire", now)
 

@@ -7,6 +7,8 @@ Routes (every response is JSON via orjson, except /metrics and the page)::
     GET    /api/shovels                    every shovel (a list, like the management API)
     GET    /api/shovels/NAME               one shovel
     POST   /api/shovels/NAME/restart       restart its workers (drain, then start again)
+    POST   /api/shovels/NAME/pause         pause it: its workers drain, the rest stays in the source
+    POST   /api/shovels/NAME/resume        resume a paused shovel: its workers consume again
     PUT    /api/shovels/NAME               add or replace a run-time shovel (body: its definition)
     DELETE /api/shovels/NAME               remove a run-time shovel (its workers drain)
     GET    /metrics                        Prometheus text format
@@ -98,6 +100,8 @@ class Api(Protocol):
 
     def restart(self, name: str) -> Reply: ...
 
+    def pause(self, name: str, paused: bool) -> Reply: ...
+
     def put(self, name: str, body: bytes, force: bool = False) -> Reply: ...
 
     def delete(self, name: str, force: bool = False) -> Reply: ...
@@ -133,9 +137,12 @@ def route(api: Api, method: str, path: str, body: bytes) -> Reply:
     if len(parts) in (3, 4) and parts[1] == "shovels" and parts[2]:
         name = unquote(parts[2], errors="strict")
         if len(parts) == 4:
-            if parts[3] != "restart":
+            if parts[3] not in ("restart", "pause", "resume"):
                 return error(404, f"no such resource: {path}")
-            return api.restart(name) if method == "POST" else error(405, "use POST")
+            if method != "POST":
+                return error(405, "use POST")
+            return api.restart(name) if parts[3] == "restart" else \
+                api.pause(name, parts[3] == "pause")
         if method in ("GET", "HEAD"):
             doc = api.shovel(name)
             return Reply(200, doc) if doc is not None else error(404, f"no shovel {name!r}")

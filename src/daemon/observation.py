@@ -50,12 +50,14 @@ def observe(pool: SlotPool, shovels: Iterable[Shovel], now: float) -> None:
 
 def aggregate(s: Shovel) -> tuple[State, str]:
     """A shovel's state from its workers': blocked if any is, else running if any is, else
-    starting if any is, else terminated."""
+    starting if any is, else paused if any is, else standby if any is (another member of the
+    group runs them), else terminated."""
     records = [w.record for w in s.workers]
     if not records:
         return State.TERMINATED, "removed" if s.removing else "shutdown"
     states = {r.state for r in records}
-    for state in (State.BLOCKED, State.RUNNING, State.STARTING, State.TERMINATED):
+    for state in (State.BLOCKED, State.RUNNING, State.STARTING, State.PAUSED, State.STANDBY,
+                  State.TERMINATED):
         if state in states:
             reasons = [r.reason for r in records if r.state == state and r.reason]
             if state in (State.BLOCKED, State.RUNNING):

@@ -292,6 +292,9 @@ COUNTER_METRICS = (
      "redelivered"),
     ("pumpd_reconnects_total", "Sessions that failed and were started again in the worker.",
      "reconnects"),
+    ("pumpd_stall_restarts_total",
+     "Sessions restarted because they were stalled (a source backlog and nothing moving, or "
+     "no confirm with messages outstanding, for stall_timeout).", "stall_restarts"),
     ("pumpd_published_bytes_total", "Message body bytes re-published.", "bytes"),
     ("pumpd_messages_parked_total", "Undeliverable messages published to the park queue.",
      "parked"),
@@ -334,7 +337,8 @@ def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
     family("pumpd_info", "gauge", "pumpd version and data plane implementation.",
            [(_labels(version=__version__, implementation=implementation), 1)])
     family("pumpd_shovel_state", "gauge",
-           "1 for the state each shovel is in (starting, running, blocked, terminated).",
+           "1 for the state each shovel is in (starting, running, blocked, terminated, "
+           "standby, paused).",
            [(_labels(shovel=v.name, state=s.label), int(v.state == s))
             for v in views for s in State])
     family("pumpd_shovel_workers", "gauge", "Worker processes configured for each shovel.",
@@ -345,7 +349,8 @@ def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
         return [(_labels(shovel=v.name, worker=w.index), value(w)) for v, w in workers]
 
     family("pumpd_worker_state", "gauge",
-           "1 for the state each worker is in (starting, running, blocked, terminated).",
+           "1 for the state each worker is in (starting, running, blocked, terminated, "
+           "standby, paused).",
            [(_labels(shovel=v.name, worker=w.index, state=s.label), int(w.record.state == s))
             for v, w in workers for s in State])
     family("pumpd_worker_up", "gauge", "1 while the worker process is alive.",

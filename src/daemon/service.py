@@ -34,7 +34,8 @@ def summary(shovels: Iterable[Shovel]) -> str:
     counts: dict[str, int] = {}
     for s in live:
         counts[s.state.label] = counts.get(s.state.label, 0) + 1
-    order = (State.RUNNING, State.BLOCKED, State.STARTING, State.TERMINATED)
+    order = (State.RUNNING, State.BLOCKED, State.STARTING, State.PAUSED, State.STANDBY,
+             State.TERMINATED)
     parts = [f"{counts[st.label]} {st.label}" for st in order if st.label in counts]
     noun = "shovel" if len(live) == 1 else "shovels"
     return f"{len(live)} {noun}: {', '.join(parts)}" if parts else f"{len(live)} {noun}"

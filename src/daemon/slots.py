@@ -34,11 +34,11 @@ Slot layout (little-endian, fields at natural alignment)::
                                   clock for every process of the host, so the coordinator can
                                   compare it with its own)
     40      8     started    f64  wall clock when the worker process started
-    48      160   counters   u64 x 20, in the order of COUNTER_FIELDS (the LEVELS store -1,
+    48      168   counters   u64 x 21, in the order of COUNTER_FIELDS (the LEVELS store -1,
                                   "unknown / unlimited", as 2**64 - 1)
-    208     16    implementation  ASCII, NUL-padded: the data plane ("native" / "reference")
-    224     240   reason text     UTF-8, NUL-padded, truncated on a character boundary, redacted
-    464     48    reserved (zero): room for more fields within the same slot size
+    216     16    implementation  ASCII, NUL-padded: the data plane ("native" / "reference")
+    232     240   reason text     UTF-8, NUL-padded, truncated on a character boundary, redacted
+    472     40    reserved (zero): room for more fields within the same slot size
 
 A block's slots are initialised with an empty record when it is created, so every slot always
 holds a checksummed record.
@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 MAGIC = b"PUMPDSL1"
-LAYOUT_VERSION = 3  # 3: remaining, remaining_unacked, source_backlog (issue 13)
+LAYOUT_VERSION = 4  # 3: remaining, remaining_unacked, source_backlog (issue 13); 4: stall_restarts
 BLOCK_HEADER = struct.Struct("<8sIII44x")  # magic, version, slot size, number of slots
 SLOTS_OFFSET = 64
 SLOT_SIZE = 512
@@ -96,7 +96,7 @@ REASON_BYTES = 240
 COUNTER_FIELDS = ("consumed", "published", "confirmed", "acked", "nacked", "returned",
                   "redelivered", "reconnects", "in_flight", "buffered", "bytes",
                   "undeliverable_malformed", "undeliverable_too_large", "undeliverable_refused",
-                  "undeliverable_unroutable", "parked", "dead_lettered",
+                  "undeliverable_unroutable", "parked", "dead_lettered", "stall_restarts",
                   "remaining", "remaining_unacked", "source_backlog")
 BODY = struct.Struct(f"<IBxHddd{len(COUNTER_FIELDS)}Q{IMPLEMENTATION_BYTES}s{REASON_BYTES}s")
 assert BODY_OFFSET + BODY.size <= SLOT_SIZE
@@ -144,7 +144,8 @@ def classify_reason(state: State, reason: str | None) -> ReasonCode:
             return ReasonCode.GAVE_UP
         if reason.startswith("undeliverable message"):
             return ReasonCode.UNDELIVERABLE
-    elif "reconnecting in" in reason or "reconnecting now" in reason:
+    elif ("reconnecting in" in reason or "reconnecting now" in reason
+          or "restarting the session" in reason):  # the last: a stalled session (issue 23)
         return ReasonCode.RECONNECTING
     return ReasonCode.OTHER
 

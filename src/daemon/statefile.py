@@ -10,19 +10,24 @@ Its default location is next to the configuration file, ``NAME.runtime.json`` fo
 (``--state-file`` chooses another). Every change rewrites it atomically: a temporary file in the
 same directory, flushed and fsynced, renamed over the old one, and the directory fsynced, so a
 crash leaves either the old or the new file, never a mix.
+
+It also keeps which shovels are paused (``pumpd pause``, issue 23), the configuration file's
+included: ``"paused": ["NAME", ...]``, so that a restarted daemon starts them paused. A file
+written before pauses existed has no such key: nothing is paused. :func:`save` keeps the list
+as it is, :func:`save_paused` keeps the shovels as they are.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-__all__ = ["StateFileError", "default_path", "load", "save"]
+__all__ = ["StateFileError", "default_path", "load", "load_paused", "save", "save_paused"]
 
 
 class StateFileError(Exception):
@@ -43,10 +48,28 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     :raises StateFileError: when the file exists but cannot be read or is not
         ``{"shovels": {...}}`` JSON.
     """
+    return dict(_read(path)["shovels"])
+
+
+def load_paused(path: str | os.PathLike[str]) -> frozenset[str]:
+    """The names of the shovels paused, as the state file keeps them (none in a file written
+    before pauses existed, or when there is no file yet).
+
+    :raises StateFileError: as :func:`load`, and when ``"paused"`` is not a list of names.
+    """
+    paused = _read(path).get("paused", [])
+    if not isinstance(paused, list) or not all(isinstance(n, str) for n in paused):
+        raise StateFileError(f'{os.fspath(path)}: "paused" in the state file must be a list '
+                             "of shovel names")
+    return frozenset(paused)
+
+
+def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The whole document, ``{"shovels": {}}`` when there is no file yet."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        return {}
+        return {"shovels": {}}
     except OSError as exc:
         raise StateFileError(f"{os.fspath(path)}: cannot read the state file: "
                              f"{exc.strerror or exc}") from None
@@ -57,16 +80,38 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
                              f"{exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("shovels"), dict):
         raise StateFileError(f'{os.fspath(path)}: the state file must be {{"shovels": {{...}}}}')
-    return dict(doc["shovels"])
+    return doc
 
 
 def save(path: str | os.PathLike[str], shovels: Mapping[str, Any]) -> None:
-    """Replace the state file with ``shovels`` (raw definitions by name), atomically.
+    """Replace the state file's shovels with ``shovels`` (raw definitions by name), atomically;
+    the paused ones stay as the file has them.
 
     :raises StateFileError: when the file cannot be written (the old one is left as it was).
     """
+    _write(path, {"shovels": dict(shovels), "paused": sorted(_paused_kept(path))})
+
+
+def save_paused(path: str | os.PathLike[str], paused: Iterable[str]) -> None:
+    """Replace the state file's list of paused shovels, atomically; its shovels stay.
+
+    :raises StateFileError: when the file cannot be read or written.
+    """
+    _write(path, {"shovels": load(path), "paused": sorted(set(paused))})
+
+
+def _paused_kept(path: str | os.PathLike[str]) -> frozenset[str]:
+    try:
+        return load_paused(path)
+    except StateFileError:
+        return frozenset()  # an unreadable file is being replaced: its pauses go with it
+
+
+def _write(path: str | os.PathLike[str], doc: dict[str, Any]) -> None:
+    if not doc["paused"]:
+        del doc["paused"]  # an old pumpd reads the file as it always did
     target = Path(path)
-    data = orjson.dumps({"shovels": dict(shovels)}, option=orjson.OPT_INDENT_2) + b"\n"
+    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
     directory = target.parent if str(target.parent) else Path(".")
     tmp_name: str | None = None
     try:

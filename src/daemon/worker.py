@@ -19,7 +19,9 @@ The coordinator controls positions one by one through a duplex pipe, which the w
 
 * coordinator -> worker: ``("start", PositionSpec)``, ``("stop", SlotRef)`` (drain that position
   only: stop consuming, publish what it holds, wait up to the drain timeout for its confirms, ack
-  them and close), ``("exit",)`` (the coordinator has no position left for this process);
+  them and close), ``("pause", SlotRef)`` / ``("resume", SlotRef)`` (that position's pump
+  drains as for a stop but stays, paused, holding no connection, until resumed: issue 23),
+  ``("exit",)`` (the coordinator has no position left for this process);
 * worker -> coordinator: ``("ended", SlotRef, exit_status, error)`` when a position's pump has
   returned (``error`` is the text of an unexpected exception, None otherwise). The exit status
   is :data:`pumpd.exitcodes.OK` after a requested stop or a delete_after limit,
@@ -45,10 +47,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import exitcodes
 from ..config.model import ShovelConfig
+from ..engine.lease import LeaseSpec
 from ..engine.status import Counters, State
 from .log import HOSTED
 from .slots import (
@@ -61,6 +64,9 @@ from .slots import (
     SlotWriter,
     classify_reason,
 )
+
+if TYPE_CHECKING:  # the engine's pump is imported in the worker process only, when it starts
+    from ..engine.pump import Pump
 
 log = logging.getLogger("pumpd.worker")
 
@@ -75,6 +81,8 @@ class PositionSpec:
     index: int  # this position's number within its shovel, 0..workers-1
     slot: SlotRef
     drain_timeout: float
+    lease: LeaseSpec | None = None  # a position of a group (--cluster): run while holding it
+    paused: bool = False  # its shovel is paused: start without connecting, until resumed
 
     @property
     def tag(self) -> str:
@@ -130,12 +138,15 @@ class SlotSink:
         self._writer.write_body(self._body)
 
 
-async def run_pump(spec: PositionSpec, sink: SlotSink, stop: asyncio.Event) -> int:
-    """Run one position's pump until ``stop`` or its end by design; its exit status."""
+def make_pump(spec: PositionSpec, sink: SlotSink) -> Pump:
     from ..engine.pump import Pump
 
-    pump = Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
-                client_name=f"pumpd {spec.tag}")
+    return Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
+                client_name=f"pumpd {spec.tag}", lease=spec.lease, paused=spec.paused)
+
+
+async def run_pump(spec: PositionSpec, sink: SlotSink, pump: Pump, stop: asyncio.Event) -> int:
+    """Run one position's pump until ``stop`` or its end by design; its exit status."""
     await pump.run(stop)
     c = sink.record.counters
     log.info(
@@ -153,6 +164,7 @@ async def run_pump(spec: PositionSpec, sink: SlotSink, stop: asyncio.Event) -> i
 class RunningPosition:
     spec: PositionSpec
     sink: SlotSink
+    pump: Pump
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[int] | None = None
 
@@ -170,7 +182,8 @@ class Worker:
         self._exit = False  # the coordinator said so, or a signal, or the coordinator is gone
         self._done = asyncio.Event()
         self._control: dict[str, Callable[..., None]] = {
-            "start": self.handle_start, "stop": self.handle_stop, "exit": self.handle_exit}
+            "start": self.handle_start, "stop": self.handle_stop, "exit": self.handle_exit,
+            "pause": self.handle_pause, "resume": self.handle_resume}
 
     # ------------------------------------------------------------------ the process's life
 
@@ -257,11 +270,12 @@ class Worker:
         if self._exit:
             self._report(("ended", ps.slot, 0, "the worker process is stopping"))
             return
-        running = RunningPosition(ps, SlotSink(self._writer(ps.slot), self.implementation))
+        sink = SlotSink(self._writer(ps.slot), self.implementation)
+        running = RunningPosition(ps, sink, make_pump(ps, sink))
         self.positions[ps.slot] = running
         context = contextvars.copy_context()  # its log lines name its shovel (daemon.log)
         context.run(HOSTED.set, (ps.shovel.name, ps.index))
-        running.task = asyncio.create_task(run_pump(ps, running.sink, running.stop),
+        running.task = asyncio.create_task(run_pump(ps, sink, running.pump, running.stop),
                                            name=f"pumpd {ps.tag}", context=context)
         running.task.add_done_callback(lambda t: self._ended(running, t))
 
@@ -269,6 +283,17 @@ class Worker:
         running = self.positions.get(slot)
         if running is not None:
             running.stop.set()
+
+    def handle_pause(self, slot: SlotRef) -> None:
+        """Drain that position's session and wait paused (nothing for a position gone)."""
+        running = self.positions.get(slot)
+        if running is not None:
+            running.pump.pause()
+
+    def handle_resume(self, slot: SlotRef) -> None:
+        running = self.positions.get(slot)
+        if running is not None:
+            running.pump.resume()
 
     def handle_exit(self) -> None:
         self.stop_all("the coordinator has no more work for this process")

@@ -21,7 +21,10 @@ class Outcome(enum.Enum):
     TERMINAL = "terminal"  # the undeliverable policy stopped the shovel: terminate
     CAREFUL_DONE = "careful-done"  # a careful session forwarded its part: go on at once
     HANDLED = "handled"  # a refused message was handled by the policy: reconnect at once
+    STALLED = "stalled"  # moved nothing for stall_timeout (stall.py): reconnect at once
     FAILED = "failed"  # a connection failed: reconnect, after a delay when the round is over
+    STANDBY = "standby"  # another connection holds the position's lease: ask again later
+    RELEASED = "released"  # the group's gate took the position away: settled, standing by
 
 
 class SessionEnded(Exception):
@@ -33,16 +36,20 @@ class SessionEnded(Exception):
     :param terminal: the shovel must stop (an undeliverable message under the ``stop`` policy)
     :param handled: the failure was a refused message that the policy has dealt with: reconnect
         at once, it is not a failure of the shovel
+    :param stalled: the pump found the session stalled (``stall.py``): ``side`` does not answer,
+        so its connection is dropped rather than closed politely; reconnect at once
     """
 
     def __init__(self, reason: str, *, side: str | None = None, reply_code: int | None = None,
-                 unsettled: int = 0, terminal: bool = False, handled: bool = False) -> None:
+                 unsettled: int = 0, terminal: bool = False, handled: bool = False,
+                 stalled: bool = False) -> None:
         super().__init__(reason)
         self.side = side
         self.reply_code = reply_code
         self.unsettled = unsettled
         self.terminal = terminal
         self.handled = handled
+        self.stalled = stalled
 
     @property
     def refused_message(self) -> bool:

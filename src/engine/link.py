@@ -88,6 +88,11 @@ class Link:
         return int(self.connection.params.frame_max)
 
     @property
+    def heartbeat(self) -> int:
+        """The negotiated heartbeat timeout in seconds (0: heartbeats off)."""
+        return int(self.connection.params.heartbeat or 0)
+
+    @property
     def frame_error(self) -> FrameError | None:
         """The framing fault that made pumpd close this connection with 501, if one did."""
         return self._stream.frame_error

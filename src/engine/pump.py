@@ -7,6 +7,10 @@ the failed side's brokers not yet tried in this round at once; when every one ha
 seed's rule).
 State changes and counters go to a :class:`~pumpd.engine.status.StatusSink`; how they are shown or
 stored is not the pump's concern.
+
+A session that moves nothing while it should (``stall.py``) is ended and a new one started at
+once (issue 23). :meth:`Pump.pause` drains the session (cancel the consumer, publish and confirm
+what is held, ack it) and waits in ``paused``, holding no connection, until :meth:`Pump.resume`.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ import time
 from ..config.model import AckMode, DeleteAfter, ShovelConfig
 from .brokers import BrokerRound
 from .ending import Outcome
+from .lease import ALWAYS, LeaseGate, LeaseRefused, LeaseSpec
 from .link import LinkError, quiet_pika_errors
 from .session import Session, SessionEnded
+from .stall import StallRule
 from .status import Counters, State, StatusSink
 
 log = logging.getLogger("pumpd.pump")
@@ -40,13 +46,20 @@ HEALTHY_SESSION_SECONDS = 30.0
 FRESH_ROUND_SECONDS = 2.0
 BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)...
 BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
+GATE_POLL = 1.0  # seconds between questions to a lease gate whether to hand the position over
+LEASE_JITTER = 0.25  # a standby position asks again after lease_retry +- this fraction
 
 
 class Pump:
     """Runs one shovel until ``stop`` is set or the shovel terminates by design.
 
-    :param drain_timeout: how long a stop waits for outstanding confirms before closing anyway
+    :param drain_timeout: how long a stop (or a pause) waits for outstanding confirms before
+        closing anyway
     :param client_name: shown as the connection name in the brokers' management UI
+    :param paused: start paused: connect and consume only once :meth:`resume` is called
+    :param lease: run as a position of a group: only while holding this lease (engine/lease.py)
+    :param gate: the group's say over when to try the lease and when to let it go (default:
+        always try, never let go)
     """
 
     def __init__(
@@ -57,8 +70,13 @@ class Pump:
         drain_timeout: float = 30.0,
         client_name: str = "pumpd",
         rng: random.Random | None = None,
+        paused: bool = False,
+        lease: LeaseSpec | None = None,
+        gate: LeaseGate | None = None,
     ) -> None:
         self.cfg = cfg
+        self.lease = lease
+        self._gate = gate or ALWAYS
         self.sink = sink
         self.drain_timeout = drain_timeout
         self.client_name = client_name
@@ -76,6 +94,18 @@ class Pump:
         self._expired_after: float | None = None  # set when delete_after_duration ended it
         self._source_backlog = -1  # messages ready in the source queue; -1: not read yet
         self._careful = 0  # messages the next session forwards one at a time (Session)
+        self._stall: StallRule | None = None  # the running session's stall rule
+        self._stop: asyncio.Event | None = None  # run()'s stop (delete_after_duration's included)
+        self._read_now = asyncio.Event()  # the stall rule wants a backlog reading now
+        # Pause and resume (issue 23). _halt is set while no session may forward (stopping or
+        # paused): sessions and the reconnect delay wait on it; _wake tells a paused pump that
+        # it was resumed or stopped.
+        self._paused = paused
+        self._halt = asyncio.Event()
+        self._wake = asyncio.Event()
+        if paused:
+            self._halt.set()
+        self._standby_reason = ""
 
     # -- status --------------------------------------------------------------------------------
 
@@ -83,9 +113,8 @@ class Pump:
         if state != self._state or reason is not None:
             self._state = state
             self.sink.state_changed(state, reason, time.time())
-            log.info(
-                "shovel %s: %s%s", self.cfg.name, state.label, f" ({reason})" if reason else ""
-            )
+            shown = f" ({reason})" if reason and reason != state.label else ""
+            log.info("shovel %s: %s%s", self.cfg.name, state.label, shown)
 
     def counters(self) -> Counters:
         c = Counters(**self._totals.as_dict())  # a copy: _levels writes to it
@@ -93,6 +122,53 @@ class Pump:
             c = c.add(self._session.counters())
         self._levels(c)
         return c
+
+    # -- issue 23: pause and resume ------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        """Pausing or paused: asked to pause and not resumed since."""
+        return self._paused
+
+    def pause(self) -> None:
+        """Stop consuming: the running session cancels its consumer, publishes and confirms
+        what it holds, acks it and closes (within ``drain_timeout``); then the pump waits in
+        ``paused``, holding no connection, until :meth:`resume`. Call it on the pump's event
+        loop (``loop.call_soon_threadsafe`` from another thread); pausing twice is pausing."""
+        if not self._paused:
+            self._paused = True
+            self._halt.set()
+            log.info("shovel %s: pausing", self.cfg.name)
+
+    def resume(self) -> None:
+        """Consume again (a new session) after :meth:`pause`, or for a pump started paused.
+        On the pump's event loop, as :meth:`pause`; resuming a running pump does nothing."""
+        if self._paused:
+            self._paused = False
+            if not self._stopping():
+                self._halt.clear()
+            self._wake.set()
+            log.info("shovel %s: resuming", self.cfg.name)
+
+    def _stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
+    async def _halt_on(self, stop: asyncio.Event) -> None:
+        """``stop`` halts sessions as a pause does, and wakes a paused pump."""
+        await stop.wait()
+        self._halt.set()
+        self._wake.set()
+
+    async def _stay_paused(self, stop: asyncio.Event) -> None:
+        # The backlog is read on the source connection, which a paused shovel does not hold.
+        self._source_backlog = -1
+        # What it moved before the pause, before it says "paused": the reporter's next look may
+        # be 2 s away, and a reader of "paused" takes these as final
+        self.sink.counters_changed(self.counters())
+        self._enter(State.PAUSED, "paused")
+        while self._paused and not stop.is_set():
+            self._wake.clear()
+            await self._wake.wait()
 
     # -- issue 13: the plugin's remaining / remaining_unacked, and the source backlog ----------
 
@@ -105,25 +181,49 @@ class Pump:
         c.remaining = max(self._limit_total - moved, 0)
         c.remaining_unacked = max(c.remaining - c.in_flight, 0)
 
-    async def _read_backlog(self, session: Session) -> None:
+    async def _read_backlog(self, session: Session, rule: StallRule) -> None:
         """Messages ready in the source queue, by a passive declare every few seconds: how far
-        behind the shovel is. A failure here is the session's to report, not this reader's."""
+        behind the shovel is, and what the stall rule reads (which may ask for a reading
+        sooner). A failure here is the session's to report, not this reader's."""
         every = BACKLOG_EVERY
         while session.source is not None and session.queue:
             before = self._source_backlog
+            asked = time.monotonic()
+            rule.reading_asked(asked)
             try:
                 self._source_backlog = await session.source.queue_length(session.queue)
             except Exception:  # the closed channel ends the session, which says why
                 return
+            rule.reading_answered(asked, self._source_backlog)
             # Stretched while nothing changes, jittered so that many shovels do not read together
             every = min(every * 2, BACKLOG_IDLE_EVERY) if self._source_backlog == before \
                 else BACKLOG_EVERY
-            await asyncio.sleep(every * self._rng.uniform(0.8, 1.0))
+            self._read_now.clear()
+            try:
+                await asyncio.wait_for(self._read_now.wait(),
+                                       timeout=every * self._rng.uniform(0.8, 1.0))
+            except asyncio.TimeoutError:
+                pass
+
+    def _check_stall(self) -> None:
+        """End the running session if the stall rule says it is stalled; or ask for a backlog
+        reading when the rule needs one. Called with every counter check (at most 2 s apart)."""
+        session, rule = self._session, self._stall
+        if session is None or rule is None:
+            return
+        now = time.monotonic()
+        stall = rule.check(now, session.counters(), excused=session.blocked or self._paused)
+        if stall is not None:
+            self._stall = None  # one end per session
+            session.end(SessionEnded(f"stalled: {stall.reason}", side=stall.side, stalled=True))
+        elif rule.reading_due(now):
+            self._read_now.set()
 
     async def _report_counters(self) -> None:
         last: Counters | None = None
         interval = COUNTER_INTERVAL
         while True:
+            self._check_stall()
             c = self.counters()
             if c != last:
                 self.sink.counters_changed(c)
@@ -142,10 +242,13 @@ class Pump:
         timer = None
         if self.cfg.delete_after_duration is not None:  # issue 13: src-delete-after-duration
             stop, timer = self._stop_after_duration(stop, self.cfg.delete_after_duration)
+        self._stop = stop
+        halter = asyncio.create_task(self._halt_on(stop))
         try:
             await self._run(stop)
         finally:
             reporter.cancel()
+            halter.cancel()
             if timer is not None:
                 timer.cancel()
             self.sink.counters_changed(self.counters())
@@ -168,10 +271,24 @@ class Pump:
     async def _run(self, stop: asyncio.Event) -> None:
         failures = 0
         while not stop.is_set():
-            self._enter(State.STARTING)
+            if self._paused:
+                await self._stay_paused(stop)
+                continue
+            if self._state != State.STANDBY:  # a standby retry says nothing until it changes
+                self._enter(State.STARTING)
+            if self.lease is not None and not self._gate.take_now():
+                await self._stand_by("the group runs this position on another member")
+                continue
             started, moved_before = time.monotonic(), self._moved()
-            outcome, error = await self._one_session(stop)
+            outcome, error = await self._one_session(self._halt)
+            if outcome in (Outcome.STANDBY, Outcome.RELEASED):
+                # Not a failure: the source answered. No backoff, no reconnect counted.
+                failures = 0
+                await self._stand_by(error or "standing by")
+                continue
             if outcome == Outcome.STOPPED:
+                if self._paused and not stop.is_set():
+                    continue  # drained for the pause
                 self._terminate(self._stopped_reason())
                 return
             if outcome == Outcome.LIMIT:
@@ -180,6 +297,16 @@ class Pump:
             if outcome == Outcome.TERMINAL:
                 self._terminate(error or "stopped by the undeliverable policy")
                 return
+            if outcome == Outcome.STALLED:
+                # Reconnect at once: the broker redelivers what the stalled session held. The
+                # stalled side moves on to its next broker, if its list has another.
+                failures = 0
+                self._totals.reconnects += 1
+                self._totals.stall_restarts += 1
+                self._next_broker()
+                log.warning("shovel %s: %s; restarting the session", self.cfg.name, error)
+                self._enter(State.STARTING, f"{error}; restarting the session")
+                continue
             if outcome in (Outcome.CAREFUL_DONE, Outcome.HANDLED):
                 failures = 0
                 if outcome == Outcome.HANDLED:
@@ -196,6 +323,8 @@ class Pump:
             if self.cfg.reconnect_delay == 0:
                 self._terminate(f"{error}; reconnect_delay is 0, not reconnecting")
                 return
+            if self._paused:  # failed while pausing: nothing is held any more
+                continue
             if self._next_broker():
                 self._totals.reconnects += 1
                 self._enter(State.STARTING, f"{error}; reconnecting now, to the next broker of the list")
@@ -204,11 +333,25 @@ class Pump:
             delay = self._backoff(failures)
             self._totals.reconnects += 1
             self._enter(State.STARTING, f"{error}; reconnecting in {delay:.1f}s")
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=delay)
+            try:  # a pause or a stop ends the wait
+                await asyncio.wait_for(self._halt.wait(), timeout=delay)
             except asyncio.TimeoutError:
                 continue
         self._terminate(self._stopped_reason())
+
+    async def _stand_by(self, reason: str) -> None:
+        """Enter standby (said once while the reason stays the same) and wait lease_retry,
+        jittered so that the members of a group do not ask in lockstep; a stop or a pause ends
+        the wait."""
+        assert self.lease is not None
+        if self._state != State.STANDBY or reason != self._standby_reason:
+            self._standby_reason = reason
+            self._enter(State.STANDBY, f"{reason}; asking again every {self.lease.retry:g}s")
+        delay = self.lease.retry * self._rng.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
+        try:
+            await asyncio.wait_for(self._halt.wait(), timeout=delay)
+        except asyncio.TimeoutError:
+            pass
 
     def _next_broker(self) -> bool:
         """Move the failed side(s) on to their next broker; True when one is left to try at
@@ -250,8 +393,8 @@ class Pump:
         return max(self._limit_total - self._moved(), 0) or -1
 
     async def _one_session(self, stop: asyncio.Event) -> tuple[Outcome, str | None]:
-        """Run one session to its end; returns how it ended and, when it failed or was stopped
-        by the policy, why."""
+        """Run one session to its end (``stop``: a stop or a pause); returns how it ended and,
+        when it failed, stalled or was stopped by the policy, why."""
         limit = self._remaining_limit()
         if limit < 0:
             return Outcome.LIMIT, None
@@ -266,9 +409,11 @@ class Pump:
             limit=limit,
             client_name=self.client_name,
             careful=self._careful,
+            lease=self.lease.name if self.lease is not None else None,
         )
         self._session = session
         backlog_reader: asyncio.Task[None] | None = None
+        gate_watch: asyncio.Task[None] | None = None
         try:
             try:
                 await session.open(src, dst)
@@ -280,8 +425,22 @@ class Pump:
                         return Outcome.LIMIT, None
                 # blocked already while opening: a destination alarm raised before the start
                 self._enter(State.BLOCKED if session.blocked else State.RUNNING)
-                backlog_reader = asyncio.create_task(self._read_backlog(session))
-                outcome = await session.wait(stop)
+                rule = StallRule(self.cfg.stall_timeout, time.monotonic(),
+                                 confirms=self.cfg.ack_mode == AckMode.ON_CONFIRM,
+                                 backlog_ready=not session.reads_stream)
+                self._stall = rule
+                backlog_reader = asyncio.create_task(self._read_backlog(session, rule))
+                released = asyncio.Event()
+                if self.lease is not None and self._gate is not ALWAYS:
+                    until = asyncio.Event()
+                    gate_watch = asyncio.create_task(self._watch_gate(stop, released, until))
+                    outcome = await session.wait(until)
+                else:
+                    outcome = await session.wait(stop)
+                self._stall = None  # a drain for a stop, a pause or a handover is not a stall
+            except LeaseRefused as refused:
+                log.debug("shovel %s: %s", self.cfg.name, refused.detail)
+                return Outcome.STANDBY, str(refused)
             except SessionEnded as ended:
                 return await self._ended(session, ended), str(ended)
             except LinkError as exc:
@@ -292,16 +451,38 @@ class Pump:
             if outcome == Outcome.CAREFUL_DONE:
                 self._careful = 0
             await self._drain(session)
+            if outcome is None and released.is_set() and not stop.is_set():
+                return Outcome.RELEASED, "handed over to another member of the group"
             return outcome or Outcome.STOPPED, None
         finally:
+            self._stall = None
+            if gate_watch is not None:
+                gate_watch.cancel()
             if backlog_reader is not None:
                 backlog_reader.cancel()
             await session.close()
             self._fold(session)
             self._session = None
 
+    async def _watch_gate(self, stop: asyncio.Event, released: asyncio.Event,
+                          until: asyncio.Event) -> None:
+        """Set ``until`` when ``stop`` is set or the gate asks for the position back (then
+        ``released`` too): the session stops consuming and settles what it holds, as on a stop."""
+        while not stop.is_set():
+            if self._gate.release_now():
+                released.set()
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=GATE_POLL)
+            except asyncio.TimeoutError:
+                pass
+        until.set()
+
     async def _ended(self, session: Session, ended: SessionEnded) -> Outcome:
         """What a session's end by failure or by the policy means for the next one."""
+        if ended.stalled:
+            self._failed_side = ended.side
+            return Outcome.STALLED
         if ended.terminal:
             await session.drain(self.drain_timeout)
             return Outcome.TERMINAL

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from .. import exitcodes
 from ..config.model import PumpConfig, ShovelConfig
 from ..dataplane.implementation import IMPLEMENTATION
+from .lease import LeaseSpec, lease_name
 from .pump import Pump
 from .status import ShovelStatus, State
 
@@ -81,7 +82,11 @@ async def run_shovels(
     statuses = [status_for(s) for s in cfg.shovels.values()]
     if on_status is not None:
         on_status(statuses)
-    pumps = [Pump(s, st, drain_timeout=drain_timeout) for s, st in zip(cfg.shovels.values(), statuses, strict=False)]
+    c = cfg.cluster  # a member of a group: one position per shovel here, index 0
+    pumps = [Pump(s, st, drain_timeout=drain_timeout,
+                  lease=None if c is None else LeaseSpec(lease_name(c.name, s.name, 0),
+                                                         c.lease_retry))
+             for s, st in zip(cfg.shovels.values(), statuses, strict=False)]
     reporter = None
     if status_interval > 0:
         reporter = asyncio.create_task(ProgressReporter(statuses).run(status_interval))

@@ -22,6 +22,7 @@ from ..dataplane.implementation import Relay
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
 from .forwarding import relay_options
+from .lease import take_lease
 from .link import Interceptor, Link, LinkError, open_link
 from .parameters import to_pika_parameters
 from .status import Counters
@@ -36,6 +37,21 @@ log = logging.getLogger("pumpd.session")
 DEST_WRITE_HIGH_WATER = 8 * 1024 * 1024  # bytes queued for the destination socket
 ACK_DELAY = 0.001  # seconds a source ack may wait to cover more messages (libuv timers are ms)
 UNBOUNDED_ACK_BATCH = 256  # with prefetch 0: ack at once when this many are settled
+FENCE_FRACTION = 0.5  # of the source heartbeat timeout: a longer stand-still fences the session
+NO_HEARTBEAT_FENCE = 30.0  # seconds, when the source connection has heartbeats off
+
+
+def fence_after(heartbeat: int) -> float:
+    """How long the event loop may stand still before a session publishes nothing it holds.
+
+    A source broker closes a connection it heard nothing from for about its heartbeat timeout,
+    requeues that connection's deliveries and drops its lease; another member may take both.
+    A process frozen longer than that (SIGSTOP, a suspended VM) still finds the deliveries it
+    read before in its buffers once it resumes, and possibly confirms from the destination that
+    make it flush them before it reads the source's end: they would be published twice. Half the
+    heartbeat timeout leaves the other half as margin: the broker cannot have given up sooner.
+    """
+    return heartbeat * FENCE_FRACTION if heartbeat > 0 else NO_HEARTBEAT_FENCE
 
 
 class Session:
@@ -50,8 +66,10 @@ class Session:
         limit_from_queue_length: bool = False,
         client_name: str = "pumpd",
         careful: int = 0,
+        lease: str | None = None,
     ) -> None:
         self.cfg = cfg
+        self._lease = lease  # the lease queue of this position of a group (engine/lease.py)
         self._on_blocked = on_blocked
         self._limit = limit
         self._limit_from_queue_length = limit_from_queue_length
@@ -83,11 +101,24 @@ class Session:
         self.undeliverable = Undeliverable(cfg, self, careful=careful)
         # a stream source: where it is, recorded on the source broker (engine/stream_position.py)
         self._position: StreamPosition | None = None
+        # Fencing (see fence_after): when the loop last proved it ran, and how long a stand-still
+        # may last before what the session holds must no longer be published. With no_ack the
+        # source has let go of every delivery already: publishing it is the only copy.
+        self._fences = cfg.ack_mode != AckMode.NO_ACK
+        self._fence_after = fence_after(0)
+        self._tick_at = time.monotonic()
+        self._ticker: asyncio.TimerHandle | None = None
+        self._fenced = False
 
     @property
     def careful_left(self) -> int:
         """After a refused message handled here: how many the next session forwards carefully."""
         return self.undeliverable.careful_left
+
+    @property
+    def reads_stream(self) -> bool:
+        """The source is a stream: its message count is what it retains, not a backlog."""
+        return self._position is not None
 
     @property
     def unbounded(self) -> bool:
@@ -104,6 +135,10 @@ class Session:
         self._failed = self._loop.create_future()
         self.source_uri, self.destination_uri = source_uri, destination_uri
         name = f"{self._client_name} {self.cfg.name}"
+        if self._lease is not None:
+            # A position of a group: the lease first, so that a standby one never connects to
+            # the destination nor runs the source declarations.
+            await self._connect_source(source_uri, name)
         try:
             self.destination = await open_link(
                 destination_uri,
@@ -117,15 +152,31 @@ class Session:
                             side="destination") from exc
         except URIError as exc:  # TLS files that cannot be loaded: a failure, not a crash
             raise LinkError(f"destination: {exc}", side="destination") from None
+        if self.source is None:
+            await self._connect_source(source_uri, name)
+        assert self.source is not None
         try:
-            self.source = await open_link(
-                source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)"))
-            self._watch(self.source, "source")
             await self.source.declare(self.cfg.source.declarations)
             await self._start_source(name)
         except LinkError as exc:
             if exc.side is not None:  # the destination, lost meanwhile: already says so
                 raise
+            raise LinkError(f"source: {exc}", reply_code=exc.reply_code, side="source") from exc
+
+    async def _connect_source(self, source_uri: BrokerURI, name: str) -> None:
+        """Open the source link and, for a position of a group, take its lease.
+
+        :raises LeaseRefused: another connection holds the lease
+        :raises LinkError: naming the source side
+        """
+        try:
+            self.source = await open_link(
+                source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)"))
+            self._watch(self.source, "source")
+            self._fence_after = fence_after(self.source.heartbeat)
+            if self._lease is not None:
+                await take_lease(self.source, self._lease)
+        except LinkError as exc:
             raise LinkError(f"source: {exc}", reply_code=exc.reply_code, side="source") from exc
         except URIError as exc:
             raise LinkError(f"source: {exc}", side="source") from None
@@ -176,6 +227,8 @@ class Session:
         # bounding it) must not pile up unsent bytes here: stop reading the source meanwhile.
         source = self.source
         self.destination.on_write_pressure(source.pause_reading, DEST_WRITE_HIGH_WATER)
+        if self._fences:
+            self._start_ticker()
         await self._consume()
 
     async def _consume(self) -> None:
@@ -270,6 +323,10 @@ class Session:
         relay = self.relay
         if relay is None or self.source is None or self.destination is None:
             return
+        if self._fences and (self._fenced or not self.source.is_open
+                             or time.monotonic() - self._tick_at > self._fence_after):
+            self._fence()
+            return
         if not self._blocked:
             publishes = relay.take_publishes()
             if publishes:  # none after a read of confirms: no call to the link for nothing
@@ -290,6 +347,42 @@ class Session:
                 self._ack_timer = self._loop.call_later(wait, self._acks_due)
         if self._position is not None:
             self._position.offer(relay)
+
+    # -- fencing ----------------------------------------------------------------------------------
+
+    def _start_ticker(self) -> None:
+        assert self._loop is not None
+        self._tick_at = time.monotonic()
+        self._ticker = self._loop.call_later(self._fence_after / 2, self._tick)
+
+    def _tick(self) -> None:
+        """Proves that the loop runs; a tick that comes much later than due means the process
+        stood still (SIGSTOP, a swapped-out or suspended machine): fenced."""
+        if time.monotonic() - self._tick_at > self._fence_after:
+            self._fence()
+            return
+        self._start_ticker()
+
+    def _fence(self) -> None:
+        """Publish nothing more of what this session holds, and end it. Either the source
+        connection is gone (its deliveries are requeued, for whoever holds the lease next), or
+        the loop stood still long enough for the source broker to have given up on this
+        connection while the bytes it sent before that still wait to be read."""
+        if self._fenced:
+            return
+        self._fenced = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+        assert self.source is not None
+        if not self.source.is_open:
+            return  # the source's own end says why (the watch has ended the session)
+        still = time.monotonic() - self._tick_at
+        self.end(SessionEnded(
+            f"source: the event loop stood still for {still:.1f}s, more than "
+            f"{self._fence_after:g}s (half the source heartbeat timeout): the source broker may "
+            "have closed the connection and redelivered what it held; none of it is published",
+            side="source"))
+        self.source.abort()
 
     def _acks_due(self) -> None:
         self._ack_timer = None
@@ -380,6 +473,8 @@ class Session:
 
     async def close(self) -> None:
         """Close both connections (source first, after its acks are written)."""
+        if self._ticker is not None:
+            self._ticker.cancel()
         if self._flow_task is not None:
             self._flow_task.cancel()
         if self._ack_timer is not None:
@@ -390,8 +485,14 @@ class Session:
         await self.undeliverable.close()
         if self._position is not None:
             await self._position.close(self.relay)
-        for link in (self.source, self.destination):
-            if link is not None:
+        failed = self._failed
+        stalled = failed.result() if failed is not None and failed.done() else None
+        for side, link in (("source", self.source), ("destination", self.destination)):
+            if link is None:
+                continue
+            if stalled is not None and stalled.stalled and stalled.side == side:
+                link.abort()  # it does not answer: a polite close would wait for nothing
+            else:
                 await link.close_quietly()
 
     def counters(self) -> Counters:

@@ -18,6 +18,9 @@ class State(enum.IntEnum):
     RUNNING = 1
     BLOCKED = 2
     TERMINATED = 3
+    STANDBY = 4  # a position of a group that another member holds (engine/lease.py)
+    # issue 23: paused on request; holds no consumer (nor connection) until resumed
+    PAUSED = 5
 
     @property
     def label(self) -> str:
@@ -43,6 +46,10 @@ class Counters:
     (a dropped one is only ``returned``); parked / dead_lettered: how many of them went to the
     park queue / were rejected to the source queue's dead-letter exchange.
 
+    stall_restarts: sessions ended because they were stalled (``engine/stall.py``: a backlog
+    and nothing moving, or no confirm with messages outstanding, for ``stall_timeout``); each is
+    also one of ``reconnects``.
+
     Levels (issue 13: the plugin's shovel_status figures), ``-1`` when unknown or unlimited:
     remaining: messages still to move before delete_after ends the shovel (-1: no limit);
     remaining_unacked: of those, how many are not yet published; source_backlog: messages
@@ -66,6 +73,7 @@ class Counters:
     undeliverable_unroutable: int = 0
     parked: int = 0
     dead_lettered: int = 0
+    stall_restarts: int = 0
     remaining: int = -1
     remaining_unacked: int = -1
     source_backlog: int = -1

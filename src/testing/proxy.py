@@ -10,6 +10,7 @@ drive it with plain method calls::
         ...
         proxy.reset_all()          # every connection is reset (RST) now
         proxy.stall(3)             # nothing moves for 3 s; the connections stay open
+        proxy.stall_open()         # the connections open now go silent for good; new ones pass
         proxy.set_mode("reset-on-accept")
 
 What each control does:
@@ -21,6 +22,9 @@ What each control does:
 * :meth:`TcpProxy.stall`: nothing is forwarded in either direction until the time is up; what
   arrives meanwhile is held (reading pauses beyond a few MiB, so TCP pushes back) and then
   delivered in order.
+* :meth:`TcpProxy.stall_open`: the connections open now forward nothing more, in either
+  direction, until they end (a half-dead TCP path, or a peer's connection that hangs), while new
+  connections pass: a client that gives up on a silent connection and reconnects gets through.
 * :meth:`TcpProxy.reset_all`: both sockets of every open connection are closed with
   ``SO_LINGER`` 0, so the client and the target each see a reset (``ECONNRESET``), not a clean
   close; whatever was held is discarded.
@@ -179,6 +183,17 @@ class TcpProxy(Traffic):
         def run() -> None:
             self.stall_until = max(self.stall_until, self.loop.time() + seconds)
         self._call(run)
+
+    def stall_open(self) -> int:
+        """The connections open now forward nothing more, in either direction, until they end
+        (held bytes push back on the sender as a stall does); new connections pass. Returns how
+        many went silent."""
+        def run() -> int:
+            pairs = list(self.pairs)
+            for pair in pairs:
+                pair.silent = True
+            return len(pairs)
+        return self._call(run)
 
     def set_mode(self, mode: ProxyMode) -> None:
         """``pass``, ``stall`` (until another mode is set), ``refuse`` or ``reset-on-accept``

@@ -131,7 +131,7 @@ class Direction:
             return
         loop = traffic.loop
         if (chunk is not None and not self.queue and traffic.delay == 0.0 and self._writable()
-                and not traffic.stalled(loop.time())):
+                and not traffic.stalled(loop.time()) and not self.pair.silent):
             self._write(chunk)
             return
         self.queue.append((loop.time() + traffic.delay, chunk))
@@ -156,8 +156,9 @@ class Direction:
 
     def schedule(self) -> None:
         traffic = self.pair.traffic
-        if self.timer is not None or not self.queue or self.pair.closed or traffic.mode == "stall":
-            return  # set_mode("pass") kicks every direction again
+        if (self.timer is not None or not self.queue or self.pair.closed
+                or traffic.mode == "stall" or self.pair.silent):
+            return  # set_mode("pass") kicks every direction again; a silent pair stays so
         due = max(self.queue[0][0], traffic.stall_until)
         self.timer = traffic.loop.call_at(due, self.flush)
 
@@ -166,7 +167,7 @@ class Direction:
             self.timer.cancel()
             self.timer = None
         traffic = self.pair.traffic
-        if self.pair.closed or not self._writable():
+        if self.pair.closed or not self._writable() or self.pair.silent:
             return  # the target's connection_made or resume_writing flushes again
         now = traffic.loop.time()
         if traffic.stalled(now):
@@ -215,6 +216,7 @@ class Pair:
         self.up = Direction(self, self.client, self.target, upstream=True)
         self.down = Direction(self, self.target, self.client, upstream=False)
         self.closed = False
+        self.silent = False  # stall_open(): forwards nothing more until it ends
         self.connecting: asyncio.Task[None] | None = None
 
     def outgoing(self, side: Side) -> Direction:

@@ -1,0 +1,60 @@
+"""The ``cluster`` clause: the group of daemons this one belongs to (README: Running several
+daemons).
+
+``{"cluster": {"name": NAME, "coordination_uri": AMQP_URI, "lease_retry": SECONDS}}`` beside
+``"shovels"``; ``pumpd --cluster NAME`` gives (or overrides) the name. Every daemon started with
+the same configuration and the same name runs each position (shovel x worker index) in one member
+at a time: the one that holds the position's lease (``engine/lease.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .clauses import read_uri
+from .model import DEFAULT_LEASE_RETRY, ClusterConfig
+from .values import Context, check_keys, seconds_value, show
+
+__all__ = ["CLUSTER_KEYS", "DEFAULT_LEASE_RETRY", "MAX_CLUSTER_NAME", "ClusterConfig",
+           "check_cluster_name", "parse_cluster"]
+
+CLUSTER_KEYS = ("name", "coordination_uri", "lease_retry")
+MAX_CLUSTER_NAME = 64  # characters; the name is part of every lease queue's name
+MAX_LEASE_RETRY = 3600.0
+# Letters, digits, '.', '_' and '-': the name goes into queue names and log lines unquoted.
+_NAME = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_CLUSTER_NAME}}}")
+
+
+def check_cluster_name(name: object) -> str | None:
+    """Why ``name`` cannot be a cluster name, or None when it can."""
+    if not isinstance(name, str):
+        return f"must be a string, got {show(name)}"
+    if not _NAME.fullmatch(name):
+        return (f"must be 1 to {MAX_CLUSTER_NAME} characters of letters, digits, '.', '_' and "
+                f"'-', got {show(name)}")
+    return None
+
+
+def parse_cluster(ctx: Context, value: object) -> ClusterConfig:
+    """The ``cluster`` clause, validated.
+
+    :raises ConfigError: naming the clause (``cluster.name``, ...) and what is wrong with it
+    """
+    if not isinstance(value, dict):
+        ctx.fail("cluster", f'must be an object {{"name": ...}}, got {show(value)}')
+    obj: dict[str, Any] = value
+    check_keys(ctx, "cluster.", obj, CLUSTER_KEYS, "unknown key")
+    if "name" not in obj:
+        ctx.fail("cluster", 'missing "name" (the group\'s name, the same on every member)')
+    why = check_cluster_name(obj["name"])
+    if why is not None:
+        ctx.fail("cluster.name", why)
+    uri = (read_uri(ctx, "cluster.coordination_uri", obj["coordination_uri"])
+           if "coordination_uri" in obj else None)
+    retry = DEFAULT_LEASE_RETRY
+    if "lease_retry" in obj:
+        retry = seconds_value(ctx, "cluster.lease_retry", obj["lease_retry"], MAX_LEASE_RETRY)
+        if retry < 0.1:
+            ctx.fail("cluster.lease_retry", f"must be at least 0.1 seconds, got {show(retry)}")
+    return ClusterConfig(name=obj["name"], coordination_uri=uri, lease_retry=retry)

@@ -1,0 +1,210 @@
+"""Paused shovels (issue 23): ``pumpd pause NAME`` / ``POST /api/shovels/NAME/pause``.
+
+Pausing is per shovel, every position of it: the coordinator tells each running position's
+worker process (``("pause", slot)`` on its control pipe, :mod:`pumpd.daemon.worker`), whose pump
+cancels its consumer, publishes and confirms what it holds, acks it, and then waits in state
+``paused`` holding no connection; a position started while its shovel is paused (a new worker
+process, a restart, a reload) starts paused (``PositionSpec.paused``) and never connects.
+Everything else stays in the source. Resuming sends ``("resume", slot)``: the pump consumes again.
+
+Which shovels are paused is kept in the state file (:func:`pumpd.daemon.statefile.save_paused`),
+written before the answer, so a restarted daemon starts them paused. A reload keeps pauses (they
+are by name); a shovel removed (DELETE, or gone from the file at a reload) is no longer paused.
+
+In a group (``--cluster``), a pause is group-wide through markers on the coordination broker
+(:class:`PauseMarkers`, which :class:`pumpd.daemon.group.Group` is): a pause or resume asked of
+one member sets or clears the marker, and every member polls the markers every
+:data:`MARKER_POLL` seconds and pauses or resumes its own positions to match. The markers are
+the group's word: a member that starts with a pause in its state file that the group has since
+resumed resumes it at its first poll. A change asked here that could not be written to the
+markers yet (the coordination broker unreachable) is tried again at every poll, and until then
+this member keeps it whatever the markers say. Removing a shovel leaves its marker (the others
+may still run it until their own reload): ``pumpd resume`` clears it.
+
+Wiring (the coordinator, once it has joined its group): ``pauses.attach(MarkersOnLoop(group,
+group_loop), lambda: coordinator.shovels)``, and ``await pauses.close()`` before leaving it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from . import statefile
+from .http_api import Reply, error
+from .positions import Shovel, WorkerProcess
+from .report import shovel_doc
+from .views import shovel_view
+
+log = logging.getLogger("pumpd.coordinator")
+
+MARKER_POLL = 3.0  # seconds between two reads of the group's markers
+
+T = TypeVar("T")
+
+
+class PauseMarkers(Protocol):
+    """The group's paused markers (:class:`pumpd.daemon.group.Group` has these methods)."""
+
+    async def pause(self, shovel: str) -> None: ...
+
+    async def resume(self, shovel: str) -> None: ...
+
+    async def paused(self, shovels: Iterable[str]) -> frozenset[str]: ...
+
+
+class MarkersOnLoop:
+    """:class:`PauseMarkers` whose requests run on another thread's event loop: the group's
+    (``daemon/membership.py`` runs the group on a uvloop thread of its own, the engine's links
+    need it), awaited from the coordinator's loop."""
+
+    def __init__(self, markers: PauseMarkers, loop: asyncio.AbstractEventLoop) -> None:
+        self.markers = markers
+        self.loop = loop
+
+    async def _on_loop(self, request: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(request, self.loop))
+
+    async def pause(self, shovel: str) -> None:
+        await self._on_loop(self.markers.pause(shovel))
+
+    async def resume(self, shovel: str) -> None:
+        await self._on_loop(self.markers.resume(shovel))
+
+    async def paused(self, shovels: Iterable[str]) -> frozenset[str]:
+        return await self._on_loop(self.markers.paused(list(shovels)))
+
+
+class Control(Protocol):
+    """How a control message reaches a worker process (:class:`pumpd.daemon.hosting.WorkerProcesses`)."""
+
+    def send(self, proc: WorkerProcess, msg: tuple[object, ...]) -> bool: ...
+
+
+class Pauses:
+    """The paused shovels' names, kept in the state file, and the verbs that apply them."""
+
+    def __init__(self, state_path: str, control: Control) -> None:
+        self.state_path = state_path
+        self.control = control
+        try:
+            self.names: set[str] = set(statefile.load_paused(state_path))
+        except statefile.StateFileError as exc:
+            log.error("%s: no shovel starts paused", exc)
+            self.names = set()
+        self._markers: PauseMarkers | None = None
+        self._unmarked: dict[str, bool] = {}  # a change asked here, not on the markers yet
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()  # a change asked here: write it to the markers now
+        self._poll_error = ""
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def request(self, s: Shovel, paused: bool) -> Reply:
+        """``POST .../pause`` or ``.../resume``: 202 with the shovel's document when it changes,
+        200 when it already was so; 500 when the state file cannot be written (nothing changed)."""
+        verb = "paused" if paused else "resumed"
+        try:
+            changed = self.set(s, paused, "requested")
+        except statefile.StateFileError as exc:
+            log.error("shovel %s: not %s: %s", s.name, verb, exc)
+            return error(500, str(exc))
+        self._unmarked[s.name] = paused  # for a group's markers (nothing reads it without one)
+        self.wake_poll()
+        doc = shovel_doc(shovel_view(s, time.monotonic()))
+        doc["paused"] = paused
+        doc["note"] = (f"{verb}: " + ("its workers drain what they hold; the rest stays in the "
+                                      "source" if paused else "its workers consume again")
+                       if changed else f"already {verb}: nothing changed")
+        return Reply(202 if changed else 200, doc)
+
+    def set(self, s: Shovel, paused: bool, why: str) -> bool:
+        """Pause or resume every position of ``s``; False when it already was so.
+
+        :raises statefile.StateFileError: when the state file cannot be written (then nothing
+            has changed)
+        """
+        if (s.name in self.names) == paused:
+            return False
+        after = self.names | {s.name} if paused else self.names - {s.name}
+        statefile.save_paused(self.state_path, after)
+        self.names = after
+        verb = "pause" if paused else "resume"
+        for w in s.workers:
+            if w.runner is not None and w.stop_sent_at is None:
+                self.control.send(w.runner, (verb, w.slot))  # else it starts as it should
+        log.info("shovel %s: %s (%s)", s.name, "pausing" if paused else "resuming", why,
+                 extra={"event": verb, "shovel": s.name, "why": why})
+        return True
+
+    def forget(self, name: str) -> None:
+        """A shovel removed is no longer paused (in this member's state file)."""
+        self._unmarked.pop(name, None)
+        if name in self.names:
+            try:
+                statefile.save_paused(self.state_path, self.names - {name})
+            except statefile.StateFileError as exc:
+                log.error("%s", exc)
+                return
+            self.names.discard(name)
+
+    # -- a group's markers ------------------------------------------------------------------
+
+    def attach(self, markers: PauseMarkers, shovels: Callable[[], Mapping[str, Shovel]],
+               interval: float = MARKER_POLL) -> None:
+        """In a group: follow ``markers`` (polled every ``interval`` seconds, on the running
+        event loop) for every shovel ``shovels()`` names, and write this member's changes there."""
+        self._markers = markers
+        self._task = asyncio.create_task(self._follow(markers, shovels, interval),
+                                         name="pumpd pause markers")
+
+    def wake_poll(self) -> None:
+        if self._task is not None:
+            self._wake.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _follow(self, markers: PauseMarkers,
+                      shovels: Callable[[], Mapping[str, Shovel]], interval: float) -> None:
+        while True:
+            try:
+                await self.sync(markers, shovels())
+                self._poll_error = ""
+            except Exception as exc:  # LinkError, the broker's refusal: say it once, go on
+                text = f"{type(exc).__name__}: {exc}"
+                if text != self._poll_error:
+                    log.warning("the group's pause markers cannot be read or written: %s "
+                                "(pauses asked here are kept; retrying)", text,
+                                extra={"event": "pause_markers_failed"})
+                self._poll_error = text
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+
+    async def sync(self, markers: PauseMarkers, shovels: Mapping[str, Shovel]) -> None:
+        """Write the changes asked here to the markers, then follow the markers."""
+        for name, paused in list(self._unmarked.items()):
+            await (markers.pause(name) if paused else markers.resume(name))
+            if self._unmarked.get(name) == paused:  # not asked otherwise meanwhile
+                del self._unmarked[name]
+        marked = await markers.paused(list(shovels))
+        for name, s in list(shovels.items()):
+            if name in self._unmarked or s.removing:
+                continue  # asked here since the read: this member's word stands
+            try:
+                self.set(s, name in marked, "group-wide")
+            except statefile.StateFileError as exc:
+                log.error("shovel %s: %s", name, exc)
