@@ -376,6 +376,9 @@ class Group:
                 self.last_error = str(exc)
                 log.warning("group %s: coordination broker %s: %s", self.cluster,
                             uri.redacted(), exc)
+            except Exception as exc:  # a bug or a URI that cannot connect: said, then retried
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("group %s: coordination broker %s", self.cluster, uri.redacted())
             await self._disconnect()
             self._publish_view()
             failures += 1
@@ -417,10 +420,23 @@ class Group:
 
     async def _poll(self, conn: _Connected) -> None:
         """Probe the slots, read the records that are due, forget the slots gone free."""
-        slots = [k for k in range(self._scan_limit(conn)) if k != conn.slot]
+        slots = list(range(self._scan_limit(conn)))
+        if conn.slot is not None and conn.slot not in slots:
+            slots.append(conn.slot)
         conn.polls += 1
         states = await _all(conn.probes.state(member_queue(self.cluster, k)) for k in slots)
         for k, state in zip(slots, states, strict=True):
+            if k == conn.slot:
+                if state is not QueueState.THERE:
+                    # deleted from under this connection (an operator, the management UI):
+                    # not this member's any more; it claims one again
+                    log.warning("group %s: member %s lost slot %d (its queue is %s)",
+                                self.cluster, self._me.id, k, state.value)
+                    conn.slot = None
+                    conn.published = None
+                    if state is QueueState.HELD:
+                        conn.others.setdefault(k, _Seen())
+                continue
             if state is QueueState.HELD:
                 conn.others.setdefault(k, _Seen())
             else:  # free; or a shared queue in a slot's name, which no member holds
@@ -463,8 +479,11 @@ class Group:
         if body == conn.published and now - conn.published_at < REFRESH_EVERY:
             return
         # the default exchange routes to the queue by name; x-max-length 1 drops the old record
-        conn.link.channel.basic_publish(exchange="", routing_key=info_queue(self.cluster,
-                                                                            conn.slot), body=body)
+        try:
+            conn.link.channel.basic_publish(exchange="", routing_key=info_queue(
+                self.cluster, conn.slot), body=body)
+        except Exception as exc:  # pika refuses to publish on a closing channel
+            raise LinkError(f"writing the member record: {exc}") from exc
         conn.published = body
         conn.published_at = now
 
