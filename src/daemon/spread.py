@@ -7,9 +7,9 @@ its hash is blake2b, never Python's ``hash()`` (salted per process for strings).
 The rule is rendezvous hashing (highest random weight) under a load bound. Each (member,
 position) pair has a weight, ``blake2b(member, shovel, index)``. Plain rendezvous hashing gives
 each position to its heaviest member: stable (a member joining takes only the positions it now
-outweighs everyone for, a member leaving hands only its own), but uneven: 30 positions over 3
-members land anywhere from about 5 to 15 each (the binomial spread, measured in
-``bench/group.py``), and the issue's target is 10 ± 1. So the load is bounded: with P
+outweighs everyone for, a member leaving hands only its own), but uneven: with 30 positions over 3
+members, the most and the least loaded member are 5.3 positions apart on average (measured
+below), and the issue's target is 10 ± 1. So the load is bounded: with P
 positions and M members each member runs ``P // M`` positions, and ``P % M`` of them one more.
 Pairs are taken in order of falling weight, and a pair's position goes to its member when the
 position is still unplaced and the member has room (``P // M`` taken, or one of the extra places
