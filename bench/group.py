@@ -39,7 +39,7 @@ from pumpd.daemon.group import Group, MemberInfo
 from pumpd.daemon.spread import Position, assign, loads, moved, weight
 from pumpd.testing.localnode import LocalNode
 
-from common import process_cpu_seconds
+from common import find_descendant, process_cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -107,7 +107,7 @@ async def membership(node: LocalNode, vhost: str, reps: int, poll: float,
             g.start()
             await g.wait_joined(60)
         # idle cost first: two members, nothing changing
-        beam = node.pid
+        beam = find_descendant(node.pid or 0, "beam.smp")
         cpu0, beam0, t0 = process_cpu_seconds(os.getpid()), process_cpu_seconds(beam or 0), \
             time.monotonic()
         await asyncio.sleep(idle)
@@ -129,7 +129,8 @@ async def membership(node: LocalNode, vhost: str, reps: int, poll: float,
                 while not all("victim" in g.view.ids() for g in observers):
                     await asyncio.sleep(0.01)
                 seen = time.monotonic() - started
-                await asyncio.sleep(poll * 2)
+                # at a random phase of the observers' polls: the figure is not the phase's
+                await asyncio.sleep(poll * (2 + random.random()))
                 killed = time.monotonic()
                 os.kill(proc.pid, signal.SIGKILL)
                 while any("victim" in g.view.ids() for g in observers):

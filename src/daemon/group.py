@@ -32,6 +32,11 @@ Queue names longer than AMQP's 255 bytes keep their head and end in a hash
 (:func:`pumpd.daemon.probes.queue_name`). A cluster name is letters, digits, ``_`` and ``-``
 (no dots: the names stay unambiguous).
 
+Measured with ``python bench/group.py membership --reps 10`` (a private node, two observing
+members polling every second, a third killed with ``kill -9``): gone from both observers' views
+a median 0.78 s after the kill (1.02 s at worst); a new member in both views 1.0 to 2.0 s after
+its process started; two idle members cost 0.7 % of a core, the broker 1.6 %.
+
 The view (:class:`GroupView`) changes on every change seen: a member joins, leaves, or says
 something new of itself. The coordinator reads :attr:`Group.view`, iterates over
 :meth:`Group.changes` or registers :meth:`Group.on_change`. When the coordination broker cannot
