@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pytest
@@ -22,6 +23,7 @@ from pumpd.config.uri import parse_uri
 from pumpd.daemon.group import (
     Group,
     GroupView,
+    Member,
     MemberInfo,
     check_cluster_name,
     info_queue,
@@ -29,7 +31,7 @@ from pumpd.daemon.group import (
     paused_queue,
 )
 from pumpd.daemon.probes import Probes, QueueState, lease_is_free, queue_name
-from pumpd.daemon.spread import Position
+from pumpd.daemon.spread import Position, assign
 from pumpd.engine.link import Link, LinkError, open_link
 from pumpd.engine.parameters import to_pika_parameters
 from pumpd.testing.localnode import LocalNode
@@ -225,6 +227,21 @@ def test_a_member_record_round_trips_and_bad_ones_are_refused() -> None:
             MemberInfo.from_json(bad)
 
 
+def test_a_view_names_the_preferred_member_and_who_runs_a_position() -> None:
+    a = MemberInfo("a", "h", 1, positions=(Position("s", 0),))
+    b = MemberInfo("b", "h", 2)
+    view = GroupView("g", "a", 0, (Member(0, a), Member(1, b), Member(2, None)))
+    positions = [Position("s", i) for i in range(4)]
+    assert view.ids() == {"a", "b"}  # slot 2's record not read yet: not counted
+    assert view.preferred(positions) == assign(["a", "b"], positions)
+    assert [m.id for m in view.runners(Position("s", 0))] == ["a"]
+    assert view.runners(Position("s", 1)) == ()
+    assert GroupView("g", "a").preferred(positions) == {}
+    twice = GroupView("g", "a", 0, (Member(0, a), Member(1, replace(b, id="a"))))
+    assert twice.duplicate_ids() == {"a"} and twice.ids() == {"a"}
+    assert twice.member("a") == Member(0, a)
+
+
 # -- membership -----------------------------------------------------------------------------
 
 
@@ -242,6 +259,11 @@ def test_three_members_see_each_other_and_their_records(node_a: LocalNode,
             await until(lambda: all(ids(g.view) == everyone for g in groups),
                         "every member sees all three")
             assert [g.view.my_slot for g in groups] == [0, 1, 2]
+            # every member, from its own view, decides the same spread: 10 positions each
+            positions = [Position(f"shovel-{i}", 0) for i in range(30)]
+            decided = [g.view.preferred(positions) for g in groups]
+            assert decided[0] == decided[1] == decided[2]
+            assert sorted(list(decided[0].values()).count(m) for m in everyone) == [10] * 3
             view = groups[0].view
             assert [(m.slot, m.id) for m in view.members] == [
                 (0, "member-0"), (1, "member-1"), (2, "member-2")]

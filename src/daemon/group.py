@@ -59,7 +59,7 @@ from ..config.model import BrokerURI
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
 from .probes import Probes, QueueState, queue_name
-from .spread import Position
+from .spread import Position, assign
 
 __all__ = ["FULL_SCAN_EVERY", "MAX_MEMBERS", "REFRESH_EVERY", "SPARE_SLOTS", "Group",
            "GroupView", "Member", "MemberInfo", "check_cluster_name", "info_queue",
@@ -197,6 +197,18 @@ class GroupView:
     def member(self, member_id: str) -> Member | None:
         """The member with this id (the lowest slot, should two claim it)."""
         return next((m for m in self.members if m.id == member_id), None)
+
+    def preferred(self, positions: Iterable[Position]) -> dict[Position, str]:
+        """The spread rule's member for each position among the members of this view whose
+        record is known (:func:`pumpd.daemon.spread.assign` over :meth:`ids`): empty when the
+        view has no member."""
+        return assign(self.ids(), positions)
+
+    def runners(self, position: Position) -> tuple[Member, ...]:
+        """The members whose record says they run ``position`` (one, normally; none while it
+        moves; a record is up to ``info_interval`` old)."""
+        return tuple(m for m in self.members
+                     if m.info is not None and position in m.info.positions)
 
     def duplicate_ids(self) -> frozenset[str]:
         """Ids claimed by more than one live slot (a configuration error)."""
