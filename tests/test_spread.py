@@ -271,3 +271,38 @@ def test_assign_weighs_pairs_as_weight_does(members: set[str], positions: set[Po
             load[m] += 1
             expected[p] = m
     assert assign(members, positions) == expected
+
+
+@given(st.lists(st.tuples(st.floats(0, 5), st.booleans()), max_size=30), st.floats(0, 10))
+def test_a_position_preferred_elsewhere_is_taken_only_after_an_unbroken_free_run(
+        sightings: list[tuple[float, bool]], grace: float) -> None:
+    h = Handover(settle=0, grace=grace)
+    now = 0.0
+    run_start: float | None = None  # the model: when the current free run began
+    for dt, free in sightings:
+        now += dt
+        h.see_free(now, P, free)
+        if not free:
+            run_start = None
+        elif run_start is None:
+            run_start = now
+        expected = run_start is not None and now - run_start >= grace
+        assert h.may_take(now, P, preferred="other", me="me") == expected
+        assert h.may_take(now, P, preferred="me", me="me")
+
+
+@given(st.lists(st.tuples(st.floats(0, 5), st.sets(st.sampled_from("abc"))), max_size=30),
+       st.floats(0, 10))
+def test_a_position_is_released_only_to_a_member_present_unbroken_for_settle(
+        views: list[tuple[float, set[str]]], settle: float) -> None:
+    h = Handover(settle=settle, grace=0)
+    now = 0.0
+    since: dict[str, float] = {}  # the model
+    for dt, members in views:
+        now += dt
+        h.see_members(now, members | {"me"})
+        since = {m: since.get(m, now) for m in members}
+        for m in "abc":
+            expected = m in since and now - since[m] >= settle
+            assert h.should_release(now, preferred=m, me="me") == expected
+        assert not h.should_release(now, preferred="me", me="me")
