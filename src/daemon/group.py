@@ -32,6 +32,11 @@ Queue names longer than AMQP's 255 bytes keep their head and end in a hash
 (:func:`pumpd.daemon.probes.queue_name`). A cluster name is letters, digits, ``_`` and ``-``
 (no dots: the names stay unambiguous).
 
+Measured with ``python bench/group.py membership --reps 10`` (a private node, two observing
+members polling every second, a third killed with ``kill -9``): gone from both observers' views
+a median 0.78 s after the kill (1.02 s at worst); a new member in both views 1.0 to 2.0 s after
+its process started; two idle members cost 0.7 % of a core, the broker 1.6 %.
+
 The view (:class:`GroupView`) changes on every change seen: a member joins, leaves, or says
 something new of itself. The coordinator reads :attr:`Group.view`, iterates over
 :meth:`Group.changes` or registers :meth:`Group.on_change`. When the coordination broker cannot
@@ -54,7 +59,7 @@ from ..config.model import BrokerURI
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
 from .probes import Probes, QueueState, queue_name
-from .spread import Position
+from .spread import Position, assign
 
 __all__ = ["FULL_SCAN_EVERY", "MAX_MEMBERS", "REFRESH_EVERY", "SPARE_SLOTS", "Group",
            "GroupView", "Member", "MemberInfo", "check_cluster_name", "info_queue",
@@ -192,6 +197,18 @@ class GroupView:
     def member(self, member_id: str) -> Member | None:
         """The member with this id (the lowest slot, should two claim it)."""
         return next((m for m in self.members if m.id == member_id), None)
+
+    def preferred(self, positions: Iterable[Position]) -> dict[Position, str]:
+        """The spread rule's member for each position among the members of this view whose
+        record is known (:func:`pumpd.daemon.spread.assign` over :meth:`ids`): empty when the
+        view has no member."""
+        return assign(self.ids(), positions)
+
+    def runners(self, position: Position) -> tuple[Member, ...]:
+        """The members whose record says they run ``position`` (one, normally; none while it
+        moves; a record is up to ``info_interval`` old)."""
+        return tuple(m for m in self.members
+                     if m.info is not None and position in m.info.positions)
 
     def duplicate_ids(self) -> frozenset[str]:
         """Ids claimed by more than one live slot (a configuration error)."""
@@ -376,6 +393,9 @@ class Group:
                 self.last_error = str(exc)
                 log.warning("group %s: coordination broker %s: %s", self.cluster,
                             uri.redacted(), exc)
+            except Exception as exc:  # a bug or a URI that cannot connect: said, then retried
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("group %s: coordination broker %s", self.cluster, uri.redacted())
             await self._disconnect()
             self._publish_view()
             failures += 1
@@ -417,10 +437,23 @@ class Group:
 
     async def _poll(self, conn: _Connected) -> None:
         """Probe the slots, read the records that are due, forget the slots gone free."""
-        slots = [k for k in range(self._scan_limit(conn)) if k != conn.slot]
+        slots = list(range(self._scan_limit(conn)))
+        if conn.slot is not None and conn.slot not in slots:
+            slots.append(conn.slot)
         conn.polls += 1
         states = await _all(conn.probes.state(member_queue(self.cluster, k)) for k in slots)
         for k, state in zip(slots, states, strict=True):
+            if k == conn.slot:
+                if state is not QueueState.THERE:
+                    # deleted from under this connection (an operator, the management UI):
+                    # not this member's any more; it claims one again
+                    log.warning("group %s: member %s lost slot %d (its queue is %s)",
+                                self.cluster, self._me.id, k, state.value)
+                    conn.slot = None
+                    conn.published = None
+                    if state is QueueState.HELD:
+                        conn.others.setdefault(k, _Seen())
+                continue
             if state is QueueState.HELD:
                 conn.others.setdefault(k, _Seen())
             else:  # free; or a shared queue in a slot's name, which no member holds
@@ -463,8 +496,11 @@ class Group:
         if body == conn.published and now - conn.published_at < REFRESH_EVERY:
             return
         # the default exchange routes to the queue by name; x-max-length 1 drops the old record
-        conn.link.channel.basic_publish(exchange="", routing_key=info_queue(self.cluster,
-                                                                            conn.slot), body=body)
+        try:
+            conn.link.channel.basic_publish(exchange="", routing_key=info_queue(
+                self.cluster, conn.slot), body=body)
+        except Exception as exc:  # pika refuses to publish on a closing channel
+            raise LinkError(f"writing the member record: {exc}") from exc
         conn.published = body
         conn.published_at = now
 
