@@ -193,7 +193,7 @@ class Pump:
         """End the running session if the stall rule says it is stalled; or ask for a backlog
         reading when the rule needs one. Called with every counter check (at most 2 s apart)."""
         session, rule = self._session, self._stall
-        if session is None or rule is None:
+        if session is None or rule is None or not rule.enabled:
             return
         now = time.monotonic()
         stall = rule.check(now, session.counters(), excused=session.blocked or self._paused)
@@ -262,8 +262,8 @@ class Pump:
             started, moved_before = time.monotonic(), self._moved()
             outcome, error = await self._one_session(self._halt)
             if outcome == Outcome.STOPPED:
-                if self._paused and not stop.is_set():
-                    continue  # drained for the pause
+                if not stop.is_set():
+                    continue  # drained for a pause (perhaps resumed since: a new session)
                 self._terminate(self._stopped_reason())
                 return
             if outcome == Outcome.LIMIT:
