@@ -7,11 +7,16 @@ Nothing here is part of pumpd; the benchmark only uses pumpd's :class:`~pumpd.te
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,7 @@ from typing import Any
 import pika
 from pika import frame as amqp_frame
 from pika import spec
+from pumpd.testing.localnode import find_free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -384,3 +390,60 @@ def declare_durable_queues(uri: str, queues: list[str]) -> None:
             ch.queue_declare(q, durable=True)
     finally:
         conn.close()
+
+
+# ------------------------------------------------------------------------ a pumpd daemon
+
+def shovels_doc(port: int) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/shovels", timeout=30) as r:
+        docs: list[dict[str, Any]] = json.loads(r.read())
+    return docs
+
+
+
+
+
+class Pumpd:
+    """``python -m pumpd`` on a config of ``shovels`` in a process of its own, its HTTP API
+    open for reads on a free port; ``extra`` arguments are appended to its command line."""
+
+    def __init__(self, workdir: Path, shovels: dict[str, Any], per_process: int,
+                 extra: tuple[str, ...] = ()) -> None:
+        self.port = find_free_port()
+        config = workdir / f"many-{self.port}.json"
+        config.write_text(json.dumps({"shovels": shovels}))
+        self.log = (workdir / f"many-{self.port}.log").open("wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pumpd", "--config", str(config), "--http-open-reads", "--http",
+             f"127.0.0.1:{self.port}", "--log-level", "warning", "--shovels-per-process",
+             str(per_process), "--state-file", str(workdir / f"many-{self.port}.state.json"),
+             *extra],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+
+    def poll(self, what: str, predicate: Any, timeout: float) -> float:
+        """Seconds since the start when ``predicate(/api/shovels)`` first held."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pumpd exited {self.proc.returncode} (log {self.log.name})")
+            try:
+                if predicate(shovels_doc(self.port)):
+                    return time.monotonic() - self.started
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"timed out waiting for {what} (log {self.log.name})")
+
+    def stop(self) -> float:
+        began = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return float("inf")
+        finally:
+            self.log.close()
+        return time.monotonic() - began

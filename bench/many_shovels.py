@@ -26,78 +26,27 @@ import argparse
 import json
 import os
 import resource
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pumpd.testing.localnode import LocalNode, find_free_port
+from pumpd.testing.localnode import LocalNode
 
 from common import (
+    Pumpd,
     bench_shovel,
     common_fields,
     declare_durable_queues,
     memory_kib,
     prefill,
     process_tree,
+    shovels_doc,
     tree_cpu_seconds,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def shovels_doc(port: int) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/shovels", timeout=30) as r:
-        docs: list[dict[str, Any]] = json.loads(r.read())
-    return docs
-
-
-
-
-
-class Pumpd:
-    def __init__(self, workdir: Path, shovels: dict[str, Any], per_process: int) -> None:
-        self.port = find_free_port()
-        config = workdir / f"many-{self.port}.json"
-        config.write_text(json.dumps({"shovels": shovels}))
-        self.log = (workdir / f"many-{self.port}.log").open("wb")
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pumpd", "--config", str(config), "--http-open-reads", "--http",
-             f"127.0.0.1:{self.port}", "--log-level", "warning", "--shovels-per-process",
-             str(per_process), "--state-file", str(workdir / f"many-{self.port}.state.json")],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
-
-    def poll(self, what: str, predicate: Any, timeout: float) -> float:
-        """Seconds since the start when ``predicate(/api/shovels)`` first held."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pumpd exited {self.proc.returncode} (log {self.log.name})")
-            try:
-                if predicate(shovels_doc(self.port)):
-                    return time.monotonic() - self.started
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"timed out waiting for {what} (log {self.log.name})")
-
-    def stop(self) -> float:
-        began = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return float("inf")
-        finally:
-            self.log.close()
-        return time.monotonic() - began
 
 
 def idle_run(node: LocalNode, n: int, k: int, idle_seconds: float, workdir: Path) -> dict[str, Any]:

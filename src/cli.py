@@ -266,7 +266,7 @@ def _check(args: list[str]) -> int:
 
 
 def _plan_migration(args: list[str]) -> int:
-    from .importers.management import main as plan_main
+    from .importers.plan_migration import main as plan_main
 
     return plan_main(args)
 

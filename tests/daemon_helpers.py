@@ -42,6 +42,11 @@ def shovel_def(src: str, queue: str, dst: str, dest_queue: str, **clauses: Any) 
     }
 
 
+def named_shovel(uri: str, name: str, **clauses: Any) -> dict[str, Any]:
+    """A shovel on one broker from queue ``NAME-in`` to ``NAME-out``."""
+    return shovel_def(uri, f"{name}-in", uri, f"{name}-out", **clauses)
+
+
 def fill_queue(uri: str, queue: str, bodies: list[bytes], batch: int = 1000) -> None:
     """Publish ``bodies`` to ``queue`` quickly (no publisher confirms, persistent).
 

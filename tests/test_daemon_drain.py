@@ -12,6 +12,7 @@ from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import drain_queue, queue_depth
 from daemon_helpers import (
+    Daemon,
     fill_queue,
     pumpd_daemon,
     running_state,
@@ -25,6 +26,29 @@ __all__ = ["pumpd_daemon"]
 DRAIN_TIMEOUT = 20
 
 
+def _fill_while_stopped(d: Daemon, src: str, sent: list[bytes]) -> None:
+    """Declare the queues through the shovel's own declarations first, then fill the source
+    while nothing consumes it (the daemon is stopped; the test starts it again)."""
+    d.start()
+    d.wait_for(lambda: running_state(d, "big"), 30, "running")
+    assert d.stop() == exitcodes.OK
+    fill_queue(src, "in", sent)
+    wait_depth(src, "in", len(sent))
+
+
+def _drained_exactly(node_a: LocalNode, vhost_a: str, dst: str, sent: list[bytes]) -> int:
+    """The drain's guarantee: nothing unacknowledged or consumed at the source, nothing lost,
+    nothing twice: the destination holds exactly the first messages, in order, and the source
+    exactly the others. How many moved."""
+    remaining, unacked, consumers = settled(node_a, vhost_a, "in")
+    assert (unacked, consumers) == (0, 0)
+    moved = queue_depth(dst, "out")[0]
+    assert moved + remaining == len(sent)
+    got = [m.body for m in drain_queue(dst, "out", expected=moved, timeout=120)]
+    assert got == sent[:moved]
+    return moved
+
+
 def test_sigterm_during_a_100000_message_run_drains_and_exits_0(
     pumpd_daemon, node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str
 ) -> None:
@@ -33,13 +57,7 @@ def test_sigterm_during_a_100000_message_run_drains_and_exits_0(
     sent = [b"%06d" % i + b"." * 58 for i in range(n)]  # 64-byte bodies
     d = pumpd_daemon({"big": shovel_def(src, "in", dst, "out")}, "--drain-timeout",
                      str(DRAIN_TIMEOUT), start=False)
-    # Declare the queues through the shovel's own declarations first, then fill the source
-    # while nothing consumes it (the daemon is stopped and started again).
-    d.start()
-    d.wait_for(lambda: running_state(d, "big"), 30, "running")
-    assert d.stop() == exitcodes.OK
-    fill_queue(src, "in", sent)
-    wait_depth(src, "in", n)
+    _fill_while_stopped(d, src, sent)
     assert queue_depth(src, "in") == (n, 0)
 
     d.start()
@@ -49,16 +67,8 @@ def test_sigterm_during_a_100000_message_run_drains_and_exits_0(
     # the drain timeout bounds it (plus the time to start and close connections)
     assert d.wait_exit(DRAIN_TIMEOUT + 15) == exitcodes.OK
 
-    # Nothing unacknowledged or consumed at the source: the rest is still ready there.
-    remaining, unacked, consumers = settled(node_a, vhost_a, "in")
-    assert (unacked, consumers) == (0, 0)
-    moved = queue_depth(dst, "out")[0]
+    moved = _drained_exactly(node_a, vhost_a, dst, sent)
     assert 10_000 <= moved < n, "the stop did not land mid-run"
-    # Clean drain: no loss and no duplicate: the destination holds exactly the first messages,
-    # in order, and the source exactly the others.
-    assert moved + remaining == n
-    got = [m.body for m in drain_queue(dst, "out", expected=moved, timeout=120)]
-    assert got == sent[:moved]
     # Every message the destination confirmed is there (and nothing else was published).
     exit_event = [e for e in d.log_events() if e.get("event") == "worker_exit"][-1]
     counters = exit_event["counters"]
@@ -100,11 +110,7 @@ def test_an_unexpected_error_in_the_coordinator_drains_every_worker_instead_of_k
     base = d.command
     d.command = lambda: [sys.executable, "-c", _FAULTY_COORDINATOR, str(flag),
                          *base()[3:]]  # type: ignore[method-assign]
-    d.start()
-    d.wait_for(lambda: running_state(d, "big"), 30, "running")
-    assert d.stop() == exitcodes.OK
-    fill_queue(src, "in", sent)
-    wait_depth(src, "in", n)
+    _fill_while_stopped(d, src, sent)
 
     d.start()
     d.wait_for(lambda: d.shovel("big")["counters"]["consumed"] >= 3_000, 120, "3,000 consumed")
@@ -117,10 +123,4 @@ def test_an_unexpected_error_in_the_coordinator_drains_every_worker_instead_of_k
                    for e in events), d.log()
     assert any(e.get("message") == "1 of 1 worker process(es) drained" for e in events), d.log()
 
-    # The drain's guarantee: nothing unacknowledged, nothing twice.
-    remaining, unacked, consumers = settled(node_a, vhost_a, "in")
-    assert (unacked, consumers) == (0, 0)
-    moved = queue_depth(dst, "out")[0]
-    assert moved + remaining == n
-    got = [m.body for m in drain_queue(dst, "out", expected=moved, timeout=120)]
-    assert got == sent[:moved]
+    _drained_exactly(node_a, vhost_a, dst, sent)

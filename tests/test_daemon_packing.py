@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from amqp_helpers import queue_depth
 from daemon_helpers import (
     Daemon,
     fill_queue,
+    named_shovel,
     pid_alive,
     pumpd_daemon,
     running_state,
@@ -97,8 +99,7 @@ def test_runtime_changes_touch_only_their_shovel_in_a_shared_host(
 ) -> None:
     uri = node_a.uri(vhost_a)
 
-    def s(name: str, **kw: Any) -> dict[str, Any]:
-        return shovel_def(uri, f"{name}-in", uri, f"{name}-out", **kw)
+    s = partial(named_shovel, uri)
 
     d = pumpd_daemon({"a": s("a"), "b": s("b"), "c": s("c"), "alone": s("alone", own_process=True),
                       "pair": s("pair", workers=2)}, "--shovels-per-process", "10")
@@ -160,7 +161,7 @@ def test_a_hung_host_is_replaced_with_all_its_shovels_and_hosts_exit_without_a_c
 ) -> None:
     uri = node_a.uri(vhost_a)
     names = ("a", "b", "c")
-    d = pumpd_daemon({n: shovel_def(uri, f"{n}-in", uri, f"{n}-out") for n in names},
+    d = pumpd_daemon({n: named_shovel(uri, n) for n in names},
                      "--shovels-per-process", "3", "--heartbeat-timeout", "3")
     for n in names:
         d.wait_for(lambda n=n: running_state(d, n), 30, f"{n} running")
@@ -204,7 +205,7 @@ def test_the_command_line_wins_over_the_files_shovels_per_process(
     pumpd_daemon, node_a: LocalNode, vhost_a: str
 ) -> None:
     uri = node_a.uri(vhost_a)
-    shovels = {n: shovel_def(uri, f"{n}-in", uri, f"{n}-out") for n in ("a", "b", "c")}
+    shovels = {n: named_shovel(uri, n) for n in ("a", "b", "c")}
     for args, expected in (((), 2), (("--shovels-per-process", "3"), 3)):
         d = pumpd_daemon(shovels, *args, start=False)
         d.config_path.write_text(json.dumps({"shovels": shovels, "shovels_per_process": 2}))
@@ -235,21 +236,21 @@ def test_a_host_that_reads_no_control_message_is_killed_not_waited_for(
 
     async def scenario() -> tuple[float, str | None, int | None, int]:
         pool = SlotPool()
-        hosts = hosting.Hosts(multiprocessing.get_context("spawn"), pool, 10, "text", "warning",
-                              lambda: None)
+        workers = hosting.WorkerProcesses(multiprocessing.get_context("spawn"), pool, 10, "text",
+                                          "warning", lambda: None)
         try:
-            assert hosts._spawn_host([], no_position, time.monotonic()) is None
-            (host,) = hosts.hosts
+            assert workers._spawn(10, [], no_position, time.monotonic()) is None
+            (host,) = workers.processes
             os.kill(host.pid, signal.SIGSTOP)
             began, sent = time.monotonic(), 0
-            while hosts.send(host, ("padding", b"x" * 65536)):
+            while workers.send(host, ("padding", b"x" * 65536)):
                 sent += 1
                 assert sent < 10_000, "the pipe never filled"
             waited = time.monotonic() - began
             host.process.join(10)
             return waited, host.kill_reason, host.process.exitcode, sent
         finally:
-            hosts.kill_all()
+            workers.kill_all()
             pool.close()
 
     waited, reason, exitcode, sent = asyncio.run(scenario())

@@ -7,17 +7,25 @@ import json
 import logging
 import signal
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pumpd.daemon import definitions as daemon_config
+from pumpd.daemon import definitions
 from pumpd.daemon.coordinator import Coordinator, DaemonOptions
 from pumpd.daemon.slots import SlotPool, SlotRef, SlotsUnavailable
 from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import queue_depth
-from daemon_helpers import fill_queue, pumpd_daemon, running_state, settled, shovel_def
+from daemon_helpers import (
+    fill_queue,
+    named_shovel,
+    pumpd_daemon,
+    running_state,
+    settled,
+    shovel_def,
+)
 
 __all__ = ["pumpd_daemon"]
 
@@ -27,8 +35,7 @@ def test_sighup_restarts_changed_starts_new_stops_removed_and_leaves_the_rest(
 ) -> None:
     uri = node_a.uri(vhost_a)
 
-    def s(n: str, **kw: object) -> dict[str, object]:
-        return shovel_def(uri, f"{n}-in", uri, f"{n}-out", **kw)
+    s = partial(named_shovel, uri)
 
     d = pumpd_daemon({"same": s("same"), "changed": s("changed"), "removed": s("removed")})
     for name in ("same", "changed", "removed"):
@@ -160,8 +167,7 @@ def test_a_shared_memory_failure_refuses_the_reload_and_changes_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The coordinator's own bookkeeping, without its loop: no process is started."""
-    def s(n: str, **kw: object) -> dict[str, object]:
-        return shovel_def("amqp://h", f"{n}-in", "amqp://h", f"{n}-out", **kw)
+    s = partial(named_shovel, "amqp://h")
 
     config = tmp_path / "shovels.json"
     config.write_text(json.dumps({"shovels": {"a": s("a", workers=2)}}))
@@ -169,7 +175,7 @@ def test_a_shared_memory_failure_refuses_the_reload_and_changes_nothing(
     coordinator = Coordinator(opts, {})
     coordinator.pool = _NoShm(fail_after=3)
     try:
-        for name, definition in daemon_config.load_file(config, None).items():
+        for name, definition in definitions.load_file(config, None).items():
             coordinator.add(name, definition, 0.0)
         before = {n: (sh.definition, [w.slot for w in sh.workers])
                   for n, sh in coordinator.shovels.items()}
@@ -182,7 +188,7 @@ def test_a_shared_memory_failure_refuses_the_reload_and_changes_nothing(
         assert {n: (sh.definition, [w.slot for w in sh.workers])
                 for n, sh in coordinator.shovels.items()} == before
         with pytest.raises(SlotsUnavailable):
-            coordinator.add("c", daemon_config.load_file(config, None)["a"], 2.0)
+            coordinator.add("c", definitions.load_file(config, None)["a"], 2.0)
         assert set(coordinator.shovels) == {"a"}
         # the slot reserve gave back what it took: one slot still there for a 1-worker shovel
         config.write_text(json.dumps({"shovels": {"a": s("a", workers=2), "b": s("b")}}))

@@ -10,7 +10,9 @@ from typing import Any
 import pika
 import pytest
 from pumpd.config.model import ShovelConfig
+from pumpd.engine.pump import FRESH_ROUND_SECONDS
 from pumpd.engine.status import State
+from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 import amqp_helpers as amqp
@@ -270,3 +272,37 @@ def test_a_uri_ending_in_slash_names_the_empty_vhost_and_the_refusal_says_so(
     reason = pumps.status().reason or ""
     assert "access refused to vhost '' for user 'guest'" in reason, reason
     assert "amqp://host/%2F" in reason, reason
+
+
+def test_a_session_that_stayed_up_starts_a_fresh_round_of_the_broker_list(
+        node_a: LocalNode, vhost_a: str) -> None:
+    """Broker 1 fails, the shovel moves on to broker 2 (the round's last); broker 1 comes back
+    and, seconds later, broker 2 fails: the session on broker 2 proved it, so broker 1 is tried
+    at once instead of waiting as if the whole list had just failed (reconnect_delay 3600 would
+    fail the test)."""
+    uri = node_a.uri(vhost_a)
+    amqp.declare_queue(uri, "q", durable=True)
+    amqp.declare_queue(uri, "out", durable=True)
+    with TcpProxy("127.0.0.1", node_a.amqp_port) as p1, \
+            TcpProxy("127.0.0.1", node_a.amqp_port) as p2:
+        via = [uri.replace(f":{node_a.amqp_port}/", f":{p.port}/") for p in (p1, p2)]
+        s = shovel(sources={"brokers": via}, destinations={"broker": uri}, queue="q",
+                   publish_fields={"exchange": "", "routing_key": "out"}, reconnect_delay=3600)
+        with running(s, rng=random.Random(first_pick_seed(2, 0))) as pumps:
+            pumps.wait_for(lambda: pumps.status().state == State.RUNNING and p1.connections == 1,
+                           30, "running through broker 1")
+            p1.set_mode("refuse")
+            p1.reset_all()
+            pumps.wait_for(lambda: pumps.status().state == State.RUNNING and p2.connections == 1,
+                           30, "running through broker 2")
+            p1.set_mode("pass")
+            time.sleep(FRESH_ROUND_SECONDS + 0.5)
+            p2.set_mode("refuse")
+            p2.reset_all()
+            pumps.wait_for(lambda: pumps.status().state == State.RUNNING and p1.connections == 1,
+                           30, "running through broker 1 again, at once")
+            amqp.publish_messages(uri, "", "q", [amqp.Message(b"x")] * 50)
+            pumps.wait_for(lambda: pumps.status().counters.acked == 50, 60, "50 acked")
+    reasons = [r for st, r in pumps.history["s"] if st == State.STARTING and r]
+    assert [("now" if "reconnecting now" in r else "wait") for r in reasons
+            if "reconnecting" in r] == ["now", "now"], reasons

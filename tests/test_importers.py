@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 from pumpd.importers.commands import ConfigImportError, main_import_definitions, main_import_erlang
-from pumpd.importers.definitions import _explicit_local_uri, import_definitions
+from pumpd.importers.definitions_export import explicit_local_uri, import_definitions
 from pumpd.importers.erlang import import_erlang_config
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -810,7 +810,7 @@ def test_definitions_names_unique_per_vhost() -> None:
     ],
 )
 def test_host_less_uri_made_explicit(uri: str, explicit: str) -> None:
-    assert _explicit_local_uri(uri) == explicit
+    assert explicit_local_uri(uri) == explicit
 
 
 def test_host_less_uri_gets_vhost_slash_whatever_the_shovels_vhost() -> None:

@@ -20,8 +20,8 @@ from pumpd.config.dynamic import DYNAMIC_ALL
 from pumpd.config.parse import ConfigError, parse_config, parse_document
 from pumpd.config.uri import URIError, parse_uri
 from pumpd.daemon.definitions import parse_put_body
-from pumpd.importers.commands import _decode_utf8
-from pumpd.importers.definitions import import_definitions
+from pumpd.importers.commands import decode_utf8
+from pumpd.importers.definitions_export import import_definitions
 from pumpd.importers.erlang import import_erlang_config
 from pumpd.importers.errors import ConfigImportError
 from pumpd.spark.options import parse_options
@@ -111,7 +111,7 @@ def test_importer_on_mutated_configs_raises_only_import_errors(text: str) -> Non
 @given(st.binary(max_size=300))
 def test_importer_on_any_bytes_raises_only_import_errors(data: bytes) -> None:
     try:
-        _import_erlang(_decode_utf8(data, "f.config"))
+        _import_erlang(decode_utf8(data, "f.config"))
     except ConfigImportError as exc:
         assert str(exc).startswith("f.config:")
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from pumpd import exitcodes
 from pumpd.config.parse import parse_config
-from pumpd.importers.management import plan_migration
+from pumpd.importers.plan_migration import plan_migration
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import blocking_connection
@@ -457,7 +457,7 @@ def test_a_redirect_within_the_same_server_is_followed() -> None:
 
 
 def test_the_answer_is_read_up_to_its_bound() -> None:
-    from pumpd.importers.management import MAX_RESPONSE_BYTES
+    from pumpd.importers.management_api import MAX_RESPONSE_BYTES
 
     def endless(h: http.server.BaseHTTPRequestHandler) -> None:
         h.send_response(200)

@@ -33,20 +33,20 @@ from .model import (
 )
 from .uri import URIError, parse_uri, uri_notes
 from .values import (
-    _INT64,
-    _bool,
-    _check_keys,
-    _Ctx,
-    _enum_value,
-    _int,
-    _is_finite,
-    _is_int,
-    _number,
-    _object,
-    _shortstr,
-    _show,
-    _suggest,
-    _table,
+    INT64_BOUND,
+    Context,
+    bool_value,
+    check_keys,
+    enum_value,
+    int_value,
+    is_finite_number,
+    is_int,
+    object_value,
+    seconds_value,
+    shortstr_value,
+    show,
+    suggest,
+    table_value,
 )
 from .vocabulary import (
     BASIC_PROPERTIES,
@@ -75,18 +75,16 @@ DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 5.0  # seed; also ?DEFAULT_RECONNECT_DELAY in rabbit_shovel.hrl
 DEFAULT_READ_HOLD_MS = 1  # the event loop's timers count whole milliseconds
 DEFAULT_STALL_TIMEOUT = 60.0  # issue 23: about a minute
-# Re-exported for the importers and the daemon, which take the bounds from here.
-__all__ = ["MAX_DURATION", "MAX_PREFETCH", "MAX_READ_HOLD_MS", "MAX_WORKERS"]
 
 
-def _reconnect_delay(ctx: _Ctx, clause: str, value: object) -> float:
+def read_reconnect_delay(ctx: Context, clause: str, value: object) -> float:
     """The plugin restarts a worker only for a positive integer delay (rabbit_shovel_worker_sup,
     rabbit_shovel_dyn_worker_sup): anything else means "never reconnect" there."""
-    if _is_finite(value) and isinstance(value, (int, float)) and value < 0:
+    if is_finite_number(value) and isinstance(value, (int, float)) and value < 0:
         ctx.warn(clause, f"{value:g} is read as 0, as the plugin does: the shovel stops for good "
                          "after its first failure")
         return 0.0
-    delay = _number(ctx, clause, value, MAX_RECONNECT_DELAY)
+    delay = seconds_value(ctx, clause, value, MAX_RECONNECT_DELAY)
     if delay > 0 and not float(delay).is_integer():
         ctx.warn(clause, f"{delay:g} s: pumpd reconnects after {delay:g} s, where the plugin "
                          "never reconnects (it restarts a shovel only for a whole number of "
@@ -94,19 +92,19 @@ def _reconnect_delay(ctx: _Ctx, clause: str, value: object) -> float:
     return delay
 
 
-def _stall_timeout(ctx: _Ctx, clause: str, value: object) -> float:
+def read_stall_timeout(ctx: Context, clause: str, value: object) -> float:
     """pumpd's own: seconds without movement before a stalled session restarts; 0 = never."""
-    return _number(ctx, clause, value, MAX_STALL_TIMEOUT)
+    return seconds_value(ctx, clause, value, MAX_STALL_TIMEOUT)
 
 
-def _duration(ctx: _Ctx, clause: str, value: object) -> float | None:
+def read_delete_after_duration(ctx: Context, clause: str, value: object) -> float | None:
     """delete_after_duration: a positive whole number of seconds, as the plugin validates it."""
     if value is None:
         return None
-    if not _is_int(value) or not isinstance(value, int) or value <= 0:
-        ctx.fail(clause, f"must be a positive integer (seconds), got {_show(value)}")
+    if not is_int(value) or not isinstance(value, int) or value <= 0:
+        ctx.fail(clause, f"must be a positive integer (seconds), got {show(value)}")
     if value > MAX_DURATION:
-        ctx.fail(clause, f"must be at most {MAX_DURATION} seconds, got {_show(value)}")
+        ctx.fail(clause, f"must be at most {MAX_DURATION} seconds, got {show(value)}")
     if value < PLUGIN_DURATION_FLOOR:
         ctx.warn(clause, f"{value} s: pumpd stops after {value} s; the plugin raises any value "
                          f"under {PLUGIN_DURATION_FLOOR} s to {PLUGIN_DURATION_FLOOR} s "
@@ -114,24 +112,24 @@ def _duration(ctx: _Ctx, clause: str, value: object) -> float | None:
     return float(value)
 
 
-def _consumer(ctx: _Ctx, args_clause: str, name_clause: str,
-              obj: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+def read_consumer(ctx: Context, args_clause: str, name_clause: str,
+                  obj: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """basic.consume's arguments (an AMQP table; [] is the plugin's "none") and tag."""
     raw = obj.get(args_clause, {})
-    args = {} if raw == [] else _table(ctx, args_clause, raw)
+    args = {} if raw == [] else table_value(ctx, args_clause, raw)
     priority = args.get("x-priority")
-    if priority is not None and not _is_int(priority):
-        ctx.fail(f"{args_clause}.x-priority", f"must be an integer, got {_show(priority)}")
+    if priority is not None and not is_int(priority):
+        ctx.fail(f"{args_clause}.x-priority", f"must be an integer, got {show(priority)}")
     offset = args.get("x-stream-offset")
-    if offset is not None and not (_is_int(offset) or isinstance(offset, str)):
+    if offset is not None and not (is_int(offset) or isinstance(offset, str)):
         ctx.fail(f"{args_clause}.x-stream-offset",
                  'must be "first", "last", "next", an offset (integer) or an interval such as '
-                 f'"1h", got {_show(offset)}')
-    tag = _shortstr(ctx, name_clause, obj.get(name_clause, ""))
+                 f'"1h", got {show(offset)}')
+    tag = shortstr_value(ctx, name_clause, obj.get(name_clause, ""))
     return args, tag
 
 
-def _declaration(ctx: _Ctx, clause: str, item: object, declared_queue: bool) -> Declaration:
+def _declaration(ctx: Context, clause: str, item: object, declared_queue: bool) -> Declaration:
     """One element of a ``declarations`` list: ``"queue.declare"`` or ``{"queue.bind": {...}}``.
 
     pumpd extension: ``{"queue.declare": {...}, "if_missing": true}`` (see
@@ -150,32 +148,32 @@ def _declaration(ctx: _Ctx, clause: str, item: object, declared_queue: bool) -> 
                              f"(e.g. {{\"queue.declare\": {{...}}}}), got {len(keys)}")
         method = keys[0]
         if "if_missing" in item:
-            if_missing = _bool(ctx, f"{clause}.if_missing", item["if_missing"])
+            if_missing = bool_value(ctx, f"{clause}.if_missing", item["if_missing"])
             if if_missing and method != "queue.declare":
                 ctx.fail(f"{clause}.if_missing", "applies to queue.declare only")
         fields_obj = item[method]
         if not isinstance(fields_obj, dict):
-            ctx.fail(clause, f"the fields of {method} must be an object, got {_show(fields_obj)}")
+            ctx.fail(clause, f"the fields of {method} must be an object, got {show(fields_obj)}")
     else:
-        ctx.fail(clause, f"a declaration is a method name or an object, got {_show(item)}")
+        ctx.fail(clause, f"a declaration is a method name or an object, got {show(item)}")
     if method not in DECLARATION_METHODS:
         ctx.fail(clause, f"unsupported method {method!r}"
-                         f"{_suggest(method, list(DECLARATION_METHODS))}; "
+                         f"{suggest(method, list(DECLARATION_METHODS))}; "
                          f"supported: {', '.join(DECLARATION_METHODS)}")
     spec = DECLARATION_METHODS[method]
     fields: dict[str, Any] = {}
     for name, value in fields_obj.items():
         where = f"{clause}.{method}.{name}"
         if name not in spec:
-            ctx.fail(where, f"{method} has no field {name!r}{_suggest(name, list(spec))}; "
+            ctx.fail(where, f"{method} has no field {name!r}{suggest(name, list(spec))}; "
                             f"its fields: {', '.join(spec)}")
         kind = spec[name]
         if kind == BIT:
-            fields[name] = _bool(ctx, where, value)
+            fields[name] = bool_value(ctx, where, value)
         elif kind == SHORTSTR:
-            fields[name] = _shortstr(ctx, where, value)
+            fields[name] = shortstr_value(ctx, where, value)
         else:
-            fields[name] = _table(ctx, where, value)
+            fields[name] = table_value(ctx, where, value)
     for name in REQUIRED_FIELDS.get(method, ()):
         if not fields.get(name):
             ctx.fail(clause, f"{method} needs a non-empty {name!r}")
@@ -185,35 +183,29 @@ def _declaration(ctx: _Ctx, clause: str, item: object, declared_queue: bool) -> 
     return Declaration(method, fields, if_missing=if_missing)
 
 
-def _endpoint(ctx: _Ctx, clause: str, value: object) -> Endpoint:
+def _endpoint(ctx: Context, clause: str, value: object) -> Endpoint:
     """``sources`` / ``destinations``: ``brokers`` (or ``broker``) and optional ``declarations``.
 
     :raises ConfigError: on a bad shape, an unknown key, a malformed URI or declaration.
     """
-    obj = _object(ctx, clause, value)
-    _check_keys(ctx, f"{clause}.", obj, ("brokers", "broker", "declarations"), "unknown key")
+    obj = object_value(ctx, clause, value)
+    check_keys(ctx, f"{clause}.", obj, ("brokers", "broker", "declarations"), "unknown key")
     if "brokers" in obj and "broker" in obj:
         ctx.fail(clause, "give 'brokers' (a list) or 'broker' (one URI), not both")
     if "brokers" in obj:
-        raw = obj["brokers"]
-        if not isinstance(raw, list) or not raw:
-            ctx.fail(f"{clause}.brokers", f"must be a non-empty list of URIs, got {_show(raw)}")
-        if len(raw) > MAX_BROKERS:
-            ctx.fail(f"{clause}.brokers", f"at most {MAX_BROKERS} URIs, got {len(raw)}")
-        pairs = [(f"{clause}.brokers[{i}]", u) for i, u in enumerate(raw)]
+        brokers = read_uri_list(ctx, f"{clause}.brokers", obj["brokers"])
     elif "broker" in obj:
-        pairs = [(f"{clause}.broker", obj["broker"])]
+        brokers = (read_uri(ctx, f"{clause}.broker", obj["broker"]),)
     else:
         ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
-    brokers = tuple(_uri(ctx, where, u) for where, u in pairs)
     raw_decls = obj.get("declarations", [])
     if not isinstance(raw_decls, list):
-        ctx.fail(f"{clause}.declarations", f"must be a list, got {_show(raw_decls)}")
+        ctx.fail(f"{clause}.declarations", f"must be a list, got {show(raw_decls)}")
     declarations = declaration_list(ctx, f"{clause}.declarations", raw_decls)
     return Endpoint(brokers=brokers, declarations=declarations)
 
 
-def declaration_list(ctx: _Ctx, clause: str, items: list[object]) -> tuple[Declaration, ...]:
+def declaration_list(ctx: Context, clause: str, items: list[object]) -> tuple[Declaration, ...]:
     """A ``declarations`` list: at most ``MAX_DECLARATIONS``, each checked in order (a binding
     to queue "" needs a queue.declare before it).
 
@@ -234,12 +226,13 @@ def read_declarations(items: list[object], source: str) -> tuple[Declaration, ..
 
     :raises ConfigError: as :func:`declaration_list`
     """
-    return declaration_list(_Ctx(source), "declarations", items)
+    return declaration_list(Context(source), "declarations", items)
 
 
-def _uri(ctx: _Ctx, clause: str, value: object) -> BrokerURI:
+def read_uri(ctx: Context, clause: str, value: object) -> BrokerURI:
+    """One AMQP URI, parsed; what pumpd reads differently from the plugin becomes a warning."""
     if not isinstance(value, str):
-        ctx.fail(clause, f"must be an AMQP URI string, got {_show(value)}")
+        ctx.fail(clause, f"must be an AMQP URI string, got {show(value)}")
     if len(value) > MAX_URI:
         ctx.fail(clause, f"a URI of at most {MAX_URI} characters, got {len(value)}")
     try:
@@ -251,139 +244,153 @@ def _uri(ctx: _Ctx, clause: str, value: object) -> BrokerURI:
     return uri
 
 
-def _publish_properties(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
+def read_uri_list(ctx: Context, clause: str, value: object,
+                  expected: str = "a non-empty list of URIs") -> tuple[BrokerURI, ...]:
+    """A non-empty list of at most ``MAX_BROKERS`` URIs, each read as :func:`read_uri` does.
+
+    :param expected: what the clause takes, for the message when ``value`` is not such a list.
+    """
+    if not isinstance(value, list) or not value:
+        ctx.fail(clause, f"must be {expected}, got {show(value)}")
+    if len(value) > MAX_BROKERS:
+        ctx.fail(clause, f"at most {MAX_BROKERS} URIs, got {len(value)}")
+    return tuple(read_uri(ctx, f"{clause}[{i}]", u) for i, u in enumerate(value))
+
+
+def read_publish_properties(ctx: Context, clause: str, value: object) -> dict[str, Any]:
     """The basic properties to set on every re-published message, each type-checked.
 
     :raises ConfigError: on an unknown property or a value the property cannot hold.
     """
     # [] is how an export writes "none" (an empty Erlang property list)
-    obj = _object(ctx, clause, {} if value == [] else value)
-    _check_keys(ctx, f"{clause}.", obj, tuple(BASIC_PROPERTIES), "not a basic property")
+    obj = object_value(ctx, clause, {} if value == [] else value)
+    check_keys(ctx, f"{clause}.", obj, tuple(BASIC_PROPERTIES), "not a basic property")
     props: dict[str, Any] = {}
     for name, v in obj.items():
         where = f"{clause}.{name}"
         if name in _SHORTSTR_PROPERTIES:
-            props[name] = _shortstr(ctx, where, v)
+            props[name] = shortstr_value(ctx, where, v)
         elif name == "expiration":  # RabbitMQ wants milliseconds as a string of digits
-            s = _shortstr(ctx, where, v, 'must be a string of digits (milliseconds), e.g. "60000"')
+            s = shortstr_value(ctx, where, v, 'must be a string of digits (milliseconds), e.g. "60000"')
             if not (s.isascii() and s.isdigit()):
-                ctx.fail(where, f'must be a string of digits (milliseconds), got {_show(s)}')
+                ctx.fail(where, f'must be a string of digits (milliseconds), got {show(s)}')
             props[name] = s
         elif name == "delivery_mode":
-            if not _is_int(v) or v not in (1, 2):
-                ctx.fail(where, f"must be 1 (transient) or 2 (persistent), got {_show(v)}")
+            if not is_int(v) or v not in (1, 2):
+                ctx.fail(where, f"must be 1 (transient) or 2 (persistent), got {show(v)}")
             props[name] = v
         elif name == "priority":
-            props[name] = _int(ctx, where, v, 0, 255)
+            props[name] = int_value(ctx, where, v, 0, 255)
         elif name == "timestamp":  # seconds since the epoch, an AMQP 64-bit timestamp
-            props[name] = _int(ctx, where, v, 0, _INT64 - 1)
+            props[name] = int_value(ctx, where, v, 0, INT64_BOUND - 1)
         else:  # headers
-            props[name] = _table(ctx, where, v)
+            props[name] = table_value(ctx, where, v)
     return props
 
 
 def _publish_fields(
-    ctx: _Ctx, clause: str, value: object
+    ctx: Context, clause: str, value: object
 ) -> tuple[str | None, str | None, bool]:
-    obj = _object(ctx, clause, value)
-    _check_keys(ctx, f"{clause}.", obj, tuple(PUBLISH_FIELDS), "not a publish field")
+    obj = object_value(ctx, clause, value)
+    check_keys(ctx, f"{clause}.", obj, tuple(PUBLISH_FIELDS), "not a publish field")
     exchange = routing_key = None
     if "exchange" in obj:  # "" is the default exchange
-        exchange = _shortstr(ctx, f"{clause}.exchange", obj["exchange"])
+        exchange = shortstr_value(ctx, f"{clause}.exchange", obj["exchange"])
     if "routing_key" in obj:
-        routing_key = _shortstr(ctx, f"{clause}.routing_key", obj["routing_key"])
-    mandatory = _bool(ctx, f"{clause}.mandatory", obj.get("mandatory", True))
+        routing_key = shortstr_value(ctx, f"{clause}.routing_key", obj["routing_key"])
+    mandatory = bool_value(ctx, f"{clause}.mandatory", obj.get("mandatory", True))
     return exchange, routing_key, mandatory
 
 
-def _delete_after(ctx: _Ctx, clause: str, value: object) -> DeleteAfter | int:
+def read_delete_after(ctx: Context, clause: str, value: object) -> DeleteAfter | int:
+    """``delete_after``: ``"never"``, ``"queue-length"`` or a number of messages."""
     if value in ("never", "queue-length"):
         return DeleteAfter(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         if value > MAX_DELETE_AFTER:
-            ctx.fail(clause, f"must be at most {MAX_DELETE_AFTER} messages, got {_show(value)}")
+            ctx.fail(clause, f"must be at most {MAX_DELETE_AFTER} messages, got {show(value)}")
         return value
     ctx.fail(clause, f'must be "never", "queue-length" or a non-negative integer, '
-                     f"got {_show(value)}")
+                     f"got {show(value)}")
 
 
 _POLICIES = (Disposition.PARK.value, Disposition.DEAD_LETTER.value, Disposition.STOP.value)
 _UNROUTABLE_POLICIES = (Disposition.DROP.value, Disposition.PARK.value, Disposition.STOP.value)
 
 
-def _undeliverable(ctx: _Ctx, value: object) -> UndeliverablePolicy:
+def _undeliverable(ctx: Context, value: object) -> UndeliverablePolicy:
     """``"undeliverable": "stop"`` or ``{"policy": ..., "park_queue": ..., "unroutable": ...}``."""
     clause = "undeliverable"
     if isinstance(value, str):
         value = {"policy": value}
-    obj = _object(ctx, clause, value)
-    _check_keys(ctx, f"{clause}.", obj, ("policy", "park_queue", "unroutable"))
+    obj = object_value(ctx, clause, value)
+    check_keys(ctx, f"{clause}.", obj, ("policy", "park_queue", "unroutable"))
     default = UndeliverablePolicy()
-    policy = _enum_value(ctx, f"{clause}.policy", obj.get("policy", default.policy.value),
-                         _POLICIES)
-    unroutable = _enum_value(ctx, f"{clause}.unroutable",
-                             obj.get("unroutable", default.unroutable.value), _UNROUTABLE_POLICIES)
-    park_queue = _shortstr(ctx, f"{clause}.park_queue", obj.get("park_queue", default.park_queue))
+    policy = enum_value(ctx, f"{clause}.policy", obj.get("policy", default.policy.value),
+                        _POLICIES)
+    unroutable = enum_value(ctx, f"{clause}.unroutable",
+                            obj.get("unroutable", default.unroutable.value), _UNROUTABLE_POLICIES)
+    park_queue = shortstr_value(ctx, f"{clause}.park_queue", obj.get("park_queue", default.park_queue))
     if not park_queue:
         ctx.fail(f"{clause}.park_queue", "must name a queue (the server-named \"\" cannot be "
                                          "found again)")
     return UndeliverablePolicy(Disposition(policy), park_queue, Disposition(unroutable))
 
 
-def _common_clauses(ctx: _Ctx, obj: Mapping[str, Any]) -> dict[str, Any]:
+def read_common_clauses(ctx: Context, obj: Mapping[str, Any]) -> dict[str, Any]:
     """pumpd's own clauses, named alike in both forms, as :class:`ShovelConfig` fields."""
     return {
-        "workers": _int(ctx, "workers", obj.get("workers", 1), 1, MAX_WORKERS),
-        "source_read_hold_ms": _int(ctx, "source_read_hold_ms",
-                                    obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
-                                    MAX_READ_HOLD_MS),
-        "own_process": _bool(ctx, "own_process", obj.get("own_process", False)),
+        "workers": int_value(ctx, "workers", obj.get("workers", 1), 1, MAX_WORKERS),
+        "source_read_hold_ms": int_value(ctx, "source_read_hold_ms",
+                                         obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
+                                         MAX_READ_HOLD_MS),
+        "own_process": bool_value(ctx, "own_process", obj.get("own_process", False)),
         "undeliverable": _undeliverable(ctx, obj.get("undeliverable", {})),
     }
 
 
-def _seed_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
+def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     """A shovel in the seed's clauses.
 
     :raises ConfigError: on the first bad clause.
     """
-    _check_keys(ctx, "", obj, SEED_ALL)
+    check_keys(ctx, "", obj, SEED_ALL)
     for clause in ("sources", "destinations", "queue"):
         if clause not in obj:
             ctx.fail(clause, "missing (it is mandatory)")
     source = _endpoint(ctx, "sources", obj["sources"])
     destination = _endpoint(ctx, "destinations", obj["destinations"])
-    queue = _shortstr(ctx, "queue", obj["queue"])
+    queue = shortstr_value(ctx, "queue", obj["queue"])
     exchange, routing_key, mandatory = _publish_fields(
         ctx, "publish_fields", obj.get("publish_fields", {})
     )
     modes = [m.value for m in AckMode]
-    consumer_args, consumer_tag = _consumer(ctx, "consumer_args", "consumer_name", obj)
+    consumer_args, consumer_tag = read_consumer(ctx, "consumer_args", "consumer_name", obj)
     return ShovelConfig(
         name=ctx.shovel or "",
         source=source,
         destination=destination,
         queue=queue,
-        prefetch_count=_int(ctx, "prefetch_count", obj.get("prefetch_count", DEFAULT_PREFETCH),
-                            0, MAX_PREFETCH),
-        ack_mode=AckMode(_enum_value(ctx, "ack_mode", obj.get("ack_mode", "on_confirm"), modes)),
-        publish_properties=_publish_properties(ctx, "publish_properties",
-                                               obj.get("publish_properties", {})),
+        prefetch_count=int_value(ctx, "prefetch_count", obj.get("prefetch_count", DEFAULT_PREFETCH),
+                                 0, MAX_PREFETCH),
+        ack_mode=AckMode(enum_value(ctx, "ack_mode", obj.get("ack_mode", "on_confirm"), modes)),
+        publish_properties=read_publish_properties(ctx, "publish_properties",
+                                                   obj.get("publish_properties", {})),
         publish_exchange=exchange,
         publish_routing_key=routing_key,
         publish_mandatory=mandatory,
-        reconnect_delay=_reconnect_delay(ctx, "reconnect_delay",
-                                         obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
-        stall_timeout=_stall_timeout(ctx, "stall_timeout",
-                                     obj.get("stall_timeout", DEFAULT_STALL_TIMEOUT)),
-        delete_after=_delete_after(ctx, "delete_after", obj.get("delete_after", "never")),
-        delete_after_duration=_duration(ctx, "delete_after_duration",
-                                        obj.get("delete_after_duration")),
+        reconnect_delay=read_reconnect_delay(ctx, "reconnect_delay",
+                                             obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
+        stall_timeout=read_stall_timeout(ctx, "stall_timeout",
+                                         obj.get("stall_timeout", DEFAULT_STALL_TIMEOUT)),
+        delete_after=read_delete_after(ctx, "delete_after", obj.get("delete_after", "never")),
+        delete_after_duration=read_delete_after_duration(ctx, "delete_after_duration",
+                                                         obj.get("delete_after_duration")),
         consumer_arguments=consumer_args,
         consumer_tag=consumer_tag,
-        add_forward_headers=_bool(ctx, "add_forward_headers",
-                                  obj.get("add_forward_headers", False)),
-        add_timestamp_header=_bool(ctx, "add_timestamp_header",
-                                   obj.get("add_timestamp_header", False)),
-        **_common_clauses(ctx, obj),
+        add_forward_headers=bool_value(ctx, "add_forward_headers",
+                                       obj.get("add_forward_headers", False)),
+        add_timestamp_header=bool_value(ctx, "add_timestamp_header",
+                                        obj.get("add_timestamp_header", False)),
+        **read_common_clauses(ctx, obj),
     )

@@ -14,19 +14,28 @@ from .clauses import (
     DEFAULT_PREFETCH,
     DEFAULT_RECONNECT_DELAY,
     DEFAULT_STALL_TIMEOUT,
-    MAX_PREFETCH,
-    _common_clauses,
-    _consumer,
-    _delete_after,
-    _duration,
-    _publish_properties,
-    _reconnect_delay,
-    _stall_timeout,
-    _uri,
+    read_common_clauses,
+    read_consumer,
+    read_delete_after,
+    read_delete_after_duration,
+    read_publish_properties,
+    read_reconnect_delay,
+    read_stall_timeout,
+    read_uri,
+    read_uri_list,
 )
-from .limits import MAX_BROKERS
+from .limits import MAX_PREFETCH
 from .model import AckMode, BrokerURI, Declaration, Endpoint, ShovelConfig, ShovelOwner
-from .values import _bool, _check_keys, _Ctx, _enum_value, _int, _shortstr, _show, _table
+from .values import (
+    Context,
+    bool_value,
+    check_keys,
+    enum_value,
+    int_value,
+    shortstr_value,
+    show,
+    table_value,
+)
 from .vocabulary import (
     AMQP10_KEYS,
     DYNAMIC_KEYS,
@@ -43,7 +52,7 @@ DYNAMIC_OWN = ("stall-timeout",)
 DYNAMIC_ALL = DYNAMIC_KEYS + tuple(LEGACY_DYNAMIC_KEYS) + COMMON_CLAUSES + DYNAMIC_OWN
 
 
-def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
+def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     """A shovel in RabbitMQ's dynamic-shovel names, normalised as the plugin does.
 
     Replicates rabbit_amqp091_shovel:parse_source/parse_dest: ``src-queue`` is checked with a
@@ -68,59 +77,59 @@ def _dynamic_shovel(ctx: _Ctx, obj: Mapping[str, Any]) -> ShovelConfig:
 
     queue, src_decls = _dynamic_source(ctx, obj)
     dest_decls, publish_exchange, publish_routing_key = _dynamic_destination(ctx, obj)
-    ack_mode = _enum_value(ctx, "ack-mode", obj.get("ack-mode", "on-confirm"),
-                           ("on-confirm", "on-publish", "no-ack"))
-    consumer_args, consumer_tag = _consumer(ctx, "src-consumer-args", "src-consumer-name", obj)
+    ack_mode = enum_value(ctx, "ack-mode", obj.get("ack-mode", "on-confirm"),
+                          ("on-confirm", "on-publish", "no-ack"))
+    consumer_args, consumer_tag = read_consumer(ctx, "src-consumer-args", "src-consumer-name", obj)
     return ShovelConfig(
         name=ctx.shovel or "",
         source=Endpoint(_uri_list(ctx, "src-uri", obj["src-uri"]), src_decls),
         destination=Endpoint(_uri_list(ctx, "dest-uri", obj["dest-uri"]), dest_decls),
         queue=queue,
-        prefetch_count=_int(ctx, where("src-prefetch-count"),
-                            get("src-prefetch-count", DEFAULT_PREFETCH), 0, MAX_PREFETCH),
+        prefetch_count=int_value(ctx, where("src-prefetch-count"),
+                                 get("src-prefetch-count", DEFAULT_PREFETCH), 0, MAX_PREFETCH),
         ack_mode=AckMode(ack_mode.replace("-", "_")),
-        publish_properties=_publish_properties(ctx, where("dest-publish-properties"),
-                                               get("dest-publish-properties", {})),
+        publish_properties=read_publish_properties(ctx, where("dest-publish-properties"),
+                                                   get("dest-publish-properties", {})),
         publish_exchange=publish_exchange,
         publish_routing_key=publish_routing_key,
-        reconnect_delay=_reconnect_delay(ctx, "reconnect-delay",
-                                         obj.get("reconnect-delay", DEFAULT_RECONNECT_DELAY)),
-        stall_timeout=_stall_timeout(ctx, "stall-timeout",
-                                     obj.get("stall-timeout", DEFAULT_STALL_TIMEOUT)),
-        delete_after=_delete_after(ctx, where("src-delete-after"),
-                                   get("src-delete-after", "never")),
-        delete_after_duration=_duration(ctx, "src-delete-after-duration",
-                                        obj.get("src-delete-after-duration")),
+        reconnect_delay=read_reconnect_delay(ctx, "reconnect-delay",
+                                             obj.get("reconnect-delay", DEFAULT_RECONNECT_DELAY)),
+        stall_timeout=read_stall_timeout(ctx, "stall-timeout",
+                                         obj.get("stall-timeout", DEFAULT_STALL_TIMEOUT)),
+        delete_after=read_delete_after(ctx, where("src-delete-after"),
+                                       get("src-delete-after", "never")),
+        delete_after_duration=read_delete_after_duration(ctx, "src-delete-after-duration",
+                                                         obj.get("src-delete-after-duration")),
         consumer_arguments=consumer_args,
         consumer_tag=consumer_tag,
-        add_forward_headers=_bool(ctx, where("dest-add-forward-headers"),
-                                  get("dest-add-forward-headers", False)),
-        add_timestamp_header=_bool(ctx, where("dest-add-timestamp-header"),
-                                   get("dest-add-timestamp-header", False)),
-        internal=_bool(ctx, "internal", obj.get("internal", False)),
+        add_forward_headers=bool_value(ctx, where("dest-add-forward-headers"),
+                                       get("dest-add-forward-headers", False)),
+        add_timestamp_header=bool_value(ctx, where("dest-add-timestamp-header"),
+                                        get("dest-add-timestamp-header", False)),
+        internal=bool_value(ctx, "internal", obj.get("internal", False)),
         internal_owner=_internal_owner(ctx, obj.get("internal_owner")),
-        **_common_clauses(ctx, obj),
+        **read_common_clauses(ctx, obj),
     )
 
 
-def _internal_owner(ctx: _Ctx, value: object) -> ShovelOwner | None:
+def _internal_owner(ctx: Context, value: object) -> ShovelOwner | None:
     """The plugin's ``internal_owner``: ``{"name", "kind": "queue"|"exchange",
     "virtual_host"}``, every field mandatory."""
     if value is None:
         return None
     if not isinstance(value, dict):
         ctx.fail("internal_owner", f"must be an object with {', '.join(INTERNAL_OWNER_FIELDS)}, "
-                                   f"got {_show(value)}")
-    _check_keys(ctx, "internal_owner.", value, INTERNAL_OWNER_FIELDS, "unknown field")
+                                   f"got {show(value)}")
+    check_keys(ctx, "internal_owner.", value, INTERNAL_OWNER_FIELDS, "unknown field")
     for key in INTERNAL_OWNER_FIELDS:
         if key not in value:
             ctx.fail(f"internal_owner.{key}", "missing (it is mandatory)")
-    kind = _enum_value(ctx, "internal_owner.kind", value["kind"], INTERNAL_OWNER_KINDS)
-    return ShovelOwner(kind, _shortstr(ctx, "internal_owner.name", value["name"]),
-                       _shortstr(ctx, "internal_owner.virtual_host", value["virtual_host"]))
+    kind = enum_value(ctx, "internal_owner.kind", value["kind"], INTERNAL_OWNER_KINDS)
+    return ShovelOwner(kind, shortstr_value(ctx, "internal_owner.name", value["name"]),
+                       shortstr_value(ctx, "internal_owner.virtual_host", value["virtual_host"]))
 
 
-def _check_dynamic_keys(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
+def _check_dynamic_keys(ctx: Context, obj: Mapping[str, Any]) -> None:
     """The keys a dynamic shovel may have, which it must have, and which exclude each other.
 
     :raises ConfigError: on the first key that is unknown, missing, or in conflict.
@@ -129,13 +138,13 @@ def _check_dynamic_keys(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
     if amqp10:
         ctx.fail(amqp10[0], "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only (an "
                             "AMQP 1.0 source or destination cannot be moved to pumpd)")
-    _check_keys(ctx, "", obj, DYNAMIC_ALL, "unknown key")
+    check_keys(ctx, "", obj, DYNAMIC_ALL, "unknown key")
     for key in ("src-protocol", "dest-protocol"):
         if key in obj and obj[key] != "amqp091":
             if obj[key] in ("amqp10", "local"):
                 ctx.fail(key, f"{obj[key]} shovels are not supported: pumpd speaks AMQP 0-9-1 only "
                               '(use "amqp091")')
-            ctx.fail(key, f'must be "amqp091", got {_show(obj[key])}')
+            ctx.fail(key, f'must be "amqp091", got {show(obj[key])}')
     for legacy, current in LEGACY_DYNAMIC_KEYS.items():
         if legacy in obj and current in obj:
             ctx.fail(legacy, f"give {current!r} or its legacy name {legacy!r}, not both")
@@ -148,7 +157,7 @@ def _check_dynamic_keys(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
         ctx.fail("dest-queue", "give at most one of 'dest-queue' and 'dest-exchange'")
 
 
-def _warn_dynamic_ignored(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
+def _warn_dynamic_ignored(ctx: Context, obj: Mapping[str, Any]) -> None:
     """Keys the plugin silently ignores in these combinations. The broker accepted them, so a
     definitions export has them: said at check time, not refused."""
     # (dest-exchange-key alone is meaningful: it replaces the routing key, keeping the exchange.)
@@ -161,7 +170,7 @@ def _warn_dynamic_ignored(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
                                       "to that queue through the default exchange")
     for side in ("src", "dest"):
         key = f"{side}-predeclared"
-        if _bool(ctx, key, obj.get(key, False)):
+        if bool_value(ctx, key, obj.get(key, False)):
             if f"{side}-queue" not in obj:
                 ctx.warn(key, f"ignored, as the plugin does: it only applies together with "
                               f"'{side}-queue'")
@@ -170,55 +179,52 @@ def _warn_dynamic_ignored(ctx: _Ctx, obj: Mapping[str, Any]) -> None:
                                                "queue is only checked, never declared")
 
 
-def _dynamic_source(ctx: _Ctx, obj: Mapping[str, Any]) -> tuple[str, tuple[Declaration, ...]]:
+def _dynamic_source(ctx: Context, obj: Mapping[str, Any]) -> tuple[str, tuple[Declaration, ...]]:
     """The queue to consume from and the source's declarations (parse_source)."""
     if "src-queue" in obj:
-        queue = _shortstr(ctx, "src-queue", obj["src-queue"])
+        queue = shortstr_value(ctx, "src-queue", obj["src-queue"])
         if not queue:
             ctx.fail("src-queue", "must not be empty")
         return queue, (_ensure_queue(ctx, "src", obj, queue),)
-    exchange = _shortstr(ctx, "src-exchange", obj["src-exchange"])
+    exchange = shortstr_value(ctx, "src-exchange", obj["src-exchange"])
     if not exchange:
         ctx.fail("src-exchange", "must not be empty (the default exchange cannot be bound)")
-    key = _shortstr(ctx, "src-exchange-key", obj.get("src-exchange-key", ""))
+    key = shortstr_value(ctx, "src-exchange-key", obj.get("src-exchange-key", ""))
     # "": the server-named queue declared just before
     return "", (Declaration("queue.declare", {"exclusive": True}),
                 Declaration("queue.bind", {"queue": "", "exchange": exchange, "routing_key": key}))
 
 
 def _dynamic_destination(
-    ctx: _Ctx, obj: Mapping[str, Any]
+    ctx: Context, obj: Mapping[str, Any]
 ) -> tuple[tuple[Declaration, ...], str | None, str | None]:
     """The destination's declarations, and the exchange and routing key to publish with
     (parse_dest; None keeps the message's own)."""
     if "dest-queue" in obj:
-        dest_queue = _shortstr(ctx, "dest-queue", obj["dest-queue"])
+        dest_queue = shortstr_value(ctx, "dest-queue", obj["dest-queue"])
         if not dest_queue:
             ctx.fail("dest-queue", "must not be empty")
         return (_ensure_queue(ctx, "dest", obj, dest_queue),), "", dest_queue
     exchange = routing_key = None
     if "dest-exchange" in obj:
-        exchange = _shortstr(ctx, "dest-exchange", obj["dest-exchange"])
+        exchange = shortstr_value(ctx, "dest-exchange", obj["dest-exchange"])
     if "dest-exchange-key" in obj:
-        routing_key = _shortstr(ctx, "dest-exchange-key", obj["dest-exchange-key"])
+        routing_key = shortstr_value(ctx, "dest-exchange-key", obj["dest-exchange-key"])
     return (), exchange, routing_key
 
 
-def _ensure_queue(ctx: _Ctx, side: str, obj: Mapping[str, Any], queue: str) -> Declaration:
+def _ensure_queue(ctx: Context, side: str, obj: Mapping[str, Any], queue: str) -> Declaration:
     """The plugin's ensure_queue (passive, then durable if missing) or check_queue (predeclared)."""
     if obj.get(f"{side}-predeclared", False):
         return Declaration("queue.declare", {"queue": queue, "passive": True})
     fields: dict[str, Any] = {"queue": queue, "durable": True}
     if obj.get(f"{side}-queue-args") not in (None, [], {}):
-        fields["arguments"] = _table(ctx, f"{side}-queue-args", obj[f"{side}-queue-args"])
+        fields["arguments"] = table_value(ctx, f"{side}-queue-args", obj[f"{side}-queue-args"])
     return Declaration("queue.declare", fields, if_missing=True)
 
 
-def _uri_list(ctx: _Ctx, clause: str, value: object) -> tuple[BrokerURI, ...]:
+def _uri_list(ctx: Context, clause: str, value: object) -> tuple[BrokerURI, ...]:
+    """``src-uri`` / ``dest-uri``: one URI, or a list of them."""
     if isinstance(value, str):
-        return (_uri(ctx, clause, value),)
-    if not isinstance(value, list) or not value:
-        ctx.fail(clause, f"must be a URI or a non-empty list of URIs, got {_show(value)}")
-    if len(value) > MAX_BROKERS:
-        ctx.fail(clause, f"at most {MAX_BROKERS} URIs, got {len(value)}")
-    return tuple(_uri(ctx, f"{clause}[{i}]", u) for i, u in enumerate(value))
+        return (read_uri(ctx, clause, value),)
+    return read_uri_list(ctx, clause, value, "a URI or a non-empty list of URIs")

@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from .clauses import COMMON_CLAUSES, SEED_ALL, _seed_shovel
-from .dynamic import DYNAMIC_ALL, _dynamic_shovel
+from .clauses import COMMON_CLAUSES, SEED_ALL, read_seed_shovel
+from .dynamic import DYNAMIC_ALL, read_dynamic_shovel
 from .limits import (
     MAX_POSITIONS,
     MAX_SHOVEL_NAME,
@@ -44,16 +44,16 @@ from .redaction import register_uri_secrets
 from .uri import format_uri
 from .values import (
     ConfigError,
-    _check_keys,
-    _Ctx,
-    _int,
-    _path_part,
-    _show,
-    _utf8_size,
+    Context,
+    check_keys,
     check_nesting,
+    int_value,
+    path_part,
+    show,
+    utf8_size,
 )
 
-__all__ = ["MAX_SHOVELS_PER_PROCESS", "ConfigError", "load_config", "parse_config",
+__all__ = ["ConfigError", "load_config", "parse_config",
            "parse_document", "read_config", "shovel_to_json"]
 
 
@@ -61,7 +61,7 @@ def _delete_after_name(definition: Mapping[str, Any]) -> str:
     return "delete-after" if "delete-after" in definition else "src-delete-after"
 
 
-def _check_shovel(ctx: _Ctx, shovel: ShovelConfig, delete_after_clause: str) -> None:
+def _check_shovel(ctx: Context, shovel: ShovelConfig, delete_after_clause: str) -> None:
     """Rules across clauses.
 
     :raises ConfigError: when clauses that are each valid do not go together.
@@ -100,34 +100,34 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
     :returns: every shovel, in file order.
     :raises ConfigError: at the first error found (shovels in file order).
     """
-    ctx = _Ctx(source)
+    ctx = Context(source)
     if not isinstance(obj, dict):
-        ctx.fail(None, f'the top level must be an object {{"shovels": {{...}}}}, got {_show(obj)}')
+        ctx.fail(None, f'the top level must be an object {{"shovels": {{...}}}}, got {show(obj)}')
     check_nesting(obj, source)  # before any step that recurses
-    _check_keys(ctx, "", obj, ("shovels", "shovels_per_process"), "unknown top-level key")
-    per_process = (_int(ctx, "shovels_per_process", obj["shovels_per_process"], 1,
-                        MAX_SHOVELS_PER_PROCESS)
+    check_keys(ctx, "", obj, ("shovels", "shovels_per_process"), "unknown top-level key")
+    per_process = (int_value(ctx, "shovels_per_process", obj["shovels_per_process"], 1,
+                             MAX_SHOVELS_PER_PROCESS)
                    if "shovels_per_process" in obj else None)
     if "shovels" not in obj:
         ctx.fail(None, 'missing "shovels" at the top level')
     shovels_obj = obj["shovels"]
     if not isinstance(shovels_obj, dict):
         ctx.fail("shovels", f"must be an object mapping shovel names to definitions, got "
-                            f"{_show(shovels_obj)}")
+                            f"{show(shovels_obj)}")
     if len(shovels_obj) > MAX_SHOVELS:
         ctx.fail("shovels", f"at most {MAX_SHOVELS} shovels, got {len(shovels_obj)}")
     shovels: dict[str, ShovelConfig] = {}
     for name, definition in shovels_obj.items():
-        sctx = _Ctx(source, name)
+        sctx = Context(source, name)
         if not isinstance(name, str) or not name.strip():
             sctx.fail(None, "a shovel name must not be empty")
-        if _utf8_size(sctx, None, name) > MAX_SHOVEL_NAME:
-            _Ctx(source, _path_part(name)).fail(
+        if utf8_size(sctx, None, name) > MAX_SHOVEL_NAME:
+            Context(source, path_part(name)).fail(
                 None, f"a shovel name must be at most {MAX_SHOVEL_NAME} bytes in UTF-8")
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
             sctx.fail(None, "a shovel name must not contain control characters")
         if not isinstance(definition, dict):
-            sctx.fail(None, f"a shovel definition must be an object, got {_show(definition)}")
+            sctx.fail(None, f"a shovel definition must be an object, got {show(definition)}")
         seed_keys = [k for k in definition if k in SEED_ALL and k not in COMMON_CLAUSES]
         flat_keys = [k for k in definition if k in DYNAMIC_ALL and k not in COMMON_CLAUSES]
         if seed_keys and flat_keys:
@@ -135,7 +135,7 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
                                     f"seed's clauses ({seed_keys[0]!r}): use one form per shovel")
         # Neither form recognised: guess from the spelling, for the "did you mean" hint.
         dynamic = bool(flat_keys) or (not seed_keys and any("-" in k for k in definition))
-        shovel = (_dynamic_shovel if dynamic else _seed_shovel)(sctx, definition)
+        shovel = (read_dynamic_shovel if dynamic else read_seed_shovel)(sctx, definition)
         _check_shovel(sctx, shovel, _delete_after_name(definition) if dynamic else "delete_after")
         if sctx.warnings:
             shovel = dataclasses.replace(shovel, warnings=tuple(sctx.warnings))

@@ -45,6 +45,7 @@ __all__ = [
     "register_secret",
     "register_uri_secrets",
     "split_userinfo",
+    "uri_authority",
 ]
 
 MIN_SCRUB_LENGTH = 4
@@ -187,6 +188,17 @@ def _scrub_known(text: str) -> str:
     return pattern.sub(MASK, text)
 
 
+def uri_authority(rest: str) -> str:
+    """The authority (``user:password@host:port``) of what follows ``scheme://``: up to the
+    first ``/``, ``?`` or ``#``, or all of it."""
+    end = len(rest)
+    for delim in "/?#":
+        i = rest.find(delim)
+        if 0 <= i < end:
+            end = i
+    return rest[:end]
+
+
 def split_userinfo(rest: str) -> tuple[str | None, str, bool]:
     """Split what follows ``scheme://`` into (user information, the rest, suspicious).
 
@@ -196,15 +208,11 @@ def split_userinfo(rest: str) -> tuple[str | None, str, bool]:
     ``/``, ``?`` or ``#``: then the user information is taken to end at the *last* ``@``, flagged
     as suspicious (the parser refuses it, the redactor hides all of it).
     """
-    auth_end = len(rest)
-    for delim in "/?#":
-        i = rest.find(delim)
-        if 0 <= i < auth_end:
-            auth_end = i
-    at = rest.rfind("@", 0, auth_end)
+    authority = uri_authority(rest)
+    at = authority.rfind("@")
     if at >= 0:
         return rest[:at], rest[at + 1:], False
-    if _HOST_PORT.fullmatch(rest[:auth_end]) is None:
+    if _HOST_PORT.fullmatch(authority) is None:
         at = rest.rfind("@")
         if at >= 0:
             return rest[:at], rest[at + 1:], True
@@ -223,7 +231,7 @@ def _hide_in_uri(token: str) -> str:
     else:
         # "amqp://user:secret" (host forgotten) would show the password as a "port".
         head, rest = "", token
-        hostport = re.split(r"[/?#]", token, maxsplit=1)[0]
+        hostport = uri_authority(token)
         host, sep, port = hostport.partition(":")
         # A port may be followed by the sentence's punctuation ("http://h:8080; not followed").
         if (sep and port and not port.rstrip(";,.)]}").isdigit()

@@ -42,6 +42,7 @@ from .redaction import (
     register_one_uri_secrets,
     register_secret,
     split_userinfo,
+    uri_authority,
 )
 
 __all__ = [
@@ -275,7 +276,7 @@ def parse_uri(text: str) -> BrokerURI:
     if suspicious:
         raise URIError(text, "the user or password contains an unencoded '/', '?' or '#' "
                              "(percent-encode it: %2F, %3F, %23)")
-    if userinfo is None and "@" in rest and ":" in re.split(r"[/?#]", rest, maxsplit=1)[0]:
+    if userinfo is None and "@" in rest and ":" in uri_authority(rest):
         # RFC 3986 reads "amqp://u:12/x@host" as host "u", port 12, vhost "x@host", but it is
         # more likely the password "12/x" with an unencoded "/": refused as ambiguous, so that
         # no piece of a password is ever taken for a vhost or a file name.

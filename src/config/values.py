@@ -1,6 +1,6 @@
 """A configuration's errors, where validation is, and the checks of single JSON values.
 
-Every check raises :class:`ConfigError` through a :class:`_Ctx`, which names the file, the shovel
+Every check raises :class:`ConfigError` through a :class:`Context`, which names the file, the shovel
 and the clause; the clauses (:mod:`.clauses`, :mod:`.dynamic`) and the whole file
 (:mod:`.parse`) are built from these.
 """
@@ -22,7 +22,8 @@ from .limits import (
 )
 from .uri import redact
 
-_INT64 = 2**63
+# A signed 64-bit AMQP integer i (a table's long-long, a timestamp): -INT64_BOUND <= i < INT64_BOUND
+INT64_BOUND = 2**63
 
 
 class ConfigError(Exception):
@@ -50,7 +51,7 @@ class ConfigError(Exception):
         return redact(": ".join(parts))  # a safety net: every URI shown is already redacted
 
 
-class _Ctx:
+class Context:
     """Where validation is: raises :class:`ConfigError` with the file and shovel filled in."""
 
     def __init__(self, source: str, shovel: str | None = None) -> None:
@@ -66,7 +67,7 @@ class _Ctx:
         self.warnings.append(redact(f"clause {clause!r}: {message}" if clause else message))
 
 
-def _show(value: object) -> str:
+def show(value: object) -> str:
     """A value as JSON text for "got ..." in a message; strings redacted and shortened."""
     if isinstance(value, dict):
         return "an object"
@@ -82,49 +83,54 @@ def _show(value: object) -> str:
     return f"a Python {type(value).__name__}"
 
 
-def _suggest(name: str, known: Sequence[str]) -> str:
+def suggest(name: str, known: Sequence[str]) -> str:
+    """A " (did you mean 'x'?)" hint for a misspelt name, or "" when none is close."""
     match = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """A JSON integer (``true`` and ``false`` are not, though Python's bool is an int)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _int(ctx: _Ctx, clause: str, value: object, low: int, high: int | None = None) -> int:
+def int_value(ctx: Context, clause: str, value: object, low: int, high: int | None = None) -> int:
+    """``value`` as an integer in [low, high]; :raises ConfigError: otherwise."""
     if (isinstance(value, int) and not isinstance(value, bool) and value >= low
             and (high is None or value <= high)):
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value >= low:
-        ctx.fail(clause, f"must be at most {high}, got {_show(value)}")
+        ctx.fail(clause, f"must be at most {high}, got {show(value)}")
     what = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
-    ctx.fail(clause, f"must be {what}, got {_show(value)}")
+    ctx.fail(clause, f"must be {what}, got {show(value)}")
 
 
-def _is_finite(value: object) -> bool:
+def is_finite_number(value: object) -> bool:
     """A JSON number that is a finite float (math.isfinite overflows on a huge int)."""
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
-        return -_INT64 <= value < _INT64
+        return -INT64_BOUND <= value < INT64_BOUND
     return isinstance(value, float) and math.isfinite(value)
 
 
-def _number(ctx: _Ctx, clause: str, value: object, high: float) -> float:
-    if _is_finite(value) and isinstance(value, (int, float)) and value >= 0:
+def seconds_value(ctx: Context, clause: str, value: object, high: float) -> float:
+    """``value`` as a non-negative, finite number of seconds up to ``high``."""
+    if is_finite_number(value) and isinstance(value, (int, float)) and value >= 0:
         if value > high:
-            ctx.fail(clause, f"must be at most {high:g} seconds, got {_show(value)}")
+            ctx.fail(clause, f"must be at most {high:g} seconds, got {show(value)}")
         return float(value)
-    ctx.fail(clause, f"must be a non-negative number (seconds), got {_show(value)}")
+    ctx.fail(clause, f"must be a non-negative number (seconds), got {show(value)}")
 
 
-def _bool(ctx: _Ctx, clause: str, value: object) -> bool:
+def bool_value(ctx: Context, clause: str, value: object) -> bool:
+    """``value`` as JSON ``true`` or ``false``."""
     if not isinstance(value, bool):
-        ctx.fail(clause, f"must be true or false, got {_show(value)}")
+        ctx.fail(clause, f"must be true or false, got {show(value)}")
     return value
 
 
-def _utf8_size(ctx: _Ctx, clause: str | None, text: str) -> int:
+def utf8_size(ctx: Context, clause: str | None, text: str) -> int:
     """The length of ``text`` in UTF-8, which every string on the wire is.
 
     :raises ConfigError: when it holds a lone surrogate (no UTF-8 form).
@@ -135,29 +141,32 @@ def _utf8_size(ctx: _Ctx, clause: str | None, text: str) -> int:
         ctx.fail(clause, "must be valid Unicode text (it holds a lone surrogate)")
 
 
-def _shortstr(ctx: _Ctx, clause: str, value: object, what: str = "must be a string") -> str:
+def shortstr_value(ctx: Context, clause: str, value: object,
+                   what: str = "must be a string") -> str:
+    """``value`` as an AMQP short string: text of at most 255 bytes in UTF-8."""
     if not isinstance(value, str):
-        ctx.fail(clause, f"{what}, got {_show(value)}")
-    size = _utf8_size(ctx, clause, value)
+        ctx.fail(clause, f"{what}, got {show(value)}")
+    size = utf8_size(ctx, clause, value)
     if size > MAX_SHORTSTR:  # AMQP shortstr
         ctx.fail(clause, f"must be at most {MAX_SHORTSTR} bytes in UTF-8, got {size}")
     return value
 
 
-def _object(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
+def object_value(ctx: Context, clause: str, value: object) -> dict[str, Any]:
+    """``value`` as a JSON object."""
     if not isinstance(value, dict):
-        ctx.fail(clause, f"must be an object, got {_show(value)}")
+        ctx.fail(clause, f"must be an object, got {show(value)}")
     return value
 
 
-def _table(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
+def table_value(ctx: Context, clause: str, value: object) -> dict[str, Any]:
     """An AMQP field table from a JSON object: every value must be encodable, and bounded.
 
     :raises ConfigError: on a non-object, a key over 255 bytes, an unencodable value, tables or
         arrays nested more than ``MAX_TABLE_DEPTH`` deep, more than ``MAX_TABLE_VALUES`` values,
         or a string over ``MAX_TABLE_STRING`` bytes.
     """
-    table = _object(ctx, clause, value)
+    table = object_value(ctx, clause, value)
     count = 0
 
     def check(v: object, path: str, depth: int) -> None:
@@ -170,22 +179,22 @@ def _table(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
             ctx.fail(clause, f"{at}tables and arrays nested more than {MAX_TABLE_DEPTH} deep")
         if isinstance(v, dict):
             for k, item in v.items():
-                if not isinstance(k, str) or _utf8_size(ctx, clause, k) > MAX_SHORTSTR:
-                    ctx.fail(clause, f"{at}table key {_show(k)} must be a string of at most "
+                if not isinstance(k, str) or utf8_size(ctx, clause, k) > MAX_SHORTSTR:
+                    ctx.fail(clause, f"{at}table key {show(k)} must be a string of at most "
                                      f"{MAX_SHORTSTR} bytes")
-                check(item, f"{path}.{_path_part(k)}" if path else _path_part(k), depth + 1)
+                check(item, f"{path}.{path_part(k)}" if path else path_part(k), depth + 1)
         elif isinstance(v, list):
             for i, item in enumerate(v):
                 check(item, f"{path}[{i}]", depth + 1)
         elif isinstance(v, int) and not isinstance(v, bool):
-            if not -_INT64 <= v < _INT64:
-                ctx.fail(clause, f"{at}integer {_show(v)} does not fit in 64 bits")
+            if not -INT64_BOUND <= v < INT64_BOUND:
+                ctx.fail(clause, f"{at}integer {show(v)} does not fit in 64 bits")
         elif isinstance(v, str):
-            size = _utf8_size(ctx, clause, v)
+            size = utf8_size(ctx, clause, v)
             if size > MAX_TABLE_STRING:
                 ctx.fail(clause, f"{at}a string of {size} bytes: at most {MAX_TABLE_STRING}")
         elif not (isinstance(v, (bool, float)) or v is None):
-            ctx.fail(clause, f"{at}{_show(v)} is not a JSON value")
+            ctx.fail(clause, f"{at}{show(v)} is not a JSON value")
         elif isinstance(v, float) and not math.isfinite(v):
             ctx.fail(clause, f"{at}{v} is not a finite number")
 
@@ -193,7 +202,7 @@ def _table(ctx: _Ctx, clause: str, value: object) -> dict[str, Any]:
     return dict(table)
 
 
-def _path_part(key: object) -> str:
+def path_part(key: object) -> str:
     """A key as one step of a path in a message: shortened, so that a message stays a line."""
     text = "".join(c if c.isprintable() else "?" for c in str(key)[:40])
     return text if len(text) < 40 else text[:37] + "..."
@@ -221,7 +230,7 @@ def check_nesting(obj: object, source: str, limit: int = MAX_DOCUMENT_DEPTH) -> 
                               f"more than {limit} deep", source=source, shovel=shovel,
                               clause=clause)
         if isinstance(value, dict):
-            children: Any = ((_path_part(k), v) for k, v in value.items())
+            children: Any = ((path_part(k), v) for k, v in value.items())
         elif isinstance(value, (list, tuple)):
             children = ((f"[{i}]", v) for i, v in enumerate(value))
         else:
@@ -231,15 +240,17 @@ def check_nesting(obj: object, source: str, limit: int = MAX_DOCUMENT_DEPTH) -> 
                 stack.append((child, (*path, step), depth + 1))
 
 
-def _check_keys(ctx: _Ctx, clause_prefix: str, obj: Mapping[str, Any], known: Sequence[str],
-                what: str = "unknown clause") -> None:
+def check_keys(ctx: Context, clause_prefix: str, obj: Mapping[str, Any], known: Sequence[str],
+               what: str = "unknown clause") -> None:
+    """Refuse the first key of ``obj`` not in ``known``, with a "did you mean" hint."""
     for key in obj:
         if key not in known:
-            ctx.fail(f"{clause_prefix}{key}", f"{what}{_suggest(key, known)}")
+            ctx.fail(f"{clause_prefix}{key}", f"{what}{suggest(key, known)}")
 
 
-def _enum_value(ctx: _Ctx, clause: str, value: object, allowed: Sequence[str]) -> str:
+def enum_value(ctx: Context, clause: str, value: object, allowed: Sequence[str]) -> str:
+    """``value`` as one of the strings ``allowed``."""
     if not isinstance(value, str) or value not in allowed:
-        hint = _suggest(value, allowed) if isinstance(value, str) else ""
-        ctx.fail(clause, f"must be one of {', '.join(allowed)}, got {_show(value)}{hint}")
+        hint = suggest(value, allowed) if isinstance(value, str) else ""
+        ctx.fail(clause, f"must be one of {', '.join(allowed)}, got {show(value)}{hint}")
     return value

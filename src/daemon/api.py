@@ -16,7 +16,7 @@ from . import confinement, statefile
 from . import definitions as daemon_config
 from .definitions import ShovelDefinition
 from .http_api import Reply, error
-from .positions import Shovel, Worker
+from .positions import Position, Shovel
 from .report import metrics_text, shovel_doc
 from .slots import SlotsUnavailable
 from .views import shovel_view
@@ -67,7 +67,7 @@ class Supervisor(Protocol):
 
     def remove(self, s: Shovel, now: float) -> None: ...
 
-    def stop_worker(self, s: Shovel, w: Worker, then: Literal["restart", "retire"],
+    def stop_worker(self, s: Shovel, w: Position, then: Literal["restart", "retire"],
                     now: float) -> None: ...
 
     def runtime_definitions(self) -> Mapping[str, ShovelDefinition]: ...

@@ -1,14 +1,16 @@
 """The coordinator: the shovels' worker positions, supervised from their shared-memory slots.
 
-A position runs in a worker process of its own (the default), or with ``--shovels-per-process K``
-in a worker host shared with up to K - 1 others (:mod:`pumpd.daemon.hosting` places them and
-talks to the hosts; :mod:`pumpd.daemon.positions` has what is supervised). The verbs below are
-per position either way; only the means differ: a process of its own is stopped with SIGTERM and
-killed alone, a hosted position is stopped through its host's pipe, and a hung host is killed
-with every position it runs.
+Every position runs in a worker process (:mod:`pumpd.daemon.worker`) of capacity one (the
+default, and ``own_process`` shovels) or, with ``--shovels-per-process K``, shared with up to
+K - 1 others (:mod:`pumpd.daemon.hosting` places them and talks to the processes;
+:mod:`pumpd.daemon.positions` has what is supervised). One model for both: a position is started
+and stopped through its process's control pipe, its end is reported there (or is its process's
+exit), and a hung process is killed with every position it runs.
 
 Modelled on gunicorn's arbiter. Signal handlers only record the signal and wake the main loop;
-the loop does everything, in plain verbs, every tick (and at once on SIGCHLD):
+the loop hands each recorded signal to its own method (``handle_term``, ``handle_int``,
+``handle_hup``) and does everything else in plain verbs, every tick (and at once on SIGCHLD or a
+report on a pipe):
 
 * ``reap``: collect workers that exited and decide what follows: nothing (pumpd is stopping, or
   the worker was retired), a start right away (a restart was asked for), nothing ever (the shovel
@@ -20,7 +22,7 @@ the loop does everything, in plain verbs, every tick (and at once on SIGCHLD):
   a fresh interpreter, no inherited threads or locks);
 * ``observe``: read every slot, sample the rates, log each shovel's state changes.
 
-SIGTERM / SIGINT: every worker is told to drain (SIGTERM), the loop waits for them (killing those
+SIGTERM / SIGINT: every worker is told to drain, the loop waits for them (killing those
 that outlive the drain timeout + grace), and the coordinator exits 0. SIGHUP: the configuration
 file is read again; shovels whose definition changed restart, new ones start, removed ones stop,
 the rest are not touched; an invalid file is refused and the running set kept.
@@ -47,28 +49,25 @@ from .. import exitcodes
 from ..config.parse import ConfigError
 from ..engine.status import State
 from ..version import __version__
-from . import definitions as daemon_config
-from . import tokenfile
+from . import definitions, tokenfile
 from .access import Access
 from .api import CoordinatorApi
 from .definitions import ShovelDefinition
-from .hosting import Hosts
+from .hosting import WorkerProcesses
 from .http_api import HttpServer
-from .positions import Shovel, Worker, describe_exit, missing_positions, reload_plan
-from .report import SAMPLE_EVERY, carry
+from .observation import observe, read_slot
+from .positions import Position, Shovel, missing_positions, reload_plan
+from .report import carry
+from .restarts import schedule_restart
 from .service import ServiceState
-from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotsUnavailable, SlotUnreadable
-from .worker import WorkerSpec
-from .worker import main as worker_main
+from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotsUnavailable
+from .worker import PositionSpec
 
 log = logging.getLogger("pumpd.coordinator")
 
 TICK = 0.25  # seconds between passes of the main loop when nothing wakes it earlier
 DRAIN_GRACE = 10.0  # beyond the drain timeout, before a draining worker is killed
 STARTUP_TIMEOUT = 30.0  # a spawned worker must write its first heartbeat within this
-RESTART_BASE = 0.5  # first restart delay after a crash, doubled per consecutive crash...
-RESTART_CAP = 30.0  # ...up to this
-STABLE_AFTER = 30.0  # a worker that ran this long before crashing starts the backoff afresh
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ class DaemonOptions:
     http: tuple[str, int] | None = ("127.0.0.1", 15680)
     log_format: str = "text"
     log_level: str = "info"
-    shovels_per_process: int = 1  # K > 1: worker hosts of up to K positions (issue 14)
+    shovels_per_process: int = 1  # K > 1: worker processes of up to K positions (issue 14)
     access: Access | None = None  # the endpoint's token, TLS and openings (None: --http off)
     tls_dirs: tuple[str, ...] = ()  # --tls-dir: where a PUT's TLS files may be (resolved)
     protected_files: tuple[str, ...] = ()  # the daemon's own: never a PUT's TLS file
@@ -96,8 +95,8 @@ class Coordinator:
         self.shovels: dict[str, Shovel] = {}
         self._initial = dict(shovels)
         self._ctx = multiprocessing.get_context("spawn")
-        self._hosts = Hosts(self._ctx, self.pool, opts.shovels_per_process, opts.log_format,
-                            opts.log_level, self.wake_loop)
+        self._workers = WorkerProcesses(self._ctx, self.pool, opts.shovels_per_process,
+                                        opts.log_format, opts.log_level, self.wake_loop)
         self._signals: deque[int] = deque()
         self._wake: asyncio.Event | None = None
         self.stopping = False
@@ -153,7 +152,7 @@ class Coordinator:
             log.critical("unexpected error in the coordinator: draining every worker (up to "
                          "%gs), then exiting", self.opts.drain_timeout + DRAIN_GRACE,
                          exc_info=True, extra={"event": "coordinator_failed"})
-            self.service.stopping(sum(1 for _s, w in self._all_workers() if w.process is not None))
+            self.service.stopping(self._live_positions())
             self._drain_all()
             return exitcodes.FAILURE
         finally:
@@ -163,7 +162,7 @@ class Coordinator:
             if self.http_address is not None:
                 tokenfile.remove_record(self.http_address[1], os.getpid())
             self.service.close()
-            self._kill_all()  # only what outlived its drain: a clean stop has no worker left
+            self._workers.kill_all()  # only what outlived its drain: a clean stop has no worker left
             self.pool.close()
         log.info("pumpd stopped", extra={"event": "stop"})
         return exitcodes.OK
@@ -176,7 +175,7 @@ class Coordinator:
             now = time.monotonic()
             self._reap(now)
             if self.stopping and not any(s.workers for s in self.shovels.values()) \
-                    and not self._hosts.hosts:
+                    and not self._workers.processes:
                 return
             self._murder(now)
             self._spawn_due(now)
@@ -194,114 +193,89 @@ class Coordinator:
         self._wake.set()
 
     def _handle_signals(self) -> None:
+        handlers = {signal.SIGHUP: self.handle_hup, signal.SIGTERM: self.handle_term,
+                    signal.SIGINT: self.handle_int}
         while self._signals:
             sig = self._signals.popleft()
-            name = signal.Signals(sig).name
-            if sig == signal.SIGHUP:
-                if self.stopping:
-                    log.info("%s ignored: stopping", name)
-                else:
-                    log.info("%s: reloading %s", name, self.opts.config_path,
-                             extra={"event": "reload"})
-                    self.service.reloading()
-                    self._reload(time.monotonic())
-                    self.service.reloaded()
-            elif not self.stopping:
-                n = sum(1 for _s, w in self._all_workers() if w.process is not None)
-                log.info("%s: draining %d worker(s) (drain timeout %gs), then exiting", name, n,
-                         self.opts.drain_timeout, extra={"event": "shutdown"})
-                self.stopping = True
-                self.service.stopping(n)
-                now = time.monotonic()
-                for s in list(self.shovels.values()):
-                    for w in list(s.workers):
-                        self.stop_worker(s, w, "retire", now)
-            else:
-                log.info("%s: already draining", name)
+            handlers[signal.Signals(sig)]()
 
-    def _all_workers(self) -> Iterator[tuple[Shovel, Worker]]:
+    def handle_hup(self) -> None:
+        """SIGHUP: reload the configuration file (refused, and nothing touched, if invalid)."""
+        if self.stopping:
+            log.info("SIGHUP ignored: stopping")
+            return
+        log.info("SIGHUP: reloading %s", self.opts.config_path, extra={"event": "reload"})
+        self.service.reloading()
+        self._reload(time.monotonic())
+        self.service.reloaded()
+
+    def handle_term(self, name: str = "SIGTERM") -> None:
+        """SIGTERM: every position drains; the loop ends when none is left."""
+        if self.stopping:
+            log.info("%s: already draining", name)
+            return
+        n = self._live_positions()
+        log.info("%s: draining %d worker(s) (drain timeout %gs), then exiting", name, n,
+                 self.opts.drain_timeout, extra={"event": "shutdown"})
+        self.stopping = True
+        self.service.stopping(n)
+        now = time.monotonic()
+        for s, w in self._all_workers():
+            self.stop_worker(s, w, "retire", now)
+
+    def handle_int(self) -> None:
+        """SIGINT (Ctrl-C in a terminal): as SIGTERM."""
+        self.handle_term("SIGINT")
+
+    def _all_workers(self) -> Iterator[tuple[Shovel, Position]]:
         for s in list(self.shovels.values()):
             for w in list(s.workers):
                 yield s, w
+
+    def _live_positions(self) -> int:
+        return sum(1 for _s, w in self._all_workers() if w.process is not None)
 
     # ------------------------------------------------------------------------------- verbs
 
     def _spawn_due(self, now: float) -> None:
         if self.stopping:
             return
-        hosted: list[tuple[Shovel, Worker]] = []
-        for s, w in self._all_workers():
-            if (w.process is None and not w.done and w.start_at is not None
-                    and w.start_at <= now and not s.removing):
-                if self.opts.shovels_per_process > 1 and not s.definition.cfg.own_process:
-                    hosted.append((s, w))
-                else:
-                    self._spawn(s, w, now)
-        if hosted:
-            started, failed = self._hosts.place(hosted, self._worker_spec, now)
-            for s, w in started:
-                self._started_position(s, w, now)
-            for (s, w), error in failed:
-                self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
-
-    def _worker_spec(self, s: Shovel, w: Worker) -> WorkerSpec:
-        return WorkerSpec(
-            shovel=s.definition.cfg, index=w.index, slot=w.slot,
-            drain_timeout=self.opts.drain_timeout, parent_pid=os.getpid(),
-            log_format=self.opts.log_format, log_level=self.opts.log_level,
-        )
-
-    def _spawn(self, s: Shovel, w: Worker, now: float) -> None:
-        spec = self._worker_spec(s, w)
-        # A fresh record for the new process: no counters (they are carried), a heartbeat now.
-        self.pool.write(w.slot, SlotRecord(since=time.time(), heartbeat=now))
-        process = self._ctx.Process(target=worker_main, args=(spec,),
-                                    name=f"pumpd {s.name}#{w.index}")
-        try:
-            process.start()
-        except OSError as exc:
-            self._crashed(s, w, f"could not be started: {exc}", ReasonCode.SPAWN_FAILED, now)
+        due = [(s, w) for s, w in self._all_workers()
+               if w.process is None and not w.done and w.start_at is not None
+               and w.start_at <= now and not s.removing]
+        if not due:
             return
-        assert process.pid is not None
-        w.process, w.pid = process, process.pid
-        self._started_position(s, w, now)
-        log.info("started worker %s#%d (pid %d)%s", s.name, w.index, w.pid,
-                 f", restart {w.restarts}" if w.restarts else "",
-                 extra={"event": "spawn", "shovel": s.name, "worker": w.index,
-                        "restarts": w.restarts})
+        started, failed = self._workers.place(due, self._position_spec, now)
+        for _s, w in started:
+            w.spawned_at = now
+            w.start_at, w.stop_sent_at, w.then, w.ended = None, None, None, None
+            w.record, w.seen_seq = SlotRecord(), -1
+        for (s, w), error in failed:
+            self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
 
-    def _started_position(self, s: Shovel, w: Worker, now: float) -> None:
-        w.spawned_at = now
-        w.start_at, w.stop_sent_at, w.then, w.kill_reason, w.ended = None, None, None, None, None
-        w.record, w.seen_seq = SlotRecord(), -1
+    def _position_spec(self, s: Shovel, w: Position) -> PositionSpec:
+        return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
+                            drain_timeout=self.opts.drain_timeout)
 
     def _reap(self, now: float) -> None:
-        for s, w in self._all_workers():
-            process = w.process
-            if w.host is not None or process is None or process.exitcode is None:
-                continue
-            code = process.exitcode
-            process.close()
-            self._position_exited(s, w, describe_exit(code, w.kill_reason), now)
-        for s, w, exit_text in self._hosts.reap():
+        for s, w, exit_text in self._workers.reap():
             self._position_exited(s, w, exit_text, now)
-        self._hosts.release_idle()
+        self._workers.release_idle()
         for s in list(self.shovels.values()):
             if s.removing and not s.workers:
                 del self.shovels[s.name]
                 log.info("shovel %s: removed", s.name, extra={"event": "removed", "shovel": s.name})
 
-    def _position_exited(self, s: Shovel, w: Worker, exit_text: str, now: float) -> None:
-        self._read(w)  # the final report
+    def _position_exited(self, s: Shovel, w: Position, exit_text: str, now: float) -> None:
+        read_slot(self.pool, w)  # the final report
         if w.live_record():  # fold it in; its gauges (in flight, buffered) end with it
             w.carried = carry(w.carried, w.record.counters)
-        if w.host is not None:
-            w.host.positions.pop(w.slot, None)
-        w.process, w.host, w.ended = None, None, None
-        w.kill_reason, w.stop_sent_at = None, None
+        if w.runner is not None:
+            w.runner.positions.pop(w.slot, None)
+        w.process, w.runner, w.ended, w.stop_sent_at = None, None, None, None
         self._after_exit(s, w, exit_text, now)
 
-    def _after_exit(self, s: Shovel, w: Worker, exit_text: str, now: float) -> None:
+    def _after_exit(self, s: Shovel, w: Position, exit_text: str, now: float) -> None:
         rec, pid = w.record, w.pid
         who = f"worker {s.name}#{w.index} (pid {pid})"
         extra: dict[str, Any] = {"shovel": s.name, "worker": w.index, "exit": exit_text}
@@ -327,34 +301,12 @@ class Coordinator:
             code = ReasonCode.HUNG if exit_text.startswith("killed by pumpd") else ReasonCode.CRASHED
             self._crashed(s, w, exit_text, code, now)
 
-    def _crashed(self, s: Shovel, w: Worker, what: str, code: ReasonCode, now: float) -> None:
-        if w.spawned_at and now - w.spawned_at >= STABLE_AFTER:
-            w.failures = 0
-        w.failures += 1
-        delay = self._backoff(w.failures)
-        w.restarts += 1
-        w.start_at, w.last_exit, w.process = now + delay, what, None
-        reason = f"{what}; restarting in {delay:.1f}s"
-        self.pool.write(w.slot, SlotRecord(state=State.STARTING, reason_code=code, reason=reason,
-                                           since=time.time(), heartbeat=now,
-                                           implementation=w.record.implementation))
-        self._read(w)
-        log.warning("worker %s#%d (pid %d) %s; restart %d in %.1fs", s.name, w.index, w.pid,
-                    what, w.restarts, delay,
-                    extra={"event": "crash", "shovel": s.name, "worker": w.index, "exit": what,
-                           "restarts": w.restarts, "delay": round(delay, 2)})
-
-    def _backoff(self, failures: int) -> float:
-        """Exponential, capped, with "equal jitter": half fixed, half random, so that workers
-        crashing together (a broker restart) do not come back in lockstep."""
-        ceiling = min(RESTART_CAP, RESTART_BASE * 2.0 ** min(failures - 1, 30))
-        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+    def _crashed(self, s: Shovel, w: Position, what: str, code: ReasonCode, now: float) -> None:
+        schedule_restart(self.pool, self._rng, s, w, what, code, now)
 
     def _murder(self, now: float) -> None:
         for s, w in self._all_workers():
-            if w.process is None or w.kill_reason is not None:
-                continue
-            if w.host is not None and w.host.kill_reason is not None:
+            if w.runner is None or w.runner.kill_reason is not None:
                 continue
             reason = None
             if w.stop_sent_at is not None:
@@ -366,30 +318,10 @@ class Coordinator:
                     reason = f"no report within {STARTUP_TIMEOUT:g}s of starting"
             elif now - w.record.heartbeat > self.opts.heartbeat_timeout:
                 reason = f"no heartbeat for {now - w.record.heartbeat:.1f}s"
-            if reason is None:
-                continue
-            if w.host is None:
-                w.kill_reason = reason
-                log.warning("worker %s#%d (pid %d): %s; killing it", s.name, w.index, w.pid,
-                            reason, extra={"event": "kill", "shovel": s.name, "worker": w.index,
-                                           "reason": reason})
-                self._signal(w.pid, signal.SIGKILL)
-            else:
-                # One event loop runs every position of the host: it cannot be killed alone.
-                host = w.host
-                log.warning("worker host (pid %d, %d worker(s)): worker %s#%d: %s; killing it",
-                            host.pid, len(host.positions), s.name, w.index, reason,
-                            extra={"event": "kill", "shovel": s.name, "worker": w.index,
-                                   "reason": reason})
-                self._hosts.kill(host, f"worker {s.name}#{w.index}: {reason}")
+            if reason is not None:
+                self._workers.murder(s, w, reason)
 
-    def _signal(self, pid: int, sig: int) -> None:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass  # already gone: reaped on the next pass
-
-    def stop_worker(self, s: Shovel, w: Worker, then: Literal["restart", "retire"],
+    def stop_worker(self, s: Shovel, w: Position, then: Literal["restart", "retire"],
                     now: float) -> None:
         """Ask a worker to drain and exit; ``then`` says what follows its exit."""
         w.then = then
@@ -402,12 +334,9 @@ class Coordinator:
             return
         if w.stop_sent_at is None:
             w.stop_sent_at = now
-            if w.host is None:
-                self._signal(w.pid, signal.SIGTERM)
-            else:
-                self._hosts.stop(w)
+            self._workers.stop(w)
 
-    def _retire(self, s: Shovel, w: Worker) -> None:
+    def _retire(self, s: Shovel, w: Position) -> None:
         if w in s.workers:
             s.workers.remove(w)
             self.pool.free(w.slot)
@@ -415,94 +344,25 @@ class Coordinator:
     def _drain_all(self) -> None:
         """Every worker process drains as on SIGTERM (publishes what it holds, waits for its
         confirms, acks); one still running after the drain timeout and the grace is killed by
-        :meth:`_kill_all`. Blocking: the loop is not to be trusted any more."""
-        processes = []
-        for _s, w in self._all_workers():
-            if w.host is None and w.process is not None and w.process.exitcode is None:
-                self._signal(w.pid, signal.SIGTERM)
-                processes.append(w.process)
-        for host in self._hosts.hosts:
-            if host.process.exitcode is None:
-                self._signal(host.pid, signal.SIGTERM)
-                processes.append(host.process)
+        the final kill. Blocking: the loop is not to be trusted any more."""
+        processes = self._workers.terminate_all()
         deadline = time.monotonic() + self.opts.drain_timeout + DRAIN_GRACE
         for process in processes:
             process.join(max(0.0, deadline - time.monotonic()))
         log.info("%d of %d worker process(es) drained", sum(p.exitcode is not None
                                                            for p in processes), len(processes))
 
-    def _kill_all(self) -> None:
-        for _s, w in self._all_workers():
-            if w.host is None and w.process is not None and w.process.exitcode is None:
-                log.error("worker pid %d still running at exit: killing it", w.pid)
-                self._signal(w.pid, signal.SIGKILL)
-                w.process.join(5)
-        self._hosts.kill_all()
-
     def process_count(self) -> tuple[int, int]:
-        """Live worker positions, and the worker processes (hosts counted once) running them."""
-        positions = sum(1 for _s, w in self._all_workers() if w.process is not None)
-        single = sum(1 for _s, w in self._all_workers()
-                     if w.process is not None and w.host is None)
-        return positions, single + len(self._hosts.hosts)
+        """Live worker positions, and the worker processes running them."""
+        return self._live_positions(), len(self._workers.processes)
 
     def block_names(self) -> list[str]:
         return self.pool.block_names
 
     # ------------------------------------------------------------------------ observation
 
-    def _read(self, w: Worker) -> None:
-        try:
-            seq = self.pool.seq(w.slot)
-            if seq == w.seen_seq:
-                return  # not written since the last read: idle shovels cost no unpacking
-            w.record = self.pool.read(w.slot)
-            w.seen_seq = seq
-        except SlotUnreadable:
-            pass  # keep the last good copy; a dead writer's slot is rewritten at its restart
-
     def _observe(self, now: float) -> None:
-        for s in self.shovels.values():
-            for w in s.workers:
-                self._read(w)
-                if now - w.sampled_at >= SAMPLE_EVERY:
-                    w.sampled_at = now
-                    w.meter.sample(w.counters(), now)
-            state, reason = self._aggregate(s)
-            if (state, reason) != (s.state, s.reason):
-                s.since = max((w.record.since for w in s.workers if w.record.state == state),
-                              default=time.time()) or time.time()
-                s.state, s.reason = state, reason
-                moving = sum(1 for w in s.workers if w.moving)
-                # "is", not ":" as in the workers' own lines: this is the shovel as a whole
-                log.info("shovel %s is %s%s (%d/%d workers running)", s.name, state.label,
-                         f": {reason}" if reason else "", moving, s.definition.cfg.workers,
-                         extra={"event": "state", "shovel": s.name, "state": state.label,
-                                "reason": reason or None})
-
-    def _aggregate(self, s: Shovel) -> tuple[State, str]:
-        """A shovel's state from its workers': blocked if any is, else running if any is, else
-        starting if any is, else terminated."""
-        records = [w.record for w in s.workers]
-        if not records:
-            return State.TERMINATED, "removed" if s.removing else "shutdown"
-        states = {r.state for r in records}
-        for state in (State.BLOCKED, State.RUNNING, State.STARTING, State.TERMINATED):
-            if state in states:
-                reasons = [r.reason for r in records if r.state == state and r.reason]
-                if state in (State.BLOCKED, State.RUNNING):
-                    # Moving messages, but not with every worker: say which are not, and why.
-                    idle = [w for w in s.workers if not w.moving]
-                    if not idle:
-                        return state, ""
-                    w = idle[0]
-                    why = w.record.reason or w.record.state.label
-                    if w.process is None:
-                        why = f"not running: {w.last_exit or why}"
-                    return state, (f"{len(s.workers) - len(idle)}/{len(s.workers)} workers "
-                                   f"running; worker {w.index} {w.record.state.label}: {why}")
-                return state, reasons[0] if reasons else ""
-        raise AssertionError("unreachable")
+        observe(self.pool, self.shovels.values(), now)
 
     # ------------------------------------------------------------- shovels: add, change, remove
 
@@ -518,7 +378,7 @@ class Coordinator:
         s = Shovel(name, definition)
         self.shovels[name] = s
         for i in range(n):
-            s.workers.append(Worker(i, slots.pop(), start_at=now))
+            s.workers.append(Position(i, slots.pop(), start_at=now))
         return s
 
     def replace(self, s: Shovel, definition: ShovelDefinition, now: float,
@@ -541,7 +401,7 @@ class Coordinator:
             else:
                 self.stop_worker(s, w, "retire", now)
         for i in missing:
-            s.workers.append(Worker(i, slots.pop(), start_at=now))
+            s.workers.append(Position(i, slots.pop(), start_at=now))
         s.workers.sort(key=lambda w: w.index)
 
     def remove(self, s: Shovel, now: float) -> None:
@@ -553,8 +413,8 @@ class Coordinator:
         """Read and validate the file once, reserve the slots it needs, and only then apply it:
         any failure before that point leaves every running shovel untouched."""
         try:
-            file_defs = daemon_config.load_file(self.opts.config_path, self.opts.default_workers)
-            daemon_config.merge(file_defs, self.runtime_definitions(), self.opts.state_path)
+            file_defs = definitions.load_file(self.opts.config_path, self.opts.default_workers)
+            definitions.merge(file_defs, self.runtime_definitions(), self.opts.state_path)
             plan = reload_plan(self.shovels, file_defs)
             slots = self.pool.reserve(plan.slots)
         except Exception as exc:  # whatever it is (RecursionError, MemoryError, ...): refused

@@ -42,8 +42,8 @@ class DaemonJsonFormatter(logsetup.JsonFormatter):
         return orjson.dumps(doc).decode()
 
 
-# In a worker host, the position whose task is logging: each hosted pump runs in a task created
-# in a context of its own (see pumpd.daemon.host), so its lines carry its shovel and worker.
+# In a worker process, the position whose task is logging: each hosted pump runs in a task created
+# in a context of its own (see pumpd.daemon.worker), so its lines carry its shovel and worker.
 HOSTED: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
     "pumpd_hosted", default=None)
 

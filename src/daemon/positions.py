@@ -1,11 +1,12 @@
-"""What the coordinator supervises: shovels, their worker positions, and the processes that run
-them (a worker process of one position, or a worker host of several).
+"""What the coordinator supervises: shovels, their worker positions, and the worker processes
+that run them.
 
-A position (:class:`Worker`) is one competing consumer of a shovel with its own slot; successive
-processes run it. With ``--shovels-per-process 1`` (the default) every position has a process of
-its own, stopped with SIGTERM. With K > 1 a position without ``own_process`` runs inside a
-:class:`Host` (:mod:`pumpd.daemon.host`), controlled through the host's pipe; the position's
-``process`` and ``pid`` are then the host's, shared with the other positions it runs.
+A position (:class:`Position`) is one competing consumer of a shovel with its own slot;
+successive processes run it. A :class:`WorkerProcess` is the coordinator's record of one worker
+process (:mod:`pumpd.daemon.worker`) of capacity one (``own_process`` shovels, and every position
+under ``--shovels-per-process 1``, the default) or K: its pid, its control pipe and the positions
+it runs now. A position's ``process`` and ``pid`` are its worker process's, shared with the other
+positions that process runs.
 """
 
 from __future__ import annotations
@@ -25,23 +26,29 @@ from .slots import SlotRecord, SlotRef
 
 
 @dataclass(eq=False)
-class Host:
-    """A worker host process and the positions it runs now."""
+class WorkerProcess:
+    """A worker process as the coordinator sees it, and the positions it runs now."""
 
     process: BaseProcess
     pid: int
     conn: Connection  # the coordinator's end of the control pipe
     spawned_at: float
-    positions: dict[SlotRef, tuple[Shovel, Worker]] = field(default_factory=dict)
+    capacity: int  # how many positions it may run at once
+    positions: dict[SlotRef, tuple[Shovel, Position]] = field(default_factory=dict)
     kill_reason: str | None = None
     exiting: bool = False  # told to exit (no position left): takes no new one
-    eof: bool = False  # the pipe is closed: the host is gone or going
+    eof: bool = False  # the pipe is closed: the process is gone or going
 
-    def takes(self, capacity: int, now: float, stale: float) -> bool:
+    @property
+    def shared(self) -> bool:
+        """Whether it may run several positions: what it is called in logs and exit texts."""
+        return self.capacity > 1
+
+    def takes(self, now: float, stale: float) -> bool:
         """Whether a new position may start here: room, not going away, and beating (a hung
-        host does not read its pipe: a message to it would wait, up to hosting.SEND_TIMEOUT)."""
+        process does not read its pipe: a message to it would wait, up to hosting.SEND_TIMEOUT)."""
         return (not self.exiting and not self.eof and self.kill_reason is None
-                and len(self.positions) < capacity
+                and len(self.positions) < self.capacity
                 and all(now - w.record.heartbeat < stale for _s, w in self.positions.values()
                         if w.live_record()))
 
@@ -53,15 +60,15 @@ _NOTHING_CARRIED = Counters()
 
 
 @dataclass(eq=False)
-class Worker:
+class Position:
     """One worker position of a shovel: successive processes, one slot."""
 
     index: int
     slot: SlotRef
     process: BaseProcess | None = None
     pid: int = 0
-    host: Host | None = None  # the worker host running this position, if any
-    ended: tuple[int, str | None] | None = None  # the host's report that this position ended
+    runner: WorkerProcess | None = None  # the worker process running this position, if any
+    ended: tuple[int, str | None] | None = None  # its worker process's report that it ended
     start_at: float | None = 0.0  # monotonic time of the next start; None: not scheduled
     spawned_at: float = 0.0
     stop_sent_at: float | None = None
@@ -69,7 +76,6 @@ class Worker:
     done: bool = False  # terminated by design: not started again until restarted or changed
     restarts: int = 0
     failures: int = 0  # consecutive crashes, for the backoff
-    kill_reason: str | None = None
     last_exit: str | None = None
     carried: Counters = field(default_factory=Counters)  # earlier processes' totals
     meter: RateMeter = field(default_factory=RateMeter)
@@ -99,7 +105,7 @@ class Worker:
 class Shovel:
     name: str
     definition: ShovelDefinition
-    workers: list[Worker] = field(default_factory=list)
+    workers: list[Position] = field(default_factory=list)
     removing: bool = False
     state: State = State.STARTING
     reason: str = ""

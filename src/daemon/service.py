@@ -14,11 +14,11 @@ from collections.abc import Iterable
 
 from ..engine.status import State
 from .notify import Notifier, monotonic_usec
-from .positions import Shovel, Worker
+from .positions import Position, Shovel
 from .slots import ReasonCode
 
 
-def has_tried(w: Worker) -> bool:
+def has_tried(w: Position) -> bool:
     """Whether this position's first attempt is over, successful or not."""
     if w.done:
         return True  # terminated by design

@@ -1,38 +1,56 @@
-"""A worker process: one :class:`~pumpd.engine.pump.Pump` on uvloop, reporting into its shared-memory slot.
+"""A worker process: up to ``capacity`` worker positions, each one :class:`~pumpd.engine.pump.Pump`, on one uvloop event loop.
 
-The coordinator starts :func:`main` in a fresh interpreter (multiprocessing's "spawn" context)
-with a picklable :class:`WorkerSpec`. The worker:
+There is one process model. A position of an ``own_process`` shovel, or any position under
+``--shovels-per-process 1`` (the default), runs in a worker process of capacity one; with
+``--shovels-per-process K`` the others share processes of capacity K. The coordinator starts
+:func:`main` in a fresh interpreter (multiprocessing's "spawn" context) with a picklable
+:class:`ProcessSpec`. As gunicorn's one ``Worker`` base, :class:`Worker` has ``init_process``
+(signals, logging, the event loop), ``run`` and ``notify`` (the heartbeat), and one handler
+method per signal and per control message.
 
-* attaches to the coordinator's slot block and writes every state change, a counter snapshot
-  (the pump sends one every 0.25 s) and a heartbeat (every ``heartbeat_interval``) into its own
-  slot, never anything per message;
-* on SIGTERM or SIGINT stops consuming, publishes what it holds, waits up to the drain timeout for
-  outstanding confirms, acks them and closes (the pump's drain), then exits;
-* ignores SIGHUP (reloading is the coordinator's business; a terminal hang-up reaches the whole
-  process group);
-* stops the same way if the coordinator disappears (its parent pid changes), so a coordinator
-  killed with SIGKILL does not leave workers running unsupervised.
+Each position writes every state change, a counter snapshot (the pump sends one every 0.25 s)
+and a heartbeat into its own shared-memory slot, never anything per message. One heartbeat timer
+beats every slot of the process and notices an orphan (the coordinator's pid gone): then every
+position drains and the process exits, so a coordinator killed with SIGKILL leaves nothing
+running unsupervised.
 
-Exit status: :data:`pumpd.exitcodes.OK` after a requested stop or a delete_after limit,
-:data:`pumpd.exitcodes.FAILURE` when the shovel gave up (reconnect_delay 0). The coordinator
-decides what to do from the slot (state and reason code), the exit status only confirms it.
+The coordinator controls positions one by one through a duplex pipe, which the worker reads with
+``loop.add_reader`` (no thread, no polling timer):
+
+* coordinator -> worker: ``("start", PositionSpec)``, ``("stop", SlotRef)`` (drain that position
+  only: stop consuming, publish what it holds, wait up to the drain timeout for its confirms, ack
+  them and close), ``("exit",)`` (the coordinator has no position left for this process);
+* worker -> coordinator: ``("ended", SlotRef, exit_status, error)`` when a position's pump has
+  returned (``error`` is the text of an unexpected exception, None otherwise). The exit status
+  is :data:`pumpd.exitcodes.OK` after a requested stop or a delete_after limit,
+  :data:`pumpd.exitcodes.FAILURE` when the shovel gave up (reconnect_delay 0); the coordinator
+  decides what follows from the slot (state and reason code), the status only confirms it.
+
+A pipe rather than signals: a signal cannot say which position, and a pipe's end-of-file tells
+each side at once that the other is gone. SIGTERM/SIGINT drain every position and exit (the
+coordinator's last resort); SIGHUP is ignored (reloading is the coordinator's business; a
+terminal hang-up reaches the whole process group).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import logging
 import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 from .. import exitcodes
 from ..config.model import ShovelConfig
 from ..engine.status import Counters, State
+from .log import HOSTED
 from .slots import (
     HEARTBEAT,
     HEARTBEAT_AT,
@@ -50,21 +68,30 @@ HEARTBEAT_INTERVAL = 1.0  # seconds; the coordinator's timeout is several times 
 
 
 @dataclass(frozen=True)
-class WorkerSpec:
-    """Everything a worker process needs, pickled across the spawn."""
+class PositionSpec:
+    """Everything one position needs, pickled across the spawn or the control pipe."""
 
     shovel: ShovelConfig
-    index: int  # this worker's number within its shovel, 0..workers-1
+    index: int  # this position's number within its shovel, 0..workers-1
     slot: SlotRef
     drain_timeout: float
-    parent_pid: int
-    log_format: str = "text"
-    log_level: str = "info"
-    heartbeat_interval: float = HEARTBEAT_INTERVAL
 
     @property
     def tag(self) -> str:
         return f"{self.shovel.name}#{self.index}"
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """Everything a worker process needs, pickled across the spawn (the pipe end included)."""
+
+    conn: Connection
+    capacity: int  # 1: the process is named after its one position (logs, ``ps``)
+    positions: tuple[PositionSpec, ...]  # started at once; later ones come through the pipe
+    parent_pid: int
+    log_format: str = "text"
+    log_level: str = "info"
+    heartbeat_interval: float = HEARTBEAT_INTERVAL
 
 
 class SlotSink:
@@ -97,23 +124,13 @@ class SlotSink:
 
     def beat(self) -> None:
         """The last record again with a fresh heartbeat: only those 8 bytes are packed anew
-        (a host beats for every shovel it runs each second). ``record.heartbeat`` is not
+        (a process beats for every position it runs each second). ``record.heartbeat`` is not
         updated: nothing in the worker reads it."""
         HEARTBEAT.pack_into(self._body, HEARTBEAT_AT, time.monotonic())
         self._writer.write_body(self._body)
 
 
-async def _heartbeat(sink: SlotSink, spec: WorkerSpec, stop: asyncio.Event) -> None:
-    """Proves the event loop is alive; also notices an orphaned worker."""
-    while True:
-        await asyncio.sleep(spec.heartbeat_interval)
-        sink.beat()
-        if os.getppid() != spec.parent_pid and not stop.is_set():
-            log.warning("the coordinator (pid %d) is gone: draining and exiting", spec.parent_pid)
-            stop.set()
-
-
-async def run_pump(spec: WorkerSpec, sink: SlotSink, stop: asyncio.Event) -> int:
+async def run_pump(spec: PositionSpec, sink: SlotSink, stop: asyncio.Event) -> int:
     """Run one position's pump until ``stop`` or its end by design; its exit status."""
     from ..engine.pump import Pump
 
@@ -132,37 +149,175 @@ async def run_pump(spec: WorkerSpec, sink: SlotSink, stop: asyncio.Event) -> int
     return exitcodes.OK
 
 
-async def _run(spec: WorkerSpec, sink: SlotSink) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # only record the request: the pump drains and returns
-        loop.add_signal_handler(sig, stop.set)
-    beats = asyncio.create_task(_heartbeat(sink, spec, stop))
-    try:
-        return await run_pump(spec, sink, stop)
-    finally:
-        beats.cancel()
+@dataclass(eq=False)
+class RunningPosition:
+    spec: PositionSpec
+    sink: SlotSink
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[int] | None = None
 
 
-def main(spec: WorkerSpec) -> None:
-    """The process entry point (``multiprocessing`` target). Exits with the worker's status."""
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    # Until the event loop takes over, SIGINT/SIGTERM simply end the process: nothing is held.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    from . import log as daemon_log
+class Worker:
+    """The body of a worker process (see the module docstring)."""
 
-    daemon_log.configure(spec.log_format, spec.log_level, shovel=spec.shovel.name,
-                         worker=spec.index)
-    import uvloop
+    def __init__(self, spec: ProcessSpec) -> None:
+        self.spec = spec
+        self.implementation = ""  # the data plane's, named in every slot: set by init_process
+        self.conn = spec.conn
+        self.positions: dict[SlotRef, RunningPosition] = {}
+        self._tables: dict[str, SlotTable] = {}
+        self._writers: dict[SlotRef, SlotWriter] = {}
+        self._exit = False  # the coordinator said so, or a signal, or the coordinator is gone
+        self._done = asyncio.Event()
+        self._control: dict[str, Callable[..., None]] = {
+            "start": self.handle_start, "stop": self.handle_stop, "exit": self.handle_exit}
 
-    from ..dataplane.implementation import IMPLEMENTATION
+    # ------------------------------------------------------------------ the process's life
 
-    table = SlotTable.attach(spec.slot.block)
-    try:
-        sink = SlotSink(table.writer(spec.slot.index), IMPLEMENTATION)
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            code = runner.run(_run(spec, sink))
-    finally:
-        table.close()
-    sys.exit(code)
+    def init_process(self) -> None:
+        """Signals, logging and the event loop; runs until every position has ended and the
+        process is told to exit (or orphaned); then exits 0."""
+        spec = self.spec
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        # Until the event loop takes over, SIGINT/SIGTERM simply end the process: nothing is held.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        from . import log as daemon_log
+
+        if spec.capacity == 1 and spec.positions:
+            only = spec.positions[0]
+            daemon_log.configure(spec.log_format, spec.log_level, shovel=only.shovel.name,
+                                 worker=only.index)
+        else:
+            daemon_log.configure(spec.log_format, spec.log_level, host=True)
+        import uvloop
+
+        from ..dataplane.implementation import IMPLEMENTATION
+
+        self.implementation = IMPLEMENTATION
+        try:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                runner.run(self.run())
+        finally:
+            self.close()
+        sys.exit(exitcodes.OK)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.handle_term, signal.Signals(sig).name)
+        loop.add_reader(self.conn.fileno(), self.handle_control)
+        for ps in self.spec.positions:
+            self.handle_start(ps)
+        beats = asyncio.create_task(self.heartbeat())
+        try:
+            await self._done.wait()
+        finally:
+            beats.cancel()
+            loop.remove_reader(self.conn.fileno())
+
+    def notify(self) -> None:
+        """One heartbeat for every slot of the process: proves the event loop is alive."""
+        for running in list(self.positions.values()):
+            running.sink.beat()
+
+    async def heartbeat(self) -> None:
+        """The one timer: :meth:`notify`, and an orphan's drain."""
+        while True:
+            await asyncio.sleep(self.spec.heartbeat_interval)
+            self.notify()
+            if os.getppid() != self.spec.parent_pid and not self._exit:
+                log.warning("the coordinator (pid %d) is gone: draining and exiting",
+                            self.spec.parent_pid)
+                self.stop_all("orphaned")
+
+    def close(self) -> None:
+        self._writers.clear()
+        for table in self._tables.values():
+            table.close()
+
+    # ------------------------------------------------------------- signals and control pipe
+
+    def handle_term(self, signame: str) -> None:
+        """SIGTERM / SIGINT: every position drains, then the process exits."""
+        self.stop_all(signame)
+
+    def handle_control(self) -> None:
+        """The control pipe is readable: its messages, or its end (the coordinator is gone)."""
+        try:
+            while self.conn.poll():
+                msg = self.conn.recv()
+                handler = self._control.get(msg[0])
+                if handler is not None:
+                    handler(*msg[1:])
+        except (EOFError, OSError):
+            asyncio.get_running_loop().remove_reader(self.conn.fileno())
+            self.stop_all(f"the coordinator (pid {self.spec.parent_pid}) is gone")
+
+    def handle_start(self, ps: PositionSpec) -> None:
+        if self._exit:
+            self._report(("ended", ps.slot, 0, "the worker process is stopping"))
+            return
+        running = RunningPosition(ps, SlotSink(self._writer(ps.slot), self.implementation))
+        self.positions[ps.slot] = running
+        context = contextvars.copy_context()  # its log lines name its shovel (daemon.log)
+        context.run(HOSTED.set, (ps.shovel.name, ps.index))
+        running.task = asyncio.create_task(run_pump(ps, running.sink, running.stop),
+                                           name=f"pumpd {ps.tag}", context=context)
+        running.task.add_done_callback(lambda t: self._ended(running, t))
+
+    def handle_stop(self, slot: SlotRef) -> None:
+        running = self.positions.get(slot)
+        if running is not None:
+            running.stop.set()
+
+    def handle_exit(self) -> None:
+        self.stop_all("the coordinator has no more work for this process")
+
+    # ---------------------------------------------------------------------------- internals
+
+    def _writer(self, ref: SlotRef) -> SlotWriter:
+        writer = self._writers.get(ref)
+        if writer is None:
+            table = self._tables.get(ref.block)
+            if table is None:
+                table = self._tables[ref.block] = SlotTable.attach(ref.block)
+            writer = self._writers[ref] = table.writer(ref.index)
+        return writer
+
+    def _ended(self, running: RunningPosition, task: asyncio.Task[int]) -> None:
+        self.positions.pop(running.spec.slot, None)
+        error: str | None = None
+        code = exitcodes.FAILURE
+        if task.cancelled():
+            error = "cancelled"
+        elif (exc := task.exception()) is not None:
+            error = f"{type(exc).__name__}: {exc}"
+            log.error("worker %s failed: %s", running.spec.tag, error, exc_info=exc,
+                      extra={"shovel": running.spec.shovel.name, "worker": running.spec.index})
+        else:
+            code = task.result()
+        self._report(("ended", running.spec.slot, code, error))
+        self._check_done()
+
+    def _report(self, msg: tuple[Any, ...]) -> None:
+        try:
+            self.conn.send(msg)
+        except OSError:
+            pass  # the coordinator is gone: the orphan check drains the rest
+
+    def stop_all(self, why: str) -> None:
+        if not self._exit and self.positions:
+            log.info("%s: draining %d worker(s)", why, len(self.positions))
+        self._exit = True
+        for running in self.positions.values():
+            running.stop.set()
+        self._check_done()
+
+    def _check_done(self) -> None:
+        if self._exit and not self.positions:
+            self._done.set()
+
+
+def main(spec: ProcessSpec) -> None:
+    """The process entry point (``multiprocessing`` target)."""
+    Worker(spec).init_process()

@@ -38,6 +38,11 @@ MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multipl
 # A session that ran at least this long, or moved messages, was healthy: the next failure starts
 # the backoff again from reconnect_delay.
 HEALTHY_SESSION_SECONDS = 30.0
+# A session that stayed up this long proves its brokers worked: its failure starts a new round of
+# the broker lists (every other broker tried at once) though the backoff goes on. Shorter ones
+# (a broker that accepts and then fails at once) go on with the round, so that such a broker
+# cannot keep a shovel reconnecting without ever waiting.
+FRESH_ROUND_SECONDS = 2.0
 BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)...
 BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
 
@@ -289,8 +294,10 @@ class Pump:
                     self._enter(State.STARTING, f"{error}; handled by the undeliverable policy, "
                                                 "reconnecting now")
                 continue
-            if self._moved() > moved_before or time.monotonic() - started >= HEALTHY_SESSION_SECONDS:
+            lasted = time.monotonic() - started
+            if self._moved() > moved_before or lasted >= HEALTHY_SESSION_SECONDS:
                 failures = 0  # a healthy session: this failure is a first one again
+            if self._moved() > moved_before or lasted >= FRESH_ROUND_SECONDS:
                 self._sources.healthy()
                 self._destinations.healthy()
             if self.cfg.reconnect_delay == 0:

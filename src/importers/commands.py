@@ -6,7 +6,7 @@ Two sources are understood:
   ``advanced.config`` file: its ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause in the seed's
   format (``sources``, ``destinations``, ``queue``, ...) or the current one (``source``,
   ``destination``, ``ack_mode``, ``reconnect_delay``), converted clause by clause.
-- :func:`pumpd.importers.definitions.import_definitions` -- the dynamic shovels of a ``rabbitmqctl export_definitions``
+- :func:`pumpd.importers.definitions_export.import_definitions` -- the dynamic shovels of a ``rabbitmqctl export_definitions``
   document, kept in RabbitMQ's flat names (``src-uri``, ``dest-exchange``, ...).
 
 Both print only what the input states, except where the plugin's default differs from pumpd's
@@ -24,10 +24,15 @@ import orjson
 
 from .. import exitcodes
 from ..config.limits import MAX_IMPORT_BYTES
+from ..config.parse import ConfigError, parse_config
 from ..config.redaction import redact, register_uri_secrets
+from ..config.values import check_nesting
+from .definitions_export import import_definitions
+from .erlang import import_erlang_config
 from .errors import JSON, ConfigImportError
 
-__all__ = ["JSON", "ConfigImportError", "main_import_definitions", "main_import_erlang"]
+__all__ = ["JSON", "ConfigImportError", "decode_utf8", "main_import_definitions",
+           "main_import_erlang"]
 
 # ============================================================================================
 # Command-line entry points
@@ -36,8 +41,6 @@ __all__ = ["JSON", "ConfigImportError", "main_import_definitions", "main_import_
 def check_warnings(document: dict[str, JSON]) -> list[str]:
     """What ``pumpd check`` will say about an imported document: each shovel's warnings (where
     pumpd reads a definition differently from the plugin), or why it will refuse it."""
-    from ..config.parse import ConfigError, parse_config
-
     try:
         config = parse_config(document, source="the imported configuration")
     except ConfigError as exc:
@@ -90,7 +93,11 @@ def _run(command: str, path: str,
     return exitcodes.OK
 
 
-def _decode_utf8(data: bytes, source: str) -> str:
+def decode_utf8(data: bytes, source: str) -> str:
+    """A file's bytes as text.
+
+    :raises ConfigImportError: at the line and column of the first byte that is not UTF-8.
+    """
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -108,11 +115,8 @@ def main_import_erlang(path: str) -> int:
     :returns: 0 after printing the JSON on stdout, or 2 after printing one error line on stderr
         (``pumpd: import-erlang: FILE:LINE:COL: ...``).
     """
-    # imported here: import_erlang takes ConfigImportError from this module
-    from .erlang import import_erlang_config
-
     def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
-        return import_erlang_config(_decode_utf8(data, path), source=path, warnings=warnings)
+        return import_erlang_config(decode_utf8(data, path), source=path, warnings=warnings)
 
     return _run("import-erlang", path, convert)
 
@@ -123,10 +127,6 @@ def main_import_definitions(path: str) -> int:
     :returns: 0 after printing the JSON on stdout, or 2 after printing one error line on stderr
         (``pumpd: import-definitions: FILE: ...``).
     """
-    # imported here: import_definitions takes ConfigImportError from this module
-    from ..config.values import ConfigError, check_nesting
-    from .definitions import import_definitions
-
     def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
         try:
             obj = orjson.loads(data)

@@ -11,15 +11,11 @@ current format's own ``ack_mode`` default (no_ack, with a warning). Anything tha
 
 from __future__ import annotations
 
-from ..config.clauses import MAX_DURATION
-from ..config.model import AckMode
 from ..config.vocabulary import (
-    BASIC_PROPERTIES,
-    DECLARATION_METHODS,
-    PUBLISH_FIELDS,
     SEED_CLAUSES,
     SEED_EXTRAS,
 )
+from .erlang_clauses import ClauseReader
 from .erlang_terms import (
     Atom,
     ErlangSyntaxError,
@@ -29,7 +25,7 @@ from .erlang_terms import (
     format_term,
     parse_term_with_positions,
 )
-from .erlang_values import Pair, TermReader
+from .erlang_values import Pair
 from .errors import JSON, ConfigImportError
 
 __all__ = ["import_erlang_config"]
@@ -40,7 +36,6 @@ _EXTRA_CLAUSES = SEED_EXTRAS[:4]
 _MANDATORY_CLAUSES = ("sources", "destinations", "queue")
 # The clauses the older plugin's ``defaults`` application setting may supply.
 _DEFAULTABLE_CLAUSES = SEED_CLAUSES[3:]
-_ACK_MODES = tuple(mode.value for mode in AckMode)
 
 # RabbitMQ 3.7+'s static format (rabbit_shovel_config:parse_current and
 # rabbit_amqp091_shovel:parse/2): its top-level clauses, and those of source and destination.
@@ -54,7 +49,7 @@ _CURRENT_DEST = ("protocol", "uris", "declarations", "publish_properties", "publ
 CURRENT_FORMAT_ACK_MODE = "no_ack"
 
 
-class _ErlangImporter(TermReader):
+class _ErlangImporter(ClauseReader):
     """Walks the ``rabbitmq_shovel`` clause into pumpd's JSON."""
 
     def __init__(self, positions: Positions, source: str) -> None:
@@ -177,10 +172,10 @@ class _ErlangImporter(TermReader):
                 self.fail(f"{where}: the mandatory clause '{key}' is missing", body, entry)
         out: dict[str, JSON] = {}
         for key, value, item in clauses:
-            out[key] = self._clause(where, key, value, item)
+            out[key] = self.clause_value(where, key, value, item)
         for key, value, item in defaults:
             if key not in present:
-                out[key] = self._clause(f"{where} (from defaults)", key, value, item)
+                out[key] = self.clause_value(f"{where} (from defaults)", key, value, item)
         self._apply_predeclared(where, out, "sources", entry)
         return out
 
@@ -225,7 +220,7 @@ class _ErlangImporter(TermReader):
         out.update(dst)
         if "ack_mode" in by_key:
             value, item = by_key["ack_mode"]
-            out["ack_mode"] = self._clause(where, "ack_mode", value, item)
+            out["ack_mode"] = self.clause_value(where, "ack_mode", value, item)
         else:
             out["ack_mode"] = CURRENT_FORMAT_ACK_MODE
             self.warn(f"{where}: no ack_mode: the plugin's default for the source/destination "
@@ -234,7 +229,7 @@ class _ErlangImporter(TermReader):
                       "shovel fails. Write {ack_mode, on_confirm} to lose none", body, entry)
         if "reconnect_delay" in by_key:
             value, item = by_key["reconnect_delay"]
-            out["reconnect_delay"] = self._clause(where, "reconnect_delay", value, item)
+            out["reconnect_delay"] = self.clause_value(where, "reconnect_delay", value, item)
         self._apply_predeclared(where, out, "sources", entry)
         return out
 
@@ -264,9 +259,9 @@ class _ErlangImporter(TermReader):
                 if not isinstance(sub, list) or not sub or isinstance(sub, ErlString):
                     self.fail(f"{sub_ctx}: expected a non-empty list of URIs, found "
                               f"{format_term(sub, 60)}", sub, sub_item)
-                endpoint["brokers"] = [self._uri(sub_ctx, uri, sub) for uri in sub]
+                endpoint["brokers"] = [self.uri(sub_ctx, uri, sub) for uri in sub]
             elif key == "declarations":
-                endpoint["declarations"] = self._declarations(sub_ctx, sub, sub_item)
+                endpoint["declarations"] = self.declarations(sub_ctx, sub, sub_item)
             elif key == "consumer_args":
                 out[key] = self._table(sub_ctx, sub, sub_item)
             elif key == "consumer_name":
@@ -274,159 +269,8 @@ class _ErlangImporter(TermReader):
                 if name:
                     out[key] = name
             else:
-                out[key] = self._clause(ctx.rsplit(": clause", 1)[0], key, sub, sub_item)
+                out[key] = self.clause_value(ctx.rsplit(": clause", 1)[0], key, sub, sub_item)
         return out
-
-    def _clause(self, where: str, key: str, value: Term, item: Term) -> JSON:
-        ctx = f"{where}: clause '{key}'"
-        if key in ("sources", "destinations"):
-            return self._endpoint(ctx, value, item)
-        if key == "queue":
-            return self._text(ctx, value, item)
-        if key == "prefetch_count":
-            # basic.qos carries prefetch_count as a 16-bit field.
-            return self._int(ctx, value, item, 0, 0xFFFF)
-        if key == "ack_mode":
-            if isinstance(value, Atom) and value in _ACK_MODES:
-                return str(value)
-            self.fail(
-                f"{ctx}: expected one of {', '.join(_ACK_MODES)}, found {format_term(value, 40)}",
-                value,
-                item,
-            )
-        if key == "publish_properties":
-            return self._fields(ctx, value, item, BASIC_PROPERTIES, "basic.properties")
-        if key == "publish_fields":
-            return self._fields(ctx, value, item, PUBLISH_FIELDS, "basic.publish")
-        if key == "delete_after":
-            if isinstance(value, Atom) and value in ("never", "queue-length"):
-                return str(value)
-            if isinstance(value, int) and value >= 0:
-                return value
-            self.fail(
-                f"{ctx}: expected never, 'queue-length' or a non-negative integer, found "
-                f"{format_term(value, 40)}",
-                value,
-                item,
-            )
-        if key in ("add_forward_headers", "add_timestamp_header"):
-            return self._bool(ctx, value, item)
-        if key == "delete_after_duration":
-            if isinstance(value, Atom) and value == "undefined":
-                return None
-            return self._int(ctx, value, item, 1, MAX_DURATION, what="a positive integer "
-                             "(seconds)")
-        assert key == "reconnect_delay"
-        # The plugin takes any number here (a negative one, or a fraction, means "never
-        # reconnect" to it); pumpd's check says how it reads it.
-        if isinstance(value, (int, float)):
-            return value
-        self.fail(
-            f"{ctx}: expected a number of seconds, found {format_term(value, 40)}",
-            value,
-            item,
-        )
-
-    def _endpoint(self, ctx: str, value: Term, item: Term) -> JSON:
-        pairs = self._proplist(value, ctx, item)
-        keys = {key for key, _, _ in pairs}
-        if "brokers" in keys and "broker" in keys:
-            self.fail(f"{ctx}: give either brokers or broker, not both", value, item)
-        if not keys & {"brokers", "broker"}:
-            self.fail(f"{ctx}: the mandatory brokers (or broker) clause is missing", value, item)
-        out: dict[str, JSON] = {}
-        for key, sub, sub_item in pairs:
-            sub_ctx = f"{ctx}: {key}"
-            if key == "broker":
-                out["broker"] = self._uri(sub_ctx, sub, sub_item)
-            elif key == "brokers":
-                if isinstance(sub, ErlString):
-                    self.fail(
-                        f"{sub_ctx}: expected a list of URIs, found the single string "
-                        f'{format_term(sub, 60)} (write {{broker, "..."}} for one URI)',
-                        sub,
-                        sub_item,
-                    )
-                if not isinstance(sub, list) or not sub:
-                    self.fail(
-                        f"{sub_ctx}: expected a non-empty list of URIs, found "
-                        f"{format_term(sub, 60)}",
-                        sub,
-                        sub_item,
-                    )
-                out["brokers"] = [self._uri(sub_ctx, uri, sub) for uri in sub]
-            elif key == "declarations":
-                out["declarations"] = self._declarations(sub_ctx, sub, sub_item)
-            else:
-                self.fail(
-                    f"{ctx}: unknown clause '{key}' (expected brokers, broker or declarations)",
-                    sub_item,
-                )
-        return out
-
-    def _uri(self, ctx: str, value: Term, item: Term) -> str:
-        uri = self._text(ctx, value, item, what="an AMQP URI string")
-        if any(c.isspace() for c in uri):
-            self.fail(f"{ctx}: the URI {uri!r} contains white space", value, item)
-        scheme, has_scheme, _rest = uri.partition("://")  # (urlsplit raises on a stray '[')
-        if not has_scheme or scheme.lower() not in ("amqp", "amqps"):
-            self.fail(f"{ctx}: {uri!r} is not an amqp:// or amqps:// URI", value, item)
-        return uri
-
-    def _declarations(self, ctx: str, value: Term, item: Term) -> JSON:
-        value = self._list(ctx, value, item, "a list of AMQP methods")
-        out: list[JSON] = []
-        for decl in value:
-            if isinstance(decl, Atom):
-                self._method(ctx, decl, decl, value)
-                if decl == "queue.declare":
-                    out.append({"queue.declare": self._durable_unless_exclusive(
-                        f"{ctx}: {decl}", {}, decl)})
-                else:
-                    out.append(str(decl))
-            elif isinstance(decl, tuple) and len(decl) == 2 and isinstance(decl[0], Atom):
-                fields = self._method(ctx, decl[0], decl, value)
-                method_ctx = f"{ctx}: {decl[0]}"
-                converted = self._fields(method_ctx, decl[1], decl, fields, "")
-                if decl[0] == "queue.declare":
-                    converted = self._durable_unless_exclusive(method_ctx, converted, decl)
-                out.append({str(decl[0]): converted})
-            else:
-                self.fail(
-                    f"{ctx}: expected a method ('queue.declare') or {{method, [Field, ...]}}, "
-                    f"found {format_term(decl, 60)}",
-                    decl,
-                    value,
-                )
-        return out
-
-    def _durable_unless_exclusive(self, ctx: str, fields: dict[str, JSON],
-                                  at: Term) -> dict[str, JSON]:
-        """rabbit_shovel_util:parse_declaration/1 turns a queue.declare that is neither durable
-        nor exclusive into a durable one (transient non-exclusive queues are deprecated)."""
-        if fields.get("durable") or fields.get("exclusive") or fields.get("passive"):
-            return fields
-        queue = fields.get("queue")
-        if queue:
-            self.warn(f"{ctx}: queue {queue!r} is neither durable nor exclusive: imported as "
-                      "durable, which is what the plugin declares", at)
-            return {**fields, "durable": True}
-        # A server-named queue made durable, as the plugin does, is left behind at every
-        # reconnect, collecting copies of what its bindings route for ever; exclusive, the
-        # broker deletes it with the connection.
-        self.warn(f"{ctx}: a server-named queue that is neither durable nor exclusive: imported "
-                  "as exclusive (deleted with pumpd's connection); the plugin declares it "
-                  "durable, and leaves one such queue behind at every reconnect", at)
-        return {**fields, "exclusive": True}
-
-    def _method(self, ctx: str, method: Atom, *at: Term) -> dict[str, str]:
-        if method not in DECLARATION_METHODS:
-            self.fail(
-                f"{ctx}: unknown AMQP method '{method}' (known: {', '.join(DECLARATION_METHODS)})",
-                method,
-                *at,
-            )
-        return DECLARATION_METHODS[method]
 
 
 def import_erlang_config(

@@ -30,7 +30,7 @@ class ErlangSyntaxError(ValueError):
 
 # Reserved words of Erlang: written bare they are not atoms (file:consult rejects them).
 # 'maybe' and 'else' are only reserved with the maybe_expr feature, so they stay plain atoms.
-_RESERVED = frozenset(
+RESERVED_WORDS = frozenset(
     [
         "after",
         "and",
@@ -75,7 +75,7 @@ _SIMPLE_ESCAPES = {
     "v": 11,
 }
 
-_MAX_CODE_POINT = 0x10FFFF
+MAX_CODE_POINT = 0x10FFFF  # the largest Unicode code point
 
 
 def _is_whitespace(c: str) -> bool:
@@ -83,7 +83,7 @@ def _is_whitespace(c: str) -> bool:
     return c <= " " or "\x80" <= c <= "\xa0"
 
 
-def _is_lower(c: str) -> bool:
+def is_lower(c: str) -> bool:
     # Erlang atoms start with a lowercase letter: a-z or Latin-1 223..255 except 247 (division).
     return "a" <= c <= "z" or ("\xdf" <= c <= "\xff" and c != "\xf7")
 
@@ -92,8 +92,9 @@ def _is_upper(c: str) -> bool:
     return "A" <= c <= "Z" or ("\xc0" <= c <= "\xde" and c != "\xd7")
 
 
-def _is_name_char(c: str) -> bool:
-    return _is_lower(c) or _is_upper(c) or "0" <= c <= "9" or c in "_@"
+def is_name_char(c: str) -> bool:
+    """A character an unquoted atom or a variable may hold after its first."""
+    return is_lower(c) or _is_upper(c) or "0" <= c <= "9" or c in "_@"
 
 
 def _digit_value(c: str) -> int:
@@ -112,7 +113,7 @@ def _digit_value(c: str) -> int:
 
 
 @dataclass(frozen=True)
-class _Token:
+class Token:
     """One lexical token.
 
     ``kind`` is one of ``atom`` (value: the name), ``qatom`` (quoted atom), ``var``, ``string``
@@ -150,7 +151,7 @@ _TWO_CHAR_PUNCT = ("<<", ">>", "=>", ":=")
 _ONE_CHAR_PUNCT = "{}[](),|#-+/:<>="
 
 
-class _Lexer:
+class Lexer:
     """Turns the text into tokens, one at a time, tracking line and column."""
 
     def __init__(self, text: str) -> None:
@@ -194,15 +195,15 @@ class _Lexer:
 
     # -- tokens ------------------------------------------------------------------------------
 
-    def next_token(self) -> _Token:
+    def next_token(self) -> Token:
         self._skip_blanks()
         line, column, start = self.line, self.column, self.pos
         if self.pos >= len(self.text):
-            return _Token("eof", "", line, column, "")
+            return Token("eof", "", line, column, "")
         c = self.text[self.pos]
 
-        def token(kind: str, value: str | float) -> _Token:
-            return _Token(kind, value, line, column, self.text[start : self.pos])
+        def token(kind: str, value: str | float) -> Token:
+            return Token(kind, value, line, column, self.text[start : self.pos])
 
         if "0" <= c <= "9":
             kind, number = self._number()
@@ -219,12 +220,12 @@ class _Lexer:
             return token("string", self._quoted('"', "string", line, column))
         if c == "'":
             return token("qatom", self._quoted("'", "quoted atom", line, column))
-        if _is_lower(c):
-            while self.pos < len(self.text) and _is_name_char(self.text[self.pos]):
+        if is_lower(c):
+            while self.pos < len(self.text) and is_name_char(self.text[self.pos]):
                 self._advance()
             return token("atom", self.text[start : self.pos])
         if _is_upper(c) or c == "_":
-            while self.pos < len(self.text) and _is_name_char(self.text[self.pos]):
+            while self.pos < len(self.text) and is_name_char(self.text[self.pos]):
                 self._advance()
             return token("var", self.text[start : self.pos])
         if c == ".":
@@ -319,7 +320,7 @@ class _Lexer:
                     self._error("expected hexadecimal digits and '}' in a \\x{...} escape")
                 self._advance()
                 value = int(hex_digits, 16)
-                if value > _MAX_CODE_POINT or 0xD800 <= value <= 0xDFFF:
+                if value > MAX_CODE_POINT or 0xD800 <= value <= 0xDFFF:
                     self._error(f"\\x{{{hex_digits}}} is not a Unicode scalar value", line, column)
                 return value
             hex_digits = ""

@@ -23,6 +23,10 @@ map ``#{k => v}``      ``dict``
 Erlang makes no difference between a string and a list of character codes; neither does the
 reader beyond the literal syntax: ``"ab"`` gives an :class:`ErlString`, ``[97, 98]`` a list.
 
+The types in the table are :mod:`.erlang_types`' (exported here too); :mod:`.erlang_binary`
+makes the bytes of binary segments, and :func:`format_term` (:mod:`.erlang_format`) writes a
+term back.
+
 Binary segments support the forms that appear in configuration: string, character and integer
 segments, ``Value:Size``, and the type specifiers ``integer``, ``float``, ``utf8``, ``utf16``,
 ``utf32``, ``signed``, ``unsigned``, ``big``, ``little``, ``native`` and ``unit:N``. Where Erlang
@@ -36,20 +40,14 @@ offending character and what was expected there.
 
 from __future__ import annotations
 
-import struct
-import sys
-from typing import Literal, NoReturn, TypeAlias
+from collections.abc import Callable
+from typing import NoReturn
 
 from ..config.limits import MAX_BINARY_BYTES
-from .erlang_lexer import (
-    _MAX_CODE_POINT,
-    _RESERVED,
-    ErlangSyntaxError,
-    _is_lower,
-    _is_name_char,
-    _Lexer,
-    _Token,
-)
+from .erlang_binary import Spec, encode_segment
+from .erlang_format import format_term
+from .erlang_lexer import MAX_CODE_POINT, RESERVED_WORDS, ErlangSyntaxError, Lexer, Token
+from .erlang_types import Atom, ErlString, Term
 
 __all__ = [
     "Atom",
@@ -62,37 +60,6 @@ __all__ = [
     "parse_term_with_positions",
     "parse_terms",
 ]
-
-
-class Atom(str):
-    """An Erlang atom. Compares equal to a ``str`` with the same text."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"Atom({str.__repr__(self)})"
-
-
-class ErlString(str):
-    """An Erlang string literal (``"..."``). Compares equal to a ``str`` with the same text."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"ErlString({str.__repr__(self)})"
-
-
-Term: TypeAlias = (
-    Atom
-    | ErlString
-    | bytes
-    | int
-    | float
-    | tuple["Term", ...]
-    | list["Term"]
-    | dict["Term", "Term"]
-)
-"""Any term the reader can produce."""
 
 
 # nesting limit: far beyond any configuration, well within Python's stack
@@ -122,13 +89,13 @@ class Positions:
 
 class _Parser:
     def __init__(self, text: str, *, record_positions: bool = False) -> None:
-        self._lexer = _Lexer(text)
+        self._lexer = Lexer(text)
         self._token = self._lexer.next_token()
         self.positions: dict[int, tuple[int, int]] | None = {} if record_positions else None
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _next(self) -> _Token:
+    def _next(self) -> Token:
         token = self._token
         self._token = self._lexer.next_token()
         return token
@@ -136,19 +103,19 @@ class _Parser:
     def _is(self, punct: str) -> bool:
         return self._token.kind == "punct" and self._token.value == punct
 
-    def _error(self, reason: str, token: _Token | None = None) -> NoReturn:
+    def _error(self, reason: str, token: Token | None = None) -> NoReturn:
         token = token or self._token
         raise ErlangSyntaxError(reason, token.line, token.column)
 
     def _expected(self, what: str) -> NoReturn:
         self._error(f"expected {what}, found {self._token.describe()}")
 
-    def _expect(self, punct: str, what: str) -> _Token:
+    def _expect(self, punct: str, what: str) -> Token:
         if not self._is(punct):
             self._expected(what)
         return self._next()
 
-    def _record(self, term: Term, token: _Token) -> Term:
+    def _record(self, term: Term, token: Token) -> Term:
         # () is a shared object in CPython, so it has no identity of its own to record.
         if (
             self.positions is not None
@@ -207,7 +174,7 @@ class _Parser:
         elif kind == "atom":
             self._next()
             assert isinstance(token.value, str)
-            if token.value in _RESERVED:
+            if token.value in RESERVED_WORDS:
                 self._error(
                     f"'{token.value}' is a reserved word; write it as '{token.value}' "
                     "(quoted) to use it as an atom",
@@ -243,19 +210,29 @@ class _Parser:
         assert isinstance(token.value, (int, float))
         return -token.value if sign.value == "-" else token.value
 
+    def _separated(self, close: str, what: str, read_item: Callable[[], None]) -> None:
+        """Items separated by ',' up to ``close``, which is consumed; ``read_item`` reads one.
+
+        :param what: the enclosing term, for the message when neither ',' nor ``close`` follows
+            an item ("a tuple").
+        """
+        if self._is(close):
+            self._next()
+            return
+        while True:
+            read_item()
+            if self._is(","):
+                self._next()
+            elif self._is(close):
+                self._next()
+                return
+            else:
+                self._expected(f"',' or '{close}' in {what}")
+
     def _tuple(self, depth: int) -> Term:
         start = self._next()
         items: list[Term] = []
-        if not self._is("}"):
-            while True:
-                items.append(self._term(depth + 1))
-                if self._is(","):
-                    self._next()
-                elif self._is("}"):
-                    break
-                else:
-                    self._expected("',' or '}' in a tuple")
-        self._next()
+        self._separated("}", "a tuple", lambda: items.append(self._term(depth + 1)))
         return self._record(tuple(items), start)
 
     def _list(self, depth: int) -> Term:
@@ -280,11 +257,11 @@ class _Parser:
             else:
                 self._expected("',', '|' or ']' in a list")
 
-    def _join_tail(self, heads: list[Term], tail: Term, bar: _Token, tail_token: _Token) -> Term:
+    def _join_tail(self, heads: list[Term], tail: Term, bar: Token, tail_token: Token) -> Term:
         """``[H1, H2 | Tail]`` with a proper-list tail, as the flat list it denotes."""
         if isinstance(tail, ErlString):
             # [$a | "bc"] is the string "abc" in Erlang; keep it a string when it still is one.
-            if all(isinstance(h, int) and 0 <= h <= _MAX_CODE_POINT for h in heads):
+            if all(isinstance(h, int) and 0 <= h <= MAX_CODE_POINT for h in heads):
                 return ErlString("".join(chr(h) for h in heads if isinstance(h, int)) + tail)
             return heads + [ord(c) for c in tail]
         if isinstance(tail, list):
@@ -299,23 +276,18 @@ class _Parser:
         start = self._next()
         self._expect("{", "'{' after '#' (a map is written #{Key => Value, ...})")
         result: dict[Term, Term] = {}
-        if not self._is("}"):
-            while True:
-                key_token = self._token
-                key = self._term(depth + 1)
-                try:
-                    hash(key)
-                except TypeError:
-                    self._error("a map key must not contain lists or maps", key_token)
-                self._expect("=>", "'=>' after a map key")
-                result[key] = self._term(depth + 1)
-                if self._is(","):
-                    self._next()
-                elif self._is("}"):
-                    break
-                else:
-                    self._expected("',' or '}' in a map")
-        self._next()
+
+        def association() -> None:
+            key_token = self._token
+            key = self._term(depth + 1)
+            try:
+                hash(key)
+            except TypeError:
+                self._error("a map key must not contain lists or maps", key_token)
+            self._expect("=>", "'=>' after a map key")
+            result[key] = self._term(depth + 1)
+
+        self._separated("}", "a map", association)
         return self._record(result, start)
 
     # -- binaries ----------------------------------------------------------------------------
@@ -323,20 +295,14 @@ class _Parser:
     def _binary(self) -> bytes:
         start = self._next()  # '<<'
         out = bytearray()
-        if self._is(">>"):
-            self._next()
-            return bytes(out)
-        while True:
-            out += self._segment()
+
+        def segment() -> None:
+            out.extend(self._segment())
             if len(out) > MAX_BINARY_BYTES:
                 self._error(f"a binary of more than {MAX_BINARY_BYTES} bytes", start)
-            if self._is(","):
-                self._next()
-            elif self._is(">>"):
-                self._next()
-                return bytes(out)
-            else:
-                self._expected("',' or '>>' in a binary")
+
+        self._separated(">>", "a binary", segment)
+        return bytes(out)
 
     def _segment(self) -> bytes:
         start = self._token
@@ -361,8 +327,11 @@ class _Parser:
             self._next()
             assert isinstance(size_token.value, int)
             size = size_token.value
+        return encode_segment(value, size, self._segment_specs(), start)
 
-        specs: list[tuple[str, int | None, _Token]] = []
+    def _segment_specs(self) -> list[Spec]:
+        """A segment's type specifiers: ``/utf8``, ``/unit:8-little``, or none."""
+        specs: list[Spec] = []
         if self._is("/"):
             self._next()
             while True:
@@ -385,95 +354,7 @@ class _Parser:
                     self._next()
                 else:
                     break
-        return _encode_segment(value, size, specs, start)
-
-
-def _encode_segment(
-    value: str | float,
-    size: int | None,
-    specs: list[tuple[str, int | None, _Token]],
-    where: _Token,
-) -> bytes:
-    """The bytes of one binary segment (see the module docstring for what is supported)."""
-
-    def fail(reason: str, token: _Token = where) -> NoReturn:
-        raise ErlangSyntaxError(reason, token.line, token.column)
-
-    seg_type = "integer"
-    endian: Literal["big", "little"] = "big"
-    unit: int | None = None
-    for name, argument, token in specs:
-        if name == "unit":
-            if argument is None or not 1 <= argument <= 256:
-                fail("unit needs a value 1..256, e.g. unit:8", token)
-            unit = argument
-            continue
-        if argument is not None:
-            fail(f"type specifier '{name}' takes no ':' argument", token)
-        if name in ("integer", "float", "utf8", "utf16", "utf32"):
-            seg_type = name
-        elif name in ("signed", "unsigned"):
-            pass  # only matters when matching a binary, not when building one
-        elif name == "big":
-            endian = "big"
-        elif name == "little":
-            endian = "little"
-        elif name == "native":
-            endian = sys.byteorder
-        elif name in ("binary", "bytes", "bitstring", "bits"):
-            fail(f"'{name}' segments are not supported in a literal term", token)
-        else:
-            fail(f"unknown binary type specifier '{name}'", token)
-
-    if seg_type.startswith("utf"):
-        if size is not None or unit is not None:
-            fail(f"a {seg_type} segment takes no size or unit")
-        codec = {"utf8": "utf-8", "utf16": "utf-16", "utf32": "utf-32"}[seg_type]
-        if codec != "utf-8":
-            codec += "-be" if endian == "big" else "-le"
-        if isinstance(value, float):
-            fail(f"a {seg_type} segment needs a character or a string, not a float")
-        chars = value if isinstance(value, str) else [value]
-        out = bytearray()
-        for ch in chars:
-            code = ord(ch) if isinstance(ch, str) else ch
-            if not 0 <= code <= _MAX_CODE_POINT or 0xD800 <= code <= 0xDFFF:
-                fail(f"{code} is not a Unicode scalar value ({seg_type} segment)")
-            out += chr(code).encode(codec)
-        return bytes(out)
-
-    bits = (size if size is not None else (64 if seg_type == "float" else 8)) * (unit or 1)
-    if bits > MAX_BINARY_BYTES * 8:  # before anything of that size is made
-        fail(f"a segment of {bits} bits: a binary holds at most {MAX_BINARY_BYTES} bytes")
-    if bits % 8:
-        fail(f"a segment of {bits} bits is not whole bytes (bitstrings are not supported)")
-    width = bits // 8
-
-    if seg_type == "float":
-        if isinstance(value, str):
-            fail("a float segment needs a number, not a string")
-        formats = {2: "e", 4: "f", 8: "d"}
-        if width not in formats:
-            fail(f"a float segment must be 16, 32 or 64 bits, not {bits}")
-        try:
-            return struct.pack((">" if endian == "big" else "<") + formats[width], float(value))
-        except (OverflowError, struct.error):
-            fail(f"{value} does not fit in a {bits}-bit float")
-
-    if isinstance(value, float):
-        fail("a float in a binary needs the /float type specifier")
-    integers = [ord(c) for c in value] if isinstance(value, str) else [value]
-    out = bytearray()
-    low = -(1 << (bits - 1)) if bits else 0  # accept anything that fits signed or unsigned
-    high = (1 << bits) - 1
-    for integer in integers:
-        if not low <= integer <= high:
-            what = f"character {chr(integer)!r} ({integer})" if isinstance(value, str) else integer
-            hint = ' (write <<"..."/utf8>> for non-Latin-1 text)' if isinstance(value, str) else ""
-            fail(f"{what} does not fit in a segment of {bits} bits{hint}")
-        if width:
-            out += (integer & high).to_bytes(width, endian)
-    return bytes(out)
+        return specs
 
 
 # --------------------------------------------------------------------------------------------
@@ -509,72 +390,3 @@ def parse_terms(text: str) -> list[Term]:
     :raises ErlangSyntaxError: on the first malformed term.
     """
     return _Parser(text).parse_all()
-
-
-def _atom_needs_quotes(name: str) -> bool:
-    if not name or not _is_lower(name[0]) or name in _RESERVED:
-        return True
-    return not all(_is_name_char(c) for c in name)
-
-
-def _quote(text: str, quote: str) -> str:
-    out = [quote]
-    for c in text:
-        if c == quote or c == "\\":
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\t":
-            out.append("\\t")
-        elif c < " " or c == "\x7f":
-            out.append(f"\\x{{{ord(c):X}}}")
-        else:
-            out.append(c)
-    out.append(quote)
-    return "".join(out)
-
-
-def _format(term: object) -> str:
-    if isinstance(term, Atom):
-        return _quote(term, "'") if _atom_needs_quotes(term) else str(term)
-    if isinstance(term, str):
-        return _quote(term, '"')
-    if isinstance(term, (bytes, bytearray)):
-        if not term:
-            return "<<>>"
-        try:
-            text = term.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if text is not None and all(c >= " " and c != "\x7f" for c in text):
-            suffix = "" if text.isascii() else "/utf8"
-            return f"<<{_quote(text, chr(34))}{suffix}>>"
-        return "<<" + ",".join(str(b) for b in term) + ">>"
-    if isinstance(term, bool):
-        return "true" if term else "false"
-    if isinstance(term, int):
-        return str(term)
-    if isinstance(term, float):
-        text = repr(term)
-        if "." not in text and "e" in text:
-            mantissa, exponent = text.split("e")
-            text = f"{mantissa}.0e{exponent}"
-        return text
-    if isinstance(term, tuple):
-        return "{" + ", ".join(_format(t) for t in term) + "}"
-    if isinstance(term, list):
-        return "[" + ", ".join(_format(t) for t in term) + "]"
-    if isinstance(term, dict):
-        return "#{" + ", ".join(f"{_format(k)} => {_format(v)}" for k, v in term.items()) + "}"
-    return repr(term)
-
-
-def format_term(term: object, limit: int | None = None) -> str:
-    """Write ``term`` in Erlang syntax (the inverse of :func:`parse_term`), for messages.
-
-    :param limit: if given, shorten the result to about that many characters with ``...``.
-    """
-    text = _format(term)
-    if limit is not None and len(text) > limit:
-        text = text[: max(limit - 3, 1)] + "..."
-    return text

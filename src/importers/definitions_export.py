@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import NoReturn
 from urllib.parse import quote
 
+from ..config.redaction import uri_authority
 from ..config.vocabulary import LEGACY_DYNAMIC_KEYS
 from .errors import JSON, ConfigImportError
 
-__all__ = ["import_definitions"]
+__all__ = ["explicit_local_uri", "import_definitions"]
 
-def _explicit_local_uri(uri: str) -> str:
+def explicit_local_uri(uri: str) -> str:
     """Spell out the virtual host of a host-less ``amqp://`` URI that leaves it out.
 
     What the plugin does (rabbitmq-server, deps/rabbitmq_shovel): the dynamic shovel's URIs go
@@ -33,12 +34,8 @@ def _explicit_local_uri(uri: str) -> str:
     scheme, sep, rest = uri.partition("://")
     if not sep or scheme.lower() != "amqp":
         return uri
-    end = len(rest)
-    for delim in "/?#":
-        i = rest.find(delim)
-        if 0 <= i < end:
-            end = i
-    authority = rest[:end]
+    authority = uri_authority(rest)
+    end = len(authority)
     if rest[end : end + 1] == "/" or authority.rpartition("@")[2]:
         return uri  # the vhost is stated, or there is a host (or a port): not ours to change
     return f"{scheme}://{authority}/{quote('/', safe='')}{rest[end:]}"
@@ -54,9 +51,9 @@ def _dynamic_value(value: dict[str, JSON]) -> dict[str, JSON]:
             key = current
         if key in ("src-uri", "dest-uri"):
             if isinstance(sub, str):
-                sub = _explicit_local_uri(sub)
+                sub = explicit_local_uri(sub)
             elif isinstance(sub, list):
-                sub = [_explicit_local_uri(u) if isinstance(u, str) else u for u in sub]
+                sub = [explicit_local_uri(u) if isinstance(u, str) else u for u in sub]
         out[key] = sub
     return out
 
@@ -76,7 +73,7 @@ def import_definitions(obj: dict[str, JSON], *, source: str) -> dict[str, JSON]:
       in the plugin);
     - a host-less ``amqp://`` without a vhost becomes ``amqp:///%2F``: the plugin connects such
       a URI to the local broker's vhost ``/`` whatever the shovel's own vhost (see
-      :func:`_explicit_local_uri`).
+      :func:`explicit_local_uri`).
 
     Naming: shovel names are unique per vhost only. A shovel is named ``NAME`` when no other
     vhost has a shovel of that name, and ``VHOST:NAME`` when several do.

@@ -13,45 +13,35 @@ other can consume them) and server-named ones (``amq.gen-...``: their name is ch
 time the application declares them). Streams are planned with a consumer offset (``"first"``):
 a stream keeps its messages when they are read, so its shovel copies it and then follows it.
 
-The management API is read with one request (``GET /api/queues/VHOST``), with the source URI's
-credentials in HTTP basic authentication; only the standard library's urllib is used. The
-credentials go over https only, unless ``--management-insecure-http`` says plain http is fine; a
-redirect is followed only within the same scheme, host and port (anything else would hand the
-password to another server); the answer is read up to :data:`MAX_RESPONSE_BYTES`.
+The management API is read by :mod:`.management_api` (one request, the source URI's user and
+password over https only unless ``--management-insecure-http`` says plain http is fine).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import http.client
 import math
 import os
 import re
 import stat
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO
-from urllib.parse import quote, urlsplit
 
 import orjson
 
 from .. import exitcodes
 from ..config.clauses import DEFAULT_PREFETCH
-from ..config.model import BrokerURI
-from ..config.parse import MAX_SHOVELS_PER_PROCESS, ConfigError, parse_config
-from ..config.tls import ssl_context
+from ..config.limits import MAX_SHOVELS_PER_PROCESS
+from ..config.parse import ConfigError, parse_config
 from ..config.uri import URIError, parse_uri
 from .errors import JSON, ConfigImportError
+from .management_api import fetch_queues, management_url
 
-__all__ = ["Plan", "fetch_queues", "main", "management_url", "plan_migration"]
+__all__ = ["Plan", "main", "plan_migration", "shovels_per_process_for"]
 
 PROG = "pumpd plan-migration"
-MANAGEMENT_PORTS = {"amqp": 15672, "amqps": 15671}
 # One process per shovel up to this many shovels (pumpd's default, the safest); beyond it a plan
 # packs them (a few dozen idle worker processes already cost a gigabyte of memory).
 PACK_ABOVE = 24
@@ -60,10 +50,6 @@ PACK_ABOVE = 24
 MIN_PER_PROCESS = 25
 MAX_PROCESSES = 16
 SERVER_NAMED_PREFIX = "amq.gen-"
-HTTP_TIMEOUT = 30.0
-# The answer's size: 64 MiB is some 100,000 queues as the management API describes them.
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-MAX_ERROR_BODY_BYTES = 64 * 1024  # an error page: only its "reason" is wanted
 
 
 @dataclass
@@ -84,156 +70,6 @@ class Plan:
         if self.filtered:
             line += f", {self.filtered} left out by --include/--exclude"
         return line
-
-
-# ============================================================================================
-# Reading the management API
-
-
-def management_url(uri: BrokerURI, port: int | None = None) -> str:
-    """The management API's base URL on the source URI's host: http on 15672, or https on 15671
-    for amqps (the plugin's defaults), unless ``port`` says otherwise."""
-    scheme = "https" if uri.scheme == "amqps" else "http"
-    host = uri.effective_host
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{port or MANAGEMENT_PORTS[uri.scheme]}"
-
-
-def _reason(body: bytes) -> str:
-    """The management API's own words for an error, ``{"error": ..., "reason": ...}``."""
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return ""
-    if isinstance(doc, dict):
-        return ": ".join(str(doc[k]) for k in ("error", "reason") if doc.get(k))
-    return ""
-
-
-class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow a redirect only to the same scheme, host and port: the request carries the
-    source's password, which another server (or plain http) must not see."""
-
-    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
-                         headers: http.client.HTTPMessage,
-                         newurl: str) -> urllib.request.Request | None:
-        try:
-            old, new = urlsplit(req.full_url), urlsplit(newurl)
-            same = (old.scheme, old.hostname, old.port) == (new.scheme, new.hostname, new.port)
-        except ValueError:  # a malformed Location (a stray '[', a port that is not a number)
-            raise _RedirectRefused(f"HTTP {code}: redirected to a malformed URL; not "
-                                   "followed") from None
-        if not same:
-            raise _RedirectRefused(f"HTTP {code}: redirected to {new.scheme}://{new.netloc}"
-                                   "; not followed: it would send the source's password there "
-                                   "(give that address with --management-url if it is the "
-                                   "management API)")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-class _RedirectRefused(Exception):
-    pass
-
-
-def _read_bounded(stream: IO[bytes], limit: int, url: str) -> bytes:
-    """At most ``limit`` bytes of an answer.
-
-    :raises ConfigImportError: when it is longer.
-    """
-    body = stream.read(limit + 1)
-    if len(body) > limit:
-        raise ConfigImportError(f"the answer is larger than {limit} bytes: not read further",
-                                source=url)
-    return body
-
-
-def _check_plain_http(url: str, insecure_http: bool) -> None:
-    """Basic authentication sends the password in the clear over http.
-
-    :raises ConfigImportError: for an http URL, unless the user said it is fine.
-    """
-    if urlsplit(url).scheme != "https" and not insecure_http:
-        raise ConfigImportError(
-            "refusing to send the source's user and password over plain http: give the "
-            "management API's https address with --management-url https://HOST:15671 (or "
-            "--management-port for an amqps source), or accept plain http with "
-            "--management-insecure-http", source=url)
-
-
-def fetch_queues(base_url: str, uri: BrokerURI, timeout: float = HTTP_TIMEOUT, *,
-                 insecure_http: bool = False) -> list[dict[str, JSON]]:
-    """Every queue of ``uri``'s vhost, as ``GET /api/queues/VHOST`` lists them.
-
-    :param base_url: the management API, e.g. ``https://host:15671`` (a path prefix is kept).
-    :param uri: the source; its user and password authenticate, its vhost is listed.
-    :param insecure_http: send them over plain http too.
-    :raises ConfigImportError: naming the URL and what went wrong (nothing listening, the user
-        refused, no such vhost, an answer that is not the API's JSON or is too large, plain http
-        without ``insecure_http``, a redirect elsewhere).
-    """
-    url = f"{base_url.rstrip('/')}/api/queues/{quote(uri.vhost, safe='')}"
-    try:
-        _check_plain_http(url, insecure_http)
-        request = urllib.request.Request(url, method="GET")
-    except ValueError as exc:  # not a URL urllib can use
-        raise ConfigImportError(f"not an http or https URL: {exc}", source=url) from None
-    credentials = f"{uri.username}:{uri.password}".encode()
-    request.add_header("Authorization", "Basic " + base64.b64encode(credentials).decode())
-    request.add_header("Accept", "application/json")
-    try:
-        context = ssl_context(uri) if url.startswith("https:") else None
-    except URIError as exc:  # the URI's TLS files cannot be loaded
-        raise ConfigImportError(str(exc), source=url) from None
-    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context),
-                                         _SameOriginRedirects())
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            body = _read_bounded(response, MAX_RESPONSE_BYTES, url)
-    except _RedirectRefused as exc:
-        raise ConfigImportError(str(exc), source=url) from None
-    except ValueError as exc:  # urllib on a malformed URL of its own making or a server's
-        raise ConfigImportError(f"cannot use this URL: {exc}", source=url) from None
-    except urllib.error.HTTPError as exc:
-        said = _reason(exc.read(MAX_ERROR_BODY_BYTES))
-        status = f"HTTP {exc.code}" + (f" ({said})" if said else f" {exc.reason}")
-        if exc.code == 401:
-            raise ConfigImportError(
-                f"{status}: the management API refused the user {uri.username!r}: check the "
-                "user and password in the source URI; the user also needs a management tag "
-                "(monitoring, management or administrator) and access to the vhost",
-                source=url) from None
-        if exc.code == 404:
-            raise ConfigImportError(
-                f"{status}: the source has no vhost {uri.vhost!r} (the vhost is the source "
-                "URI's path, '/' written as %2F), or this is not the management API",
-                source=url) from None
-        raise ConfigImportError(f"{status}", source=url) from None
-    except (urllib.error.URLError, OSError) as exc:
-        why = getattr(exc, "reason", exc)
-        hint = ""
-        if isinstance(why, ConnectionRefusedError):
-            why = "connection refused"
-            hint = ("; is the management plugin enabled on the source broker (rabbitmq-plugins "
-                    "enable rabbitmq_management)? Otherwise give its port with "
-                    "--management-port or its address with --management-url")
-        raise ConfigImportError(f"cannot reach the management API: {why}{hint}",
-                                source=url) from None
-    except http.client.HTTPException as exc:  # something answered, but not in HTTP
-        raise ConfigImportError(f"the answer is not HTTP ({type(exc).__name__}): is this the "
-                                "management API's port?", source=url) from None
-    try:
-        queues = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ConfigImportError(f"the answer is not JSON ({exc.msg}): is this the management "
-                                "API?", source=url) from None
-    if not isinstance(queues, list) or not all(
-            isinstance(q, dict) and isinstance(q.get("name"), str)
-            and isinstance(q.get("arguments") or {}, dict) for q in queues):
-        raise ConfigImportError("the answer is not a list of queues: is this the management "
-                                "API?", source=url)
-    # Only the vhost asked for, whatever the URL answered (a proxy in front may rewrite paths).
-    return [q for q in queues if q.get("vhost", uri.vhost) == uri.vhost]
 
 
 # ============================================================================================
@@ -279,6 +115,18 @@ def _destination_declaration(queue: dict[str, JSON]) -> dict[str, JSON]:
     return {"queue.declare": fields}
 
 
+def _why_skipped(queue: dict[str, JSON], name: str) -> tuple[str, str] | None:
+    """Why a queue cannot be moved (a key of :attr:`Plan.skipped`, and the note), or None."""
+    if queue.get("exclusive"):
+        return "exclusive", ("it is exclusive (owned by one connection of the source: no other "
+                             "connection can consume it, and it goes away with its owner)")
+    if name.startswith(SERVER_NAMED_PREFIX):
+        return "server-named", ("it is server-named (the broker picks a new amq.gen- name each "
+                                "time the application declares it, so the application will not "
+                                "look for this one on the destination)")
+    return None
+
+
 def plan_migration(queues: Sequence[dict[str, JSON]], *, source: str, destination: str,
                    include: Sequence[re.Pattern[str]] = (),
                    exclude: Sequence[re.Pattern[str]] = (),
@@ -302,17 +150,11 @@ def plan_migration(queues: Sequence[dict[str, JSON]], *, source: str, destinatio
                 any(p.fullmatch(name) for p in exclude):
             plan.filtered += 1
             continue
-        if queue.get("exclusive"):
-            plan.skipped["exclusive"] = plan.skipped.get("exclusive", 0) + 1
-            plan.notes.append(f"skipped queue {name!r}: it is exclusive (owned by one connection "
-                              "of the source: no other connection can consume it, and it goes "
-                              "away with its owner)")
-            continue
-        if name.startswith(SERVER_NAMED_PREFIX):
-            plan.skipped["server-named"] = plan.skipped.get("server-named", 0) + 1
-            plan.notes.append(f"skipped queue {name!r}: it is server-named (the broker picks a "
-                              "new amq.gen- name each time the application declares it, so the "
-                              "application will not look for this one on the destination)")
+        skipped = _why_skipped(queue, name)
+        if skipped is not None:
+            reason, note = skipped
+            plan.skipped[reason] = plan.skipped.get(reason, 0) + 1
+            plan.notes.append(f"skipped queue {name!r}: {note}")
             continue
         shovel: dict[str, JSON] = {
             "sources": {"broker": source},
