@@ -279,10 +279,13 @@ class Pump:
                 return
             if outcome == Outcome.STALLED:
                 # Reconnect at once: the broker redelivers what the stalled session held. The
-                # stalled side moves on to its next broker, if its list has another.
+                # session ran for stall_timeout at least: a fresh round, in which the stalled
+                # side moves on to its next broker, if its list has another.
                 failures = 0
                 self._totals.reconnects += 1
                 self._totals.stall_restarts += 1
+                self._sources.healthy()
+                self._destinations.healthy()
                 self._next_broker()
                 log.warning("shovel %s: %s; restarting the session", self.cfg.name, error)
                 self._enter(State.STARTING, f"{error}; restarting the session")
