@@ -99,7 +99,7 @@ def test_overview_and_single_shovel_documents(pumpd_daemon, node_a: LocalNode,
                                               vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
     d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out", prefetch_count=7,
-                                      source_read_hold_ms=3)})
+                                      source_read_hold_ms=3, stall_timeout=7)})
     d.wait_for(lambda: running_state(d, "s"), 30, "running")
     overview = d.get("/api/overview")
     assert overview["pid"] == d.pid and overview["shovels"] == 1 and overview["workers"] == 1
@@ -114,6 +114,7 @@ def test_overview_and_single_shovel_documents(pumpd_daemon, node_a: LocalNode,
         ("pumpd", "in", "", "out")
     assert doc["prefetch_count"] == 7 and doc["implementation"] in ("native", "reference")
     assert doc["source_read_hold_ms"] == 3
+    assert doc["stall_timeout"] == 7 and doc["counters"]["stall_restarts"] == 0
     assert set(doc["rates"]) >= {"consumed", "published", "acked"}
     (w,) = doc["workers"]
     assert w["heartbeat_age"] is not None and w["heartbeat_age"] < 10

@@ -105,12 +105,18 @@ def test_a_pump_started_paused_never_connects_until_resumed(
         pumps.on_loop(lambda p: p.pause())  # pausing a paused pump: still paused
         pumps.on_loop(lambda p: p.resume())
         pumps.wait_for(lambda: pumps.status().counters.acked == 300, 60, "all 300 moved")
+        # resumed before the pause's drain is over: the session ends, a new one starts
+        pumps.on_loop(lambda p: (p.pause(), p.resume()))
+        more = [b"m%03d" % i for i in range(100)]
+        fill_queue(src, "q", more)
+        pumps.wait_for(lambda: pumps.status().counters.acked == 400, 60, "100 more moved")
+        assert pumps.status().state == State.RUNNING
         pumps.on_loop(lambda p: p.pause())
         pumps.wait_for(lambda: pumps.status().state == State.PAUSED, 30, "paused again")
     # stopped while paused: terminated as any stop
     assert states(pumps)[-1] == ("terminated", "shutdown")
     assert [s for s, _ in states(pumps)][:3] == ["paused", "starting", "running"]
-    assert sorted(m.body for m in drain_queue(dst, "out", expected=300)) == bodies
+    assert sorted(m.body for m in drain_queue(dst, "out", expected=400)) == bodies + more
 
 
 def test_a_pause_during_the_reconnect_delay_pauses_at_once(

@@ -76,10 +76,14 @@ def test_a_destination_gone_silent_with_messages_outstanding_is_restarted(
         assert proxy_b.stall_open() == 1
         fill_queue(src, "q", bodies[200:])
         pumps.wait_for(lambda: pumps.status().counters.in_flight > 0, 30, "messages outstanding")
+        began = time.monotonic()
         # Moving again within the timeout and a few checks (generous on a shared machine)
         pumps.wait_for(lambda: pumps.status().counters.stall_restarts == 1, STALL_TIMEOUT + 10,
                        "a stall restart")
+        restarted = time.monotonic() - began
         pumps.wait_for(lambda: pumps.status().counters.acked >= 500, 30, "all 500 acked")
+        print(f"\nstall_timeout {STALL_TIMEOUT} s: restarted {restarted:.1f} s after the "
+              f"first outstanding publish, all moved after {time.monotonic() - began:.1f} s")
         c = pumps.status().counters
         assert (c.stall_restarts, c.reconnects) == (1, 1), c
         assert pumps.status().state == State.RUNNING
@@ -106,11 +110,15 @@ def test_a_source_gone_silent_with_a_backlog_is_restarted(
         fill_queue(src, "q", bodies[:200])
         pumps.wait_for(lambda: pumps.status().counters.acked == 200, 30, "the first 200 moved")
         assert proxy_a.stall_open() == 1
+        began = time.monotonic()
         fill_queue(src, "q", bodies[200:])
         pumps.wait_for(lambda: pumps.status().counters.stall_restarts == 1, STALL_TIMEOUT + 10,
                        "a stall restart")
+        restarted = time.monotonic() - began
         # the old consumer's window (100) is held by the broker; the other 200 move at once
         pumps.wait_for(lambda: pumps.status().counters.acked >= 400, 30, "moving again")
+        print(f"\nstall_timeout {STALL_TIMEOUT} s: restarted {restarted:.1f} s after the "
+              f"source went silent, moving again after {time.monotonic() - began:.1f} s")
         pumps.wait_for(lambda: pumps.status().counters.acked >= 500, 60,
                        "all 500 acked (the held ones once the broker dropped the connection)")
         assert pumps.status().counters.stall_restarts == 1

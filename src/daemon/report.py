@@ -189,6 +189,7 @@ def shovel_doc(v: ShovelView) -> dict[str, Any]:
         "prefetch_count": cfg.prefetch_count,
         "reconnect_delay": cfg.reconnect_delay,
         "source_read_hold_ms": cfg.source_read_hold_ms,
+        "stall_timeout": cfg.stall_timeout,
         "undeliverable": {"policy": cfg.undeliverable.policy.value,
                           "unroutable": cfg.undeliverable.unroutable.value,
                           "park_queue": cfg.undeliverable.park_queue},

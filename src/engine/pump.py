@@ -209,7 +209,7 @@ class Pump:
         """End the running session if the stall rule says it is stalled; or ask for a backlog
         reading when the rule needs one. Called with every counter check (at most 2 s apart)."""
         session, rule = self._session, self._stall
-        if session is None or rule is None:
+        if session is None or rule is None or not rule.enabled:
             return
         now = time.monotonic()
         stall = rule.check(now, session.counters(), excused=session.blocked or self._paused)
@@ -287,8 +287,8 @@ class Pump:
                 await self._stand_by(error or "standing by")
                 continue
             if outcome == Outcome.STOPPED:
-                if self._paused and not stop.is_set():
-                    continue  # drained for the pause
+                if not stop.is_set():
+                    continue  # drained for a pause (perhaps resumed since: a new session)
                 self._terminate(self._stopped_reason())
                 return
             if outcome == Outcome.LIMIT:
@@ -299,10 +299,13 @@ class Pump:
                 return
             if outcome == Outcome.STALLED:
                 # Reconnect at once: the broker redelivers what the stalled session held. The
-                # stalled side moves on to its next broker, if its list has another.
+                # session ran for stall_timeout at least: a fresh round, in which the stalled
+                # side moves on to its next broker, if its list has another.
                 failures = 0
                 self._totals.reconnects += 1
                 self._totals.stall_restarts += 1
+                self._sources.healthy()
+                self._destinations.healthy()
                 self._next_broker()
                 log.warning("shovel %s: %s; restarting the session", self.cfg.name, error)
                 self._enter(State.STARTING, f"{error}; restarting the session")

@@ -61,6 +61,7 @@ class ProgressReporter:
             f" confirmed {c.confirmed} acked {c.acked}{rate} | in flight "
             f"{c.in_flight} | nacked {c.nacked} returned {c.returned} redelivered "
             f"{c.redelivered} reconnects {c.reconnects}"
+            + (f" (stalled {c.stall_restarts})" if c.stall_restarts else "")
         )
 
     async def run(self, interval: float) -> None:
