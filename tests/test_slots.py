@@ -25,7 +25,9 @@ from pumpd.daemon.slots import (
 )
 from pumpd.engine.status import Counters, State
 
-HAMMER_SECONDS = 2.0
+HAMMER_SECONDS = 2.0  # the hammer runs at least this long...
+HAMMER_DISTINCT = 1000  # ...and until the reader has seen this many different records...
+HAMMER_MAX_SECONDS = 120.0  # ...but not longer than this (a machine too loaded to get there)
 
 
 def test_counter_layout_matches_the_status_counters() -> None:
@@ -156,15 +158,17 @@ def record_values(rec: SlotRecord) -> set[int]:
     return values
 
 
-def _writer(block: str, index: int, seconds: float, start: multiprocessing.synchronize.Event) -> None:
+def _writer(block: str, index: int, start: multiprocessing.synchronize.Event,
+            done: multiprocessing.synchronize.Event) -> None:
     table = SlotTable.attach(block)
     try:
         writer = table.writer(index)
         start.set()
-        v, deadline = 1, time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            writer.write(uniform_record(v))
-            v += 1
+        v, deadline = 1, time.monotonic() + HAMMER_MAX_SECONDS
+        while not done.is_set() and time.monotonic() < deadline:
+            for _ in range(100):  # asking the event costs more than a write
+                writer.write(uniform_record(v))
+                v += 1
     finally:
         table.close()
 
@@ -174,8 +178,10 @@ def _raw_read(view: memoryview) -> SlotRecord:
     return SlotRecord.unpack(bytes(view[BODY_OFFSET:BODY_OFFSET + BODY.size]))
 
 
-def hammer(seconds: float, reader: object) -> tuple[int, int, int]:
-    """A writer process rewrites slot 0 as fast as it can while this process reads it in a loop.
+def hammer(reader: object) -> tuple[int, int, int]:
+    """A writer process rewrites slot 0 as fast as it can while this process reads it in a loop,
+    for HAMMER_SECONDS and until the reader saw HAMMER_DISTINCT different records (however
+    loaded the machine: a time alone would make the check below depend on it).
 
     Returns (reads, distinct values seen, mixed records seen).
     """
@@ -184,13 +190,17 @@ def hammer(seconds: float, reader: object) -> tuple[int, int, int]:
     try:
         view = table.view(0)
         SlotWriter(view).write(uniform_record(0))
-        start = ctx.Event()
-        proc = ctx.Process(target=_writer, args=(table.name, 0, seconds, start))
+        start, done = ctx.Event(), ctx.Event()
+        proc = ctx.Process(target=_writer, args=(table.name, 0, start, done))
         proc.start()
         try:
             assert start.wait(30), "the writer process did not start"
             reads, mixed, seen, last = 0, 0, set(), 0
+            began = time.monotonic()
             while proc.is_alive():
+                if (not done.is_set() and len(seen) >= HAMMER_DISTINCT
+                        and time.monotonic() - began >= HAMMER_SECONDS):
+                    done.set()
                 try:
                     rec = reader(view)  # type: ignore[operator]
                 except SlotUnreadable:
@@ -207,6 +217,7 @@ def hammer(seconds: float, reader: object) -> tuple[int, int, int]:
                 last = v
                 seen.add(v)
         finally:
+            done.set()
             proc.join(30)
         assert proc.exitcode == 0
         return reads, len(seen), mixed
@@ -215,7 +226,7 @@ def hammer(seconds: float, reader: object) -> tuple[int, int, int]:
 
 
 def test_a_reader_hammering_a_slot_never_sees_a_torn_record() -> None:
-    reads, distinct, mixed = hammer(HAMMER_SECONDS, read_slot)
+    reads, distinct, mixed = hammer(read_slot)
     assert mixed == 0
     # the writer really was rewriting the slot under the reader
     assert distinct > 1000 and reads > 1000
@@ -224,7 +235,7 @@ def test_a_reader_hammering_a_slot_never_sees_a_torn_record() -> None:
 def test_without_the_seqlock_the_same_hammer_does_see_torn_records() -> None:
     """The control: the check above can fail. Reading the same slot without the protocol mixes
     two writes often enough to show up within the same time."""
-    _reads, _distinct, mixed = hammer(HAMMER_SECONDS, _raw_read)
+    _reads, _distinct, mixed = hammer(_raw_read)
     if mixed == 0:
         pytest.skip("no torn raw read happened to occur on this machine; the control is "
                     "inconclusive (the protected test above does not depend on it)")
