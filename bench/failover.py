@@ -10,8 +10,10 @@ source queues at ``--rate`` messages/s in all (confirmed). Then member 0 is hit 
 
 * ``kill``: SIGKILL to the coordinator and every worker (not multiprocessing's resource tracker,
   which frees the status slots when the others are gone);
-* ``stop``: SIGSTOP to its whole process group for ``--freeze`` seconds (default three
-  heartbeat timeouts), then SIGCONT: a frozen machine that comes back.
+* ``stop``: SIGSTOP to its whole process group for ``--freeze`` seconds (default four
+  heartbeat timeouts: RabbitMQ closes a silent connection two to three heartbeat timeouts after
+  the last byte it received, ``rabbit_heartbeat``), then SIGCONT: a frozen machine that comes
+  back.
 
 Reported per fault: seconds from the fault until every source queue has exactly one consumer
 again *and* the other members report every position running (the broker's consumer count alone
@@ -244,14 +246,14 @@ def main() -> int:
     p.add_argument("--rate", type=float, default=500.0, help="messages/s in all")
     p.add_argument("--heartbeat", type=int, default=5, help="source heartbeat timeout, seconds")
     p.add_argument("--freeze", type=float, default=None,
-                   help="seconds a stopped member stays frozen (default 3 heartbeat timeouts)")
+                   help="seconds a stopped member stays frozen (default 4 heartbeat timeouts)")
     p.add_argument("--faults", default="kill,stop")
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--after", type=float, default=5.0,
                    help="seconds the group runs on after recovering (and resuming)")
     ns = p.parse_args()
     if ns.freeze is None:
-        ns.freeze = 3.0 * ns.heartbeat
+        ns.freeze = 4.0 * ns.heartbeat
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / time.strftime("failover-%Y%m%dT%H%M%S.jsonl")
     with LocalNode(name=f"pumpd-bench-failover-{os.getpid()}") as node, \
