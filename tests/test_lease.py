@@ -21,6 +21,7 @@ import pytest
 from pumpd.cli import main as cli_main
 from pumpd.config.parse import ConfigError, parse_config
 from pumpd.engine.lease import LEASE_PREFIX, LeaseSpec, lease_name
+from pumpd.engine.link import LinkError
 from pumpd.engine.session import fence_after
 from pumpd.engine.status import State
 from pumpd.testing.localnode import LocalNode
@@ -229,6 +230,50 @@ def test_a_gate_decides_when_a_pump_tries_the_lease_and_when_it_hands_over(
     assert len(got) == 2000 and set(got.values()) == {1}
 
 
+def _after_first_read(pumps: RunningPumps, action: Any) -> threading.Event:
+    """Run ``action(source_link)`` in the pump's loop right after the relay has taken the first
+    deliveries off the source and scheduled their flush, before that flush runs."""
+    done = threading.Event()
+
+    def install() -> None:
+        session = pumps.pumps["s"]._session
+        assert session is not None and session.source is not None
+        source = session.source
+        feed = source._stream.interceptor
+        assert feed is not None
+
+        def then_act(data: bytes) -> bytes:
+            rest = feed(data)
+            if not done.is_set() and session.relay is not None and session.relay.consumed:
+                done.set()
+                action(source)
+            return rest
+
+        source.intercept(then_act)
+
+    pumps._loop.call_soon_threadsafe(install)
+    return done
+
+
+def _moved_once(pumps: RunningPumps, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
+                vhost_b: str, action: Any) -> list[str]:
+    """50 messages through a pump whose session meets ``action`` after its first read; each
+    must arrive once. Returns the reasons the pump gave."""
+    try:
+        pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
+        done = _after_first_read(pumps, action)
+        time.sleep(0.5)
+        fill_queue(node_a.uri(vhost_a), "src", [b"%d" % i for i in range(50)])
+        pumps.wait_for(done.is_set, 10, "the first read")
+        _settled(node_a, vhost_a)  # every message acknowledged at the source
+    finally:
+        pumps.stop()
+    got = Counter(d.body for d in drain_queue(node_b.uri(vhost_b), "dst", None))
+    assert set(got) == {b"%d" % i for i in range(50)}
+    assert max(got.values()) == 1, "published by a session that had lost its source"
+    return [r or "" for _s, r in pumps.history["s"]]
+
+
 def test_a_session_frozen_between_a_read_and_its_flush_publishes_nothing_it_read(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     """The event loop stands still right after the relay took deliveries from the source and
@@ -240,38 +285,23 @@ def test_a_session_frozen_between_a_read_and_its_flush_publishes_nothing_it_read
     src += ("&" if "?" in src else "?") + "heartbeat=2"
     cfg = shovel("s", **shovel_def(src, "src", node_b.uri(vhost_b), "dst", reconnect_delay=1))
     pumps = _pumps(cfg, "pumpd frozen", lease=LeaseSpec(lease_name("t", "s", 0), retry=0.5))
-    frozen = threading.Event()
-    try:
-        pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
-
-        def install() -> None:
-            session = pumps.pumps["s"]._session
-            assert session is not None and session.source is not None
-            source = session.source
-            feed = source._stream.interceptor
-            assert feed is not None
-
-            def freeze_after_read(data: bytes) -> bytes:
-                rest = feed(data)  # the relay has the deliveries; their flush is scheduled
-                if not frozen.is_set():
-                    frozen.set()
-                    time.sleep(10)  # the broker gives up on the connection after ~2-4 s
-                return rest
-
-            source.intercept(freeze_after_read)
-
-        pumps._loop.call_soon_threadsafe(install)
-        time.sleep(0.5)
-        fill_queue(node_a.uri(vhost_a), "src", [b"%d" % i for i in range(50)])
-        pumps.wait_for(frozen.is_set, 10, "the freeze")
-        pumps.wait_for(lambda: pumps.status().counters.acked == 50, 60, "all 50 moved")
-    finally:
-        pumps.stop()
-    got = Counter(d.body for d in drain_queue(node_b.uri(vhost_b), "dst", None))
-    assert set(got) == {b"%d" % i for i in range(50)}
-    assert max(got.values()) == 1, "published twice: once before the freeze was noticed"
-    reasons = [r or "" for _s, r in pumps.history["s"]]
+    # the broker gives up on the silent connection 2-3 heartbeat timeouts (4-6 s) after its last byte
+    reasons = _moved_once(pumps, node_a, vhost_a, node_b, vhost_b, lambda _s: time.sleep(10))
     assert any("stood still" in r for r in reasons), reasons
+
+
+def test_a_session_whose_source_is_gone_publishes_nothing_it_held(
+        node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
+    """The source link reports its connection closed between a read and that read's flush:
+    what the read gave is requeued by the source, so the flush must not publish it."""
+    cfg = _config(node_a, vhost_a, node_b, vhost_b)
+    pumps = _pumps(cfg, "pumpd cut")
+
+    def source_lost(source: Any) -> None:
+        source._fail(LinkError("the source connection is gone (test)"))
+
+    reasons = _moved_once(pumps, node_a, vhost_a, node_b, vhost_b, source_lost)
+    assert any("the source connection is gone" in r for r in reasons), reasons
 
 
 # -- real daemons ------------------------------------------------------------------------------
@@ -392,8 +422,8 @@ def test_a_frozen_holder_publishes_nothing_after_it_resumes_and_stands_by(
         time.sleep(2)
         os.kill(worker, signal.SIGSTOP)
         try:
-            # The broker drops a's silent source connection after its heartbeat timeout (3 s)
-            # and b takes the lease; a's socket meanwhile holds deliveries it has not read.
+            # The broker drops a's silent source connection 2-3 heartbeat timeouts (6-9 s) after
+            # it froze, and b takes the lease; a's socket meanwhile holds unread deliveries.
             b.wait_for(lambda: _state(b) == "running", 20, "b running")
             time.sleep(4)
             # everything a published before it froze has landed: take it out of the way
