@@ -24,6 +24,11 @@ vary with what else runs.
 
     python bench/spark_read.py                      # 1,000,000 / 200,000 messages, 1 repetition
     python bench/spark_read.py --messages 200000 --queue-messages 50000
+    python bench/spark_read.py --reps 3 --systems raw-rstream,pumpd-stream-noop
+
+Systems run in turn within each repetition, so a ratio (printed for the stream reader against
+raw rstream and the queue reader against pika) compares runs taken side by side; each line also
+records the 1-minute load average before the run.
 """
 
 from __future__ import annotations
@@ -41,7 +46,6 @@ from typing import Any
 
 import orjson
 import pika
-from pumpd import Publisher
 from pumpd.testing.localnode import LocalNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,51 +73,7 @@ def session() -> Any:
 def fill_queue(uri: str, n: int) -> None:
     with pika.BlockingConnection(pika.URLParameters(uri)) as c:
         c.channel().queue_declare(QUEUE, durable=False)
-    with Publisher(uri, routing_key=QUEUE, window=5000) as p:
-        for start in range(0, n, 10_000):
-            p.publish_many([b"q" * 64] * min(10_000, n - start))
-        p.flush()
-
-
-def pika_range(uri: str, start: int, end: int) -> int:
-    """One foreachPartition task: offsets [start, end) of the stream with pika."""
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    ch = conn.channel()
-    ch.basic_qos(prefetch_count=2000)
-    got, last = 0, -1
-
-    def take(_c: Any, m: Any, p: Any, _b: bytes) -> None:
-        nonlocal got, last
-        last = p.headers["x-stream-offset"]
-        if last < end:
-            got += 1
-        if got % 1000 == 0:
-            ch.basic_ack(m.delivery_tag, multiple=True)
-
-    ch.basic_consume(STREAM, take, arguments={"x-stream-offset": start})
-    while last < end - 1:
-        conn.process_data_events(time_limit=0.1)
-    conn._impl.close()  # no cancel: pika's cancel rejects, which a stream refuses
-    return got
-
-
-def pika_queue(uri: str, n: int) -> int:
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    ch = conn.channel()
-    ch.basic_qos(prefetch_count=2000)
-    got = 0
-
-    def take(_c: Any, m: Any, _p: Any, _b: bytes) -> None:
-        nonlocal got
-        got += 1
-        if got % 1000 == 0 or got == n:
-            ch.basic_ack(m.delivery_tag, multiple=True)
-
-    ch.basic_consume(QUEUE, take)
-    while got < n:
-        conn.process_data_events(time_limit=0.1)
-    conn.close()
-    return got
+    stream_clients.publish(uri, QUEUE, n, b"q" * 64)
 
 
 def queue_reader(spark: Any, uri: str, n: int) -> int:
@@ -130,23 +90,29 @@ def queue_reader(spark: Any, uri: str, n: int) -> int:
         q.stop()
 
 
+# what each pumpd reader is compared with: (pumpd system, its yardstick)
+RATIOS = (("pumpd-stream-noop", "raw-rstream"), ("pumpd-queue-reader", "pika-batch-ack"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--queue-messages", type=int, default=200_000)
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--systems", default="",
+                    help="comma-separated systems to run (default: all), e.g. "
+                         "raw-rstream,pumpd-stream-noop")
     args = ap.parse_args()
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"spark_read-{dt.datetime.now():%Y%m%d-%H%M%S}.jsonl"
     n, qn = args.messages, args.queue_messages
+    wanted = {x.strip() for x in args.systems.split(",") if x.strip()}
     rates: dict[str, list[float]] = {}
     with LocalNode(plugins=["rabbitmq_stream"]) as node, \
             tempfile.TemporaryDirectory(prefix="pumpd-bench-read-") as tmp:
         uri, port = node.uri(), node.stream_port
         assert port is not None
-        print(f"filling stream {STREAM!r} with {n:,} messages ...", flush=True)
-        stream_clients.fill(uri, n)
         spark = session()
 
         def read(**options: Any) -> Any:
@@ -169,7 +135,8 @@ def main() -> None:
             half = n // 2
             ranges = [(0, half), (half, n)]
             counts = spark.sparkContext.parallelize(ranges, 2).map(
-                lambda r: pika_range(uri, r[0], r[1])).collect()
+                lambda r: stream_clients.read_pika(uri, STREAM, r[1] - r[0],
+                                                   {"x-stream-offset": r[0]})).collect()
             return int(sum(counts))
 
         stream_runs: dict[str, Callable[[], int]] = {
@@ -181,17 +148,24 @@ def main() -> None:
             "pumpd-stream-noop-tasks1": lambda: spark_noop(minPartitions=1),
             "pumpd-stream-noop-tasks4": lambda: spark_noop(minPartitions=4),
         }
-        spark_noop(minPartitions=2, endingOffsets="10000")  # warm the Python workers
         queue_runs: dict[str, Callable[[], int]] = {
             "pumpd-queue-reader": lambda: queue_reader(spark, uri, qn),
-            "pika-batch-ack": lambda: pika_queue(uri, qn),
+            "pika-batch-ack": lambda: stream_clients.read_pika(uri, QUEUE, qn),
         }
+        if wanted:
+            stream_runs = {k: v for k, v in stream_runs.items() if k in wanted}
+            queue_runs = {k: v for k, v in queue_runs.items() if k in wanted}
+        if stream_runs:
+            print(f"filling stream {STREAM!r} with {n:,} messages ...", flush=True)
+            stream_clients.fill(uri, n)
+            spark_noop(minPartitions=2, endingOffsets="10000")  # warm the Python workers
         for rep in range(1, args.reps + 1):
             for case, runs, size in ((f"stream {n} x 64 B", stream_runs, n),
                                      (f"queue {qn} x 64 B", queue_runs, qn)):
                 for system, run in runs.items():
                     if runs is queue_runs:
                         fill_queue(uri, qn)
+                    load = os.getloadavg()[0]
                     t0 = time.perf_counter()
                     rows = run()
                     seconds = time.perf_counter() - t0
@@ -200,7 +174,8 @@ def main() -> None:
                     rate = rows / seconds
                     rates.setdefault(system, []).append(rate)
                     line = {**common_fields("spark_read", case, system, rep, rate),
-                            "rows": rows, "seconds": round(seconds, 3)}
+                            "rows": rows, "seconds": round(seconds, 3),
+                            "loadavg_1min": round(load, 2)}
                     print(orjson.dumps(line).decode(), flush=True)
                     with out.open("ab") as f:
                         f.write(orjson.dumps(line) + b"\n")
@@ -208,9 +183,16 @@ def main() -> None:
                         with pika.BlockingConnection(pika.URLParameters(uri)) as c:
                             c.channel().queue_purge(QUEUE)
         spark.stop()
-    print(f"\n| system | rows/s (median of {args.reps}) |\n|---|---|")
+    print(f"\n| system | rows/s (median of {args.reps}) | each run |\n|---|---|---|")
     for system, r in rates.items():
-        print(f"| {system} | {statistics.median(r):,.0f} |")
+        print(f"| {system} | {statistics.median(r):,.0f} | "
+              f"{', '.join(f'{x:,.0f}' for x in r)} |")
+    for mine, yardstick in RATIOS:
+        if mine in rates and yardstick in rates:
+            each = [a / b for a, b in zip(rates[mine], rates[yardstick], strict=True)]
+            of_medians = statistics.median(rates[mine]) / statistics.median(rates[yardstick])
+            print(f"{mine} / {yardstick}: {of_medians:.0%} of the medians; per rep "
+                  f"{', '.join(f'{x:.0%}' for x in each)} (median {statistics.median(each):.0%})")
     print(f"\nresults: {out}")
 
 

@@ -26,17 +26,24 @@ from pumpd.testing.localnode import LocalNode
 STREAM = "bench-stream"
 
 
-def fill(uri: str, n: int) -> None:
-    with pika.BlockingConnection(pika.URLParameters(uri)) as c:
-        c.channel().queue_declare(STREAM, durable=True, arguments={"x-queue-type": "stream"})
-    body = b"x" * 64
-    with Publisher(uri, routing_key=STREAM, window=5000) as p:
+def publish(uri: str, routing_key: str, n: int, body: bytes) -> None:
+    """``n`` copies of ``body`` to the default exchange, confirmed."""
+    with Publisher(uri, routing_key=routing_key, window=5000) as p:
         for start in range(0, n, 10_000):
             p.publish_many([body] * min(10_000, n - start))
         p.flush()
 
 
-def read_pika(uri: str, n: int) -> int:
+def fill(uri: str, n: int) -> None:
+    with pika.BlockingConnection(pika.URLParameters(uri)) as c:
+        c.channel().queue_declare(STREAM, durable=True, arguments={"x-queue-type": "stream"})
+    publish(uri, STREAM, n, b"x" * 64)
+
+
+def read_pika(uri: str, queue: str, n: int, arguments: dict[str, Any] | None = None) -> int:
+    """``n`` deliveries from ``queue`` with pika's BlockingConnection (prefetch 2,000, one
+    ``basic.ack(multiple)`` per 1,000 and at the last); ``arguments``: the consumer's, such
+    as ``x-stream-offset`` for a stream."""
     conn = pika.BlockingConnection(pika.URLParameters(uri))
     ch = conn.channel()
     ch.basic_qos(prefetch_count=2000)
@@ -45,10 +52,10 @@ def read_pika(uri: str, n: int) -> int:
     def take(_c: Any, m: Any, _p: Any, _b: bytes) -> None:
         nonlocal got
         got += 1
-        if got % 1000 == 0:
+        if got % 1000 == 0 or got == n:
             ch.basic_ack(m.delivery_tag, multiple=True)
 
-    ch.basic_consume(STREAM, take, arguments={"x-stream-offset": "first"})
+    ch.basic_consume(queue, take, arguments=arguments)
     while got < n:
         conn.process_data_events(time_limit=0.1)
     conn._impl.close()  # no cancel: pika's cancel rejects, which a stream refuses
@@ -104,7 +111,8 @@ def main() -> None:
         port = node.stream_port
         fill(uri, n)
         clients: dict[str, Callable[[], int]] = {
-            "pika (AMQP 0-9-1, x-stream-offset)": lambda: read_pika(uri, n),
+            "pika (AMQP 0-9-1, x-stream-offset)": lambda: read_pika(
+                uri, STREAM, n, {"x-stream-offset": "first"}),
             "rstream 1.1.1 (raw bodies)": lambda: read_rstream("127.0.0.1", port, n),
             "rbfly 0.10.0 (raw bodies)": lambda: read_rbfly("127.0.0.1", port, n, False),
             "rbfly 0.10.0 (AMQP 1.0 decoded)": lambda: read_rbfly("127.0.0.1", port, n, True),

@@ -18,6 +18,7 @@ pytest.importorskip("pyarrow")
 
 from pumpd.spark import register
 from pumpd.spark.read_options import parse_read_options
+from pumpd.spark.read_schema import COLUMNS
 from pumpd.testing.localnode import LocalNode
 from pyspark import cloudpickle
 
@@ -181,17 +182,27 @@ def _super_stream(uri: str, name: str, partitions: int) -> list[str]:
     return names
 
 
-def test_a_super_streams_partitions_are_read_together(spark: Any, node: LocalNode) -> None:
-    # (named one by one: rstream 1.1.1 cannot decode 3.10's answer to the partitions command)
+@pytest.mark.parametrize("protocol", ["stream", "amqp"])
+def test_a_super_stream_is_read_by_its_name(spark: Any, node: LocalNode, protocol: str) -> None:
+    # the partitions come from the broker (the streams protocol's partitions command), in their
+    # x-stream-partition-order, whichever protocol then reads them
     uri, name = node.uri(), _name("ss")
     parts = _super_stream(uri, name, 3)
     for i, s in enumerate(parts):
         _publish(uri, s, 100 * i, 5 + i)
-    r = (spark.read.format("pumpd").option("uri", uri).option("stream", ",".join(parts))
-         .option("streamPort", node.stream_port).option("minPartitions", 2).load())
+    r = (spark.read.format("pumpd").option("uri", uri).option("superStream", name)
+         .option("streamPort", node.stream_port).option("protocol", protocol)
+         .option("minPartitions", 2).load())
     got = sorted((row.stream, row.message_id) for row in r.collect())
     assert got == sorted((s, f"id{100 * i + k}") for i, s in enumerate(parts)
                          for k in range(5 + i))
+
+
+def test_a_missing_super_stream_is_one_clear_error(spark: Any, node: LocalNode) -> None:
+    with pytest.raises(Exception, match=r"superStream 'no-such-super-stream'.*does not exist"):
+        (spark.read.format("pumpd").option("uri", node.uri())
+         .option("superStream", "no-such-super-stream")
+         .option("streamPort", node.stream_port).load().collect())
 
 
 # -- streaming reads --------------------------------------------------------------------------
@@ -346,9 +357,25 @@ _RICH = (b"\x00Sr\xc1l\n\xa3\rx-routing-key\xa1\x02rk\xa3\nx-exchange\xa1\x02ex\
          b"\x05hello")
 
 
-def test_amqp10_rows_and_the_cached_decoder_agree() -> None:
-    from pumpd.spark.amqp10 import RowDecoder, row_of_amqp10
-    from pumpd.spark.read_schema import COLUMNS
+def _chunk(messages: list[bytes]) -> bytes:
+    """A chunk's entries as the streams protocol delivers them: each one size-prefixed."""
+    return b"".join(len(m).to_bytes(4, "big") + m for m in messages)
+
+
+def _rows(batch: Any) -> list[tuple[Any, ...]]:
+    cols = batch.to_pydict()
+    out = []
+    for i in range(batch.num_rows):
+        row = [cols[n][i] for n, _ in COLUMNS]
+        h = row[5]
+        row[5] = None if h is None else dict(h)
+        out.append(tuple(row))
+    return out
+
+
+def test_amqp10_rows_and_the_chunk_columns_agree() -> None:
+    from pumpd.spark.amqp10 import row_of_amqp10
+    from pumpd.spark.stream_chunk import ChunkColumns
 
     names = [n for n, _ in COLUMNS]
     rich = dict(zip(names, row_of_amqp10(_RICH, 7, "st"), strict=True))
@@ -363,13 +390,38 @@ def test_amqp10_rows_and_the_cached_decoder_agree() -> None:
     assert rich["headers"] == {"a": "1", "b": "x", "c": "true", "d": "1099511627776",
                                "g": "\x00\ufffd"}
     assert (rich["offset"], rich["stream"]) == (7, "st")
-    decoder = RowDecoder("st")
-    for raw in (_BARE, _RICH, _BARE, _RICH):  # the second time from the cache
-        assert decoder.row(raw, 7) == row_of_amqp10(raw, 7, "st")
     # the same metadata with another body: the body changes, nothing else
     other = _BARE[:-5] + b"other"
-    assert decoder.row(other, 8) == row_of_amqp10(other, 8, "st")
     # a header holding the data section's descriptor bytes is not mistaken for the body
     tricky = _BARE.replace(b"\xa1\x01s", b"\xa1\x03\x00Su", 1).replace(b"\xc1!", b"\xc1#", 1)
-    assert decoder.row(tricky, 9) == row_of_amqp10(tricky, 9, "st")
-    assert decoder.row(tricky, 9)[1] == "\x00Su"
+    assert row_of_amqp10(tricky, 9, "st")[1] == "\x00Su"
+    messages = [_BARE, _RICH, _BARE, _RICH, other, tricky, _BARE, tricky, other]
+    # offsets 5 to 13 in two chunks; the range 6 to 12 skips the first and stops before the last
+    cols = ChunkColumns("st", 6, 13)
+    cols.add_chunk(b"\0" * 3 + _chunk(messages[:4]), 5, 4, pos=3)
+    assert not cols.done
+    cols.add_chunk(_chunk(messages[4:]), 9, 5)
+    assert cols.done and len(cols) == 7
+    expected = [row_of_amqp10(m, 5 + i, "st") for i, m in enumerate(messages)][1:8]
+    assert _rows(cols.take()) == expected
+    # the next batch begins afresh, its known prefixes still known
+    cols = ChunkColumns("st", 0, 2)
+    cols.add_chunk(_chunk([_BARE, _BARE, _BARE]), 0, 3)
+    assert cols.done and _rows(cols.take()) == [row_of_amqp10(_BARE, i, "st") for i in (0, 1)]
+
+
+def test_a_sub_entry_batch_is_read_plain_and_gzipped() -> None:
+    import gzip
+
+    from pumpd.spark.amqp10 import row_of_amqp10
+    from pumpd.spark.stream_chunk import ChunkColumns
+
+    records = _chunk([_BARE, _RICH, _BARE])
+    for codec, stored in ((0, records), (1, gzip.compress(records))):
+        entry = (bytes([0x80 | codec << 4]) + (3).to_bytes(2, "big")
+                 + len(records).to_bytes(4, "big") + len(stored).to_bytes(4, "big") + stored)
+        cols = ChunkColumns("st", 1, 10)
+        cols.add_chunk(entry + _chunk([_RICH]), 0, 2)
+        assert _rows(cols.take()) == [row_of_amqp10(m, i + 1, "st")
+                                      for i, m in enumerate([_RICH, _BARE, _RICH])]
+

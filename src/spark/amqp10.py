@@ -16,12 +16,20 @@ import struct
 from datetime import datetime, timezone
 from typing import Any
 
-from .read_schema import _text
+from .read_schema import header_text
 
-_U16, _U32, _U64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">Q")
-_I8, _I16, _I32, _I64 = (struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"),
-                         struct.Struct(">q"))
-_F32, _F64 = struct.Struct(">f"), struct.Struct(">d")
+_U32 = struct.Struct(">I")
+# fixed-width codes: (how to unpack, width); the one-byte codes are read without struct
+_FIXED: dict[int, tuple[Any, int]] = {
+    0x51: (struct.Struct(">b"), 1), 0x54: (struct.Struct(">b"), 1),  # byte, smallint
+    0x55: (struct.Struct(">b"), 1),  # smalllong
+    0x60: (struct.Struct(">H"), 2), 0x61: (struct.Struct(">h"), 2),  # ushort, short
+    0x70: (_U32, 4), 0x71: (struct.Struct(">i"), 4), 0x72: (struct.Struct(">f"), 4),
+    0x80: (struct.Struct(">Q"), 8), 0x83: (struct.Struct(">Q"), 8),  # ulong, timestamp (ms)
+    0x81: (struct.Struct(">q"), 8), 0x82: (struct.Struct(">d"), 8),  # long, double
+}
+# codes of no payload: null, true, false, uint0, ulong0, list0
+_EMPTY: dict[int, Any] = {0x40: None, 0x41: True, 0x42: False, 0x43: 0, 0x44: 0, 0x45: ()}
 
 
 class AmqpDecodeError(ValueError):
@@ -35,78 +43,53 @@ def _value(b: bytes, p: int) -> tuple[Any, int]:
     if c == 0x00:  # described: skip the descriptor, keep the value
         _, p = _value(b, p)
         return _value(b, p)
-    if c == 0x40:
-        return None, p
-    if c in (0x41, 0x42):
-        return c == 0x41, p
+    if c in _EMPTY:
+        v = _EMPTY[c]
+        return ([] if v == () else v), p
+    if c in _FIXED:
+        unpack, width = _FIXED[c]
+        return unpack.unpack_from(b, p)[0], p + width
+    if c in (0x50, 0x52, 0x53):  # ubyte, smalluint, smallulong
+        return b[p], p + 1
     if c == 0x56:
         return b[p] == 1, p + 1
-    if c in (0x43, 0x44, 0x45):  # uint0, ulong0, list0
-        return ([] if c == 0x45 else 0), p
-    if c in (0x50, 0x52, 0x53):
-        return b[p], p + 1
-    if c == 0x51:
-        return _I8.unpack_from(b, p)[0], p + 1
-    if c == 0x54:
-        return _I8.unpack_from(b, p)[0], p + 1
-    if c == 0x55:
-        return _I8.unpack_from(b, p)[0], p + 1
-    if c == 0x60:
-        return _U16.unpack_from(b, p)[0], p + 2
-    if c == 0x61:
-        return _I16.unpack_from(b, p)[0], p + 2
-    if c == 0x70:
-        return _U32.unpack_from(b, p)[0], p + 4
-    if c == 0x71:
-        return _I32.unpack_from(b, p)[0], p + 4
-    if c == 0x72:
-        return _F32.unpack_from(b, p)[0], p + 4
     if c == 0x73:  # char (UTF-32)
         return chr(_U32.unpack_from(b, p)[0]), p + 4
-    if c in (0x80, 0x83):  # ulong, timestamp (ms)
-        return _U64.unpack_from(b, p)[0], p + 8
-    if c == 0x81:
-        return _I64.unpack_from(b, p)[0], p + 8
-    if c == 0x82:
-        return _F64.unpack_from(b, p)[0], p + 8
     if c == 0x98:  # uuid
         return b[p:p + 16].hex(), p + 16
-    if c in (0xA0, 0xA1, 0xA3):  # vbin8, str8, sym8
-        n = b[p]
-        raw = b[p + 1:p + 1 + n]
-        return (raw if c == 0xA0 else raw.decode("utf-8", "replace")), p + 1 + n
-    if c in (0xB0, 0xB1, 0xB3):
-        n = _U32.unpack_from(b, p)[0]
-        raw = b[p + 4:p + 4 + n]
-        return (raw if c == 0xB0 else raw.decode("utf-8", "replace")), p + 4 + n
-    if c in (0xC0, 0xC1, 0xD0, 0xD1):  # list8, map8, list32, map32
-        wide = c >= 0xD0
-        size = _U32.unpack_from(b, p)[0] if wide else b[p]
-        count = _U32.unpack_from(b, p + 4)[0] if wide else b[p + 1]
-        q = p + (8 if wide else 2)
-        end = p + (4 if wide else 1) + size
-        items = []
-        for _ in range(count):
-            v, q = _value(b, q)
-            items.append(v)
-        if c in (0xC1, 0xD1):
-            return {str(items[i]): items[i + 1] for i in range(0, len(items), 2)}, end
-        return items, end
-    if c in (0xE0, 0xF0):  # array8, array32: one constructor for every element
-        wide = c == 0xF0
-        size = _U32.unpack_from(b, p)[0] if wide else b[p]
-        count = _U32.unpack_from(b, p + 4)[0] if wide else b[p + 1]
-        q = p + (8 if wide else 2)
-        end = p + (4 if wide else 1) + size
+    if c in (0xA0, 0xA1, 0xA3, 0xB0, 0xB1, 0xB3):  # binary, string, symbol (8 / 32 bit size)
+        wide = c >= 0xB0
+        n = _U32.unpack_from(b, p)[0] if wide else b[p]
+        p += 4 if wide else 1
+        raw = b[p:p + n]
+        return (raw if c in (0xA0, 0xB0) else raw.decode("utf-8", "replace")), p + n
+    if c in (0xC0, 0xC1, 0xD0, 0xD1, 0xE0, 0xF0):  # list, map, array (8 / 32 bit size)
+        return _compound(b, p, c)
+    raise AmqpDecodeError(f"AMQP 1.0 type code 0x{c:02x} at byte {p - 1}")
+
+
+def _compound(b: bytes, p: int, c: int) -> tuple[Any, int]:
+    """A list, map or array whose size begins at ``p`` (``c``: its type code)."""
+    wide = c in (0xD0, 0xD1, 0xF0)
+    size = _U32.unpack_from(b, p)[0] if wide else b[p]
+    count = _U32.unpack_from(b, p + 4)[0] if wide else b[p + 1]
+    q = p + (8 if wide else 2)
+    end = p + (4 if wide else 1) + size
+    items: list[Any] = []
+    if c in (0xE0, 0xF0):  # an array: one constructor for every element
         ctor = b[q:q + 1]
         q += 1
-        items = []
         for _ in range(count):
             v, n = _value(ctor + b[q:end], 0)
             items.append(v)
             q += n - 1
         return items, end
-    raise AmqpDecodeError(f"AMQP 1.0 type code 0x{c:02x} at byte {p - 1}")
+    for _ in range(count):
+        v, q = _value(b, q)
+        items.append(v)
+    if c in (0xC1, 0xD1):
+        return {str(items[i]): items[i + 1] for i in range(0, len(items), 2)}, end
+    return items, end
 
 
 def sections(raw: bytes) -> dict[int, Any]:
@@ -140,7 +123,7 @@ def row_of_amqp10(raw: bytes, offset: int, stream: str) -> tuple[Any, ...]:
     app: dict[str, Any] = dict(sec.get(0x74) or {})
     header: list[Any] = list(sec.get(0x70) or ())
     typ, app_id = app.pop("x-basic-type", None), app.pop("x-basic-app-id", None)
-    headers = {k: _text(v) for k, v in app.items()} or None
+    headers = {k: header_text(v) for k, v in app.items()} or None
     body = sec.get(0x75)
     if body is None and 0x77 in sec:  # an amqp-value body (a client of the streams protocol)
         v = sec[0x77]
@@ -174,43 +157,19 @@ def row_of_amqp10(raw: bytes, offset: int, stream: str) -> tuple[Any, ...]:
     )
 
 
-_DATA = b"\x00\x53\x75"  # the data section's descriptor
-_CACHE_MAX = 4096
+DATA_SECTION = b"\x00\x53\x75"  # a data section's descriptor: the body follows
 
 
-class RowDecoder:
-    """:func:`row_of_amqp10` with the decoded sections before the body remembered: messages of a
-    stream mostly repeat their exchange, routing key and properties byte for byte, and then only
-    the body is read. A cached prefix is one whose full decode ended exactly where the first
-    ``00 53 75`` (a data section) begins, so an identical prefix decodes the same way."""
-
-    def __init__(self, stream: str) -> None:
-        self.stream = stream
-        self._cache: dict[bytes, tuple[Any, ...]] = {}
-
-    def row(self, raw: bytes, offset: int) -> tuple[Any, ...]:
-        i = raw.find(_DATA)
-        if i >= 0:
-            meta = self._cache.get(raw[:i])
-            if meta is not None:
-                body, end = _value(raw, i + 3)
-                if end == len(raw):
-                    return (body, *meta, offset, self.stream, False)
-        row = row_of_amqp10(raw, offset, self.stream)
-        if i >= 0 and len(self._cache) < _CACHE_MAX and _data_at(raw, i):
-            self._cache[raw[:i]] = row[1:17]
-        return row
-
-
-def _data_at(raw: bytes, i: int) -> bool:
+def cacheable_prefix(raw: bytes, i: int) -> bool:
     """Whether the sections before byte ``i`` end exactly there and one data section follows
-    to the end of the message."""
+    to the end of the message: then the bytes before ``i`` decode the same in any message
+    that begins with them (see :mod:`pumpd.spark.stream_chunk`)."""
     p = 0
     while p < i:
         if raw[p] != 0x00 or raw[p + 1] != 0x53:
             return False
         _, p = _value(raw, p + 3)
-    if p != i:
+    if p != i or raw[i:i + 3] != DATA_SECTION:
         return False
     _, end = _value(raw, i + 3)
     return end == len(raw)

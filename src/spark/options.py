@@ -27,10 +27,14 @@ from ..config.vocabulary import BASIC_PROPERTIES
 MessageIdMode = Literal["column", "deterministic", "none"]
 MESSAGE_ID_MODES: tuple[MessageIdMode, ...] = ("column", "deterministic", "none")
 
-# name (lower case) -> (the documented spelling, default shown in errors and the README)
-OPTIONS: dict[str, tuple[str, str]] = {
+# name (lower case) -> (the documented spelling, default shown in errors and the README);
+# the connection's options are the same for writing and reading (read_options.py)
+CONNECTION_OPTIONS: dict[str, tuple[str, str]] = {
     "uri": ("uri", "(required)"),
     "password": ("password", "(the URI's)"),
+}
+OPTIONS: dict[str, tuple[str, str]] = {
+    **CONNECTION_OPTIONS,
     "exchange": ("exchange", '""'),
     "routingkey": ("routingKey", '""'),
     "mandatory": ("mandatory", "false"),
@@ -98,7 +102,7 @@ class WriteOptions:
                 for u in self.uris]
 
 
-def _bool(name: str, value: str) -> bool:
+def option_bool(name: str, value: str) -> bool:
     v = value.strip().lower()
     if v in ("true", "1", "yes", "on"):
         return True
@@ -111,7 +115,7 @@ MAX_IN_FLIGHT = 1_000_000  # maxInFlight: unconfirmed messages held by one task
 MAX_CONFIRM_TIMEOUT_MS = 86_400_000  # confirmTimeoutMs: one day
 
 
-def _int(name: str, value: str, low: int, high: int) -> int:
+def option_int(name: str, value: str, low: int, high: int) -> int:
     text = value.strip()
     try:
         n = int(text) if len(text) <= 20 else None
@@ -194,16 +198,16 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
         uris=uris,
         exchange=exchange,
         routing_key=routing_key,
-        mandatory=_bool("mandatory", opts.get("mandatory", "false")),
-        persistent=_bool("persistent", opts.get("persistent", "false")),
-        max_in_flight=_int("maxInFlight", opts.get("maxinflight", "5000"), 1, MAX_IN_FLIGHT),
-        confirm_timeout=_int("confirmTimeoutMs", opts.get("confirmtimeoutms", "30000"), 1,
+        mandatory=option_bool("mandatory", opts.get("mandatory", "false")),
+        persistent=option_bool("persistent", opts.get("persistent", "false")),
+        max_in_flight=option_int("maxInFlight", opts.get("maxinflight", "5000"), 1, MAX_IN_FLIGHT),
+        confirm_timeout=option_int("confirmTimeoutMs", opts.get("confirmtimeoutms", "30000"), 1,
                              MAX_CONFIRM_TIMEOUT_MS) / 1000,
         message_id=mode,  # type: ignore[arg-type]  # checked against MESSAGE_ID_MODES above
         declarations=_declarations(opts.get("declarations", "[]")),
-        ignore_unknown_columns=_bool("ignoreUnknownColumns",
+        ignore_unknown_columns=option_bool("ignoreUnknownColumns",
                                      opts.get("ignoreunknowncolumns", "false")),
-        check_target=_bool("checkTarget", opts.get("checktarget", "true")),
+        check_target=option_bool("checkTarget", opts.get("checktarget", "true")),
         password=password,
     )
 

@@ -1,7 +1,8 @@
 """The read side's options: parsed and checked on the driver, carried to the executors.
 
 One of ``stream`` (a stream, or several separated by commas: each one a partition of the
-offsets) or ``queue`` (a classic or quorum queue) says which reader Spark gets. Names follow the
+offsets), ``superStream`` (a super stream, read as its partition streams) or ``queue`` (a
+classic or quorum queue) says which reader Spark gets. Names follow the
 Kafka source where Spark users know them (``startingOffsets``, ``endingOffsets``,
 ``maxRecordsPerTrigger``, ``failOnDataLoss``). Nothing here imports pyspark.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..config.uri import parse_uri
-from .options import SPARK_OPTIONS, _bool, _int
+from .options import CONNECTION_OPTIONS, SPARK_OPTIONS, option_bool, option_int
 
 Protocol = Literal["auto", "stream", "amqp"]
 PROTOCOLS: tuple[Protocol, ...] = ("auto", "stream", "amqp")
@@ -26,10 +27,10 @@ QUEUE_BATCH_MAX = PREFETCH_MAX // 2  # the queue reader's prefetch is twice its 
 
 # name (lower case) -> (the documented spelling, default shown in errors and the README)
 READ_OPTIONS: dict[str, tuple[str, str]] = {
-    "uri": ("uri", "(required)"),
-    "password": ("password", "(the URI's)"),
-    "stream": ("stream", "(stream or queue required)"),
-    "queue": ("queue", "(stream or queue required)"),
+    **CONNECTION_OPTIONS,
+    "stream": ("stream", "(stream, superStream or queue required)"),
+    "superstream": ("superStream", "(stream, superStream or queue required)"),
+    "queue": ("queue", "(stream, superStream or queue required)"),
     "protocol": ("protocol", "auto"),
     "streamport": ("streamPort", "5552"),
     "startingoffsets": ("startingOffsets", "first"),
@@ -52,6 +53,7 @@ class ReadOptions:
 
     uris: tuple[str, ...] = field(repr=False)  # may carry a password
     streams: tuple[str, ...] = ()
+    super_stream: str = ""  # its partitions become ``streams`` on the driver (reading.py)
     queue: str = ""
     protocol: Protocol = "auto"
     stream_port: int = 5552
@@ -126,12 +128,13 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         except Exception as exc:
             raise ValueError(f"pumpd option uri: {exc}") from None
     streams = tuple(s.strip() for s in opts.get("stream", "").split(",") if s.strip())
+    super_stream = opts.get("superstream", "").strip()
     queue = opts.get("queue", "").strip()
-    if bool(streams) == bool(queue):
+    if sum(map(bool, (streams, super_stream, queue))) != 1:
         raise ValueError("pumpd: give exactly one of the options stream (a stream, or several "
-                         "separated by commas, e.g. a super stream's partitions) and queue (a "
-                         "classic or quorum queue)")
-    for name in (*streams, queue):
+                         "separated by commas), superStream (a super stream: its partitions) "
+                         "and queue (a classic or quorum queue)")
+    for name in (*streams, super_stream, queue):
         if len(name.encode()) > 255:
             raise ValueError(f"pumpd option stream/queue: {name[:40]!r}... longer than 255 bytes")
     protocol = opts.get("protocol", "auto").strip().lower()
@@ -140,11 +143,11 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
                          f"{opts['protocol']!r}")
     max_records = opts.get("maxrecordspertrigger")
     ts = opts.get("startingtimestamp")
-    prefetch = _int("prefetch", opts.get("prefetch", "1000"), 1, 1 << 31)
+    prefetch = option_int("prefetch", opts.get("prefetch", "1000"), 1, 1 << 31)
     if prefetch > PREFETCH_MAX:
         raise ValueError(f"pumpd option prefetch: at most {PREFETCH_MAX} (basic.qos), got "
                          f"{prefetch}")
-    per_trigger = None if max_records is None else _int(
+    per_trigger = None if max_records is None else option_int(
         "maxRecordsPerTrigger", max_records, 1, 1_000_000_000)
     if queue and (per_trigger or prefetch) > QUEUE_BATCH_MAX:
         name = "maxRecordsPerTrigger" if per_trigger else "prefetch"
@@ -154,17 +157,18 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
     return ReadOptions(
         uris=uris,
         streams=streams,
+        super_stream=super_stream,
         queue=queue,
         protocol=protocol,  # type: ignore[arg-type]  # checked against PROTOCOLS above
-        stream_port=_int("streamPort", opts.get("streamport", "5552"), 1, 65535),
+        stream_port=option_int("streamPort", opts.get("streamport", "5552"), 1, 65535),
         starting=_offset_spec("startingOffsets", opts.get("startingoffsets", "first"),
                               ("first", "last", "next")),
-        starting_timestamp=None if ts is None else _int("startingTimestamp", ts, 0, (1 << 63) - 1),
+        starting_timestamp=None if ts is None else option_int("startingTimestamp", ts, 0, (1 << 63) - 1),
         ending=_offset_spec("endingOffsets", opts.get("endingoffsets", "next"), ("next",)),
         max_records_per_trigger=per_trigger,
-        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
-        min_partitions=_int("minPartitions", opts.get("minpartitions", "1"), 1, 10_000),
+        fail_on_data_loss=option_bool("failOnDataLoss", opts.get("failondataloss", "true")),
+        min_partitions=option_int("minPartitions", opts.get("minpartitions", "1"), 1, 10_000),
         prefetch=prefetch,
-        poll_timeout=_int("pollTimeoutMs", opts.get("polltimeoutms", "1000"), 1, 3_600_000) / 1000,
+        poll_timeout=option_int("pollTimeoutMs", opts.get("polltimeoutms", "1000"), 1, 3_600_000) / 1000,
     )
 

@@ -42,7 +42,7 @@ _PLAIN = ("content_type", "content_encoding", "correlation_id", "reply_to", "exp
           "message_id", "type", "user_id", "app_id", "cluster_id")
 
 
-def _text(value: Any) -> str:
+def header_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray)):
@@ -61,7 +61,7 @@ def _jsonable(value: Any) -> Any:
 def headers_map(headers: dict[str, Any] | None) -> dict[str, str] | None:
     if not headers:
         return None
-    out = {k: _text(v) for k, v in headers.items() if k != "x-stream-offset"}
+    out = {k: header_text(v) for k, v in headers.items() if k != "x-stream-offset"}
     return out or None
 
 

@@ -19,18 +19,26 @@ from .read_options import ReadOptions, parse_read_options
 
 def _options(options: Mapping[str, Any]) -> ReadOptions:
     """Parsed options with ``protocol`` decided (``auto``: the streams protocol when its port
-    answers and rstream is installed)."""
-    from .stream_rstream import streams_port_open
+    answers) and a super stream's partitions found (the streams protocol's ``partitions``:
+    the streams bound to its exchange, in their ``x-stream-partition-order``), once, when the
+    query starts: a partition added later is read after a restart."""
+    from .stream_protocol import streams_port_open, super_stream_partitions
 
     parsed = parse_read_options(options)
     if parsed.queue:
         return replace(parsed, protocol="amqp")
+    port_open = streams_port_open(parsed)
     if parsed.protocol == "auto":
-        parsed = replace(parsed, protocol="stream" if streams_port_open(parsed) else "amqp")
-    elif parsed.protocol == "stream" and not streams_port_open(parsed):
+        parsed = replace(parsed, protocol="stream" if port_open else "amqp")
+    elif parsed.protocol == "stream" and not port_open:
         raise ValueError(f"pumpd option protocol=stream: nothing answers on the streams port "
-                         f"{parsed.stream_port} (option streamPort) of the URI's host, or "
-                         "rstream is not installed (pip install 'pumpd[spark]')")
+                         f"{parsed.stream_port} (option streamPort) of the URI's host")
+    if parsed.super_stream:
+        if not port_open:
+            raise ValueError(f"pumpd option superStream: its partitions are asked over the "
+                             f"streams protocol, and nothing answers on the streams port "
+                             f"{parsed.stream_port} (option streamPort) of the URI's host")
+        parsed = replace(parsed, streams=tuple(super_stream_partitions(parsed)))
     return parsed
 
 

@@ -52,6 +52,15 @@ class AmqpStreams:
         self.options = options
         self.conn = connect(options.uri, client_name)
 
+    def alive(self) -> bool:
+        """Whether the connection is still open (a trigger interval longer than the heartbeat
+        timeout closes it: nothing reads it in between)."""
+        try:
+            self.conn.process_data_events(time_limit=0)
+        except Exception:  # closed by the broker or the network
+            return False
+        return bool(self.conn.is_open)
+
     def close(self) -> None:
         try:
             self.conn.close()

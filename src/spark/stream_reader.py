@@ -20,7 +20,7 @@ import logging
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
@@ -44,6 +44,26 @@ class OffsetRange(InputPartition):  # type: ignore[misc]
     end: int
 
 
+class Probe(Protocol):
+    """What the driver asks of a stream: :class:`AmqpStreams` or, over the streams protocol,
+    :class:`pumpd.spark.stream_protocol.StreamProbe`."""
+
+    def first_offset(self, stream: str) -> int | None: ...
+    def next_offset(self, stream: str) -> int | None: ...
+    def last_offset(self, stream: str) -> int | None: ...
+    def offset_at(self, stream: str, millis: int) -> int | None: ...
+    def alive(self) -> bool: ...
+    def close(self) -> None: ...
+
+
+def probe(options: ReadOptions) -> Probe:
+    if options.protocol == "stream":
+        from .stream_protocol import StreamProbe
+
+        return StreamProbe(options)
+    return AmqpStreams(options, client_name="pumpd spark read (driver)")
+
+
 def _say(line: str, warn: bool = False) -> None:
     if log.hasHandlers():
         (log.warning if warn else log.info)(line)
@@ -51,7 +71,7 @@ def _say(line: str, warn: bool = False) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def start_offset(client: AmqpStreams, options: ReadOptions, stream: str) -> int:
+def start_offset(client: Probe, options: ReadOptions, stream: str) -> int:
     """``startingOffsets`` / ``startingTimestamp`` as an offset of ``stream``."""
     if options.starting_timestamp is not None:
         at = client.offset_at(stream, options.starting_timestamp)
@@ -68,7 +88,7 @@ def start_offset(client: AmqpStreams, options: ReadOptions, stream: str) -> int:
 
 
 def split(options: ReadOptions, starts: dict[str, int], ends: dict[str, int],
-          client: AmqpStreams) -> list[OffsetRange]:
+          client: Probe) -> list[OffsetRange]:
     """Ranges for the tasks, after the data-loss check (see the module docstring)."""
     out: list[OffsetRange] = []
     for stream in options.streams:
@@ -97,12 +117,18 @@ def split(options: ReadOptions, starts: dict[str, int], ends: dict[str, int],
     return out
 
 
-def _rows(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, ...]]:
+def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[Any]:
+    """A task's rows, as Arrow record batches: Spark takes them without converting a row."""
     if options.protocol == "stream":
-        from .stream_rstream import read
+        from .stream_protocol import read
 
-        yield from read(options, part.stream, part.start, part.end)
-        return
+        return read(options, part.stream, part.start, part.end)
+    from .read_arrow import batches
+
+    return batches(_amqp_rows(options, part))
+
+
+def _amqp_rows(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, ...]]:
     client = AmqpStreams(options, client_name=f"pumpd spark read {part.stream}")
     try:
         yield from client.read(part.stream, part.start, part.end)
@@ -110,33 +136,22 @@ def _rows(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, ...]]:
         client.close()
 
 
-def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[Any]:
-    """A task's rows, as Arrow record batches (see :mod:`pumpd.spark.read_arrow`)."""
-    from .read_arrow import batches
-
-    return batches(_rows(options, part))
-
-
 class PumpdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     """``spark.readStream.format("pumpd").option("stream", ...)``: see the module docstring."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self._client: AmqpStreams | None = None
+        self._client: Probe | None = None
         self._target: dict[str, int] | None = None  # Trigger.AvailableNow: where to stop
 
     @property
-    def client(self) -> AmqpStreams:
-        """The driver's connection for probes, opened again when it was lost (a trigger
-        interval longer than the heartbeat timeout closes it: nothing reads it in between)."""
-        if self._client is not None:
-            try:
-                self._client.conn.process_data_events(time_limit=0)
-            except Exception:  # closed by the broker or the network: open a new one
-                self._client.close()
-                self._client = None
-        if self._client is None or not self._client.conn.is_open:
-            self._client = AmqpStreams(self.options, client_name="pumpd spark read (driver)")
+    def client(self) -> Probe:
+        """The driver's connection for probes, opened again when it may be lost."""
+        if self._client is not None and not self._client.alive():
+            self._client.close()
+            self._client = None
+        if self._client is None:
+            self._client = probe(self.options)
         return self._client
 
     def initialOffset(self) -> dict[str, int]:
@@ -191,7 +206,7 @@ class PumpdBatchReader(DataSourceReader):  # type: ignore[misc]
         self.options = options
 
     def partitions(self) -> Sequence[OffsetRange]:
-        client = AmqpStreams(self.options, client_name="pumpd spark read (driver)")
+        client = probe(self.options)
         try:
             starts = {s: start_offset(client, self.options, s) for s in self.options.streams}
             if self.options.ending == "next":
