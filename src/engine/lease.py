@@ -15,6 +15,7 @@ spread); the default gate tries every position and never lets one go.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,8 +23,8 @@ from typing import Protocol
 from ..config.model import Declaration
 from .link import Link, LinkError
 
-__all__ = ["ALWAYS", "LEASE_PREFIX", "RESOURCE_LOCKED", "LeaseGate", "LeaseRefused", "LeaseSpec",
-           "lease_name", "take_lease"]
+__all__ = ["ALWAYS", "GATE_POLL", "LEASE_PREFIX", "RESOURCE_LOCKED", "LeaseGate", "LeaseRefused", "LeaseSpec",
+           "lease_name", "take_lease", "watch_gate"]
 
 LEASE_PREFIX = "pumpd.lease"
 RESOURCE_LOCKED = 405  # the broker's answer to a declare of another connection's exclusive queue
@@ -115,3 +116,21 @@ async def take_lease(link: Link, name: str) -> None:
             raise LeaseRefused(name, str(exc)) from None
         raise
     link.last_declared_queue = ""  # queue "" means the last queue of the shovel's declarations
+
+
+GATE_POLL = 1.0  # seconds between questions to a gate whether to hand the position over
+
+
+async def watch_gate(gate: LeaseGate, stop: asyncio.Event, released: asyncio.Event,
+                     until: asyncio.Event) -> None:
+    """Set ``until`` when ``stop`` is set or ``gate`` asks for the position back (then
+    ``released`` too): the session stops consuming and settles what it holds, as on a stop."""
+    while not stop.is_set():
+        if gate.release_now():
+            released.set()
+            break
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=GATE_POLL)
+        except asyncio.TimeoutError:
+            pass
+    until.set()

@@ -23,10 +23,11 @@ import time
 from ..config.model import AckMode, DeleteAfter, ShovelConfig
 from .brokers import BrokerRound
 from .ending import Outcome
-from .lease import ALWAYS, LeaseGate, LeaseRefused, LeaseSpec
+from .lease import ALWAYS, LeaseGate, LeaseRefused, LeaseSpec, watch_gate
 from .link import LinkError, quiet_pika_errors
+from .pausing import PauseSwitch
 from .session import Session, SessionEnded
-from .stall import StallRule
+from .session_watch import SessionWatch
 from .status import Counters, State, StatusSink
 
 log = logging.getLogger("pumpd.pump")
@@ -44,9 +45,6 @@ HEALTHY_SESSION_SECONDS = 30.0
 # (a broker that accepts and then fails at once) go on with the round, so that such a broker
 # cannot keep a shovel reconnecting without ever waiting.
 FRESH_ROUND_SECONDS = 2.0
-BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)...
-BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
-GATE_POLL = 1.0  # seconds between questions to a lease gate whether to hand the position over
 LEASE_JITTER = 0.25  # a standby position asks again after lease_retry +- this fraction
 
 
@@ -92,19 +90,10 @@ class Pump:
             self._limit_total = cfg.delete_after
         self.terminated_reason: str | None = None
         self._expired_after: float | None = None  # set when delete_after_duration ended it
-        self._source_backlog = -1  # messages ready in the source queue; -1: not read yet
         self._careful = 0  # messages the next session forwards one at a time (Session)
-        self._stall: StallRule | None = None  # the running session's stall rule
-        self._stop: asyncio.Event | None = None  # run()'s stop (delete_after_duration's included)
-        self._read_now = asyncio.Event()  # the stall rule wants a backlog reading now
-        # Pause and resume (issue 23). _halt is set while no session may forward (stopping or
-        # paused): sessions and the reconnect delay wait on it; _wake tells a paused pump that
-        # it was resumed or stopped.
-        self._paused = paused
-        self._halt = asyncio.Event()
-        self._wake = asyncio.Event()
-        if paused:
-            self._halt.set()
+        self._watch = SessionWatch(cfg, self._rng)  # the source backlog and the stall rule
+        self._switch = PauseSwitch(paused=paused)  # issue 23: pause and resume
+        self._failures = 0  # rounds of the broker lists failed in a row (the backoff)
         self._standby_reason = ""
 
     # -- status --------------------------------------------------------------------------------
@@ -128,52 +117,35 @@ class Pump:
     @property
     def paused(self) -> bool:
         """Pausing or paused: asked to pause and not resumed since."""
-        return self._paused
+        return self._switch.paused
 
     def pause(self) -> None:
         """Stop consuming: the running session cancels its consumer, publishes and confirms
         what it holds, acks it and closes (within ``drain_timeout``); then the pump waits in
         ``paused``, holding no connection, until :meth:`resume`. Call it on the pump's event
         loop (``loop.call_soon_threadsafe`` from another thread); pausing twice is pausing."""
-        if not self._paused:
-            self._paused = True
-            self._halt.set()
+        if self._switch.pause():
             log.info("shovel %s: pausing", self.cfg.name)
 
     def resume(self) -> None:
         """Consume again (a new session) after :meth:`pause`, or for a pump started paused.
         On the pump's event loop, as :meth:`pause`; resuming a running pump does nothing."""
-        if self._paused:
-            self._paused = False
-            if not self._stopping():
-                self._halt.clear()
-            self._wake.set()
+        if self._switch.resume():
             log.info("shovel %s: resuming", self.cfg.name)
-
-    def _stopping(self) -> bool:
-        return self._stop is not None and self._stop.is_set()
-
-    async def _halt_on(self, stop: asyncio.Event) -> None:
-        """``stop`` halts sessions as a pause does, and wakes a paused pump."""
-        await stop.wait()
-        self._halt.set()
-        self._wake.set()
 
     async def _stay_paused(self, stop: asyncio.Event) -> None:
         # The backlog is read on the source connection, which a paused shovel does not hold.
-        self._source_backlog = -1
+        self._watch.unknown()
         # What it moved before the pause, before it says "paused": the reporter's next look may
         # be 2 s away, and a reader of "paused" takes these as final
         self.sink.counters_changed(self.counters())
         self._enter(State.PAUSED, "paused")
-        while self._paused and not stop.is_set():
-            self._wake.clear()
-            await self._wake.wait()
+        await self._switch.wait_resumed(stop)
 
     # -- issue 13: the plugin's remaining / remaining_unacked, and the source backlog ----------
 
     def _levels(self, c: Counters) -> None:
-        c.source_backlog = self._source_backlog
+        c.source_backlog = self._watch.backlog
         if self._limit_total is None:
             c.remaining = c.remaining_unacked = -1  # no delete_after: unlimited
             return
@@ -181,49 +153,11 @@ class Pump:
         c.remaining = max(self._limit_total - moved, 0)
         c.remaining_unacked = max(c.remaining - c.in_flight, 0)
 
-    async def _read_backlog(self, session: Session, rule: StallRule) -> None:
-        """Messages ready in the source queue, by a passive declare every few seconds: how far
-        behind the shovel is, and what the stall rule reads (which may ask for a reading
-        sooner). A failure here is the session's to report, not this reader's."""
-        every = BACKLOG_EVERY
-        while session.source is not None and session.queue:
-            before = self._source_backlog
-            asked = time.monotonic()
-            rule.reading_asked(asked)
-            try:
-                self._source_backlog = await session.source.queue_length(session.queue)
-            except Exception:  # the closed channel ends the session, which says why
-                return
-            rule.reading_answered(asked, self._source_backlog)
-            # Stretched while nothing changes, jittered so that many shovels do not read together
-            every = min(every * 2, BACKLOG_IDLE_EVERY) if self._source_backlog == before \
-                else BACKLOG_EVERY
-            self._read_now.clear()
-            try:
-                await asyncio.wait_for(self._read_now.wait(),
-                                       timeout=every * self._rng.uniform(0.8, 1.0))
-            except asyncio.TimeoutError:
-                pass
-
-    def _check_stall(self) -> None:
-        """End the running session if the stall rule says it is stalled; or ask for a backlog
-        reading when the rule needs one. Called with every counter check (at most 2 s apart)."""
-        session, rule = self._session, self._stall
-        if session is None or rule is None or not rule.enabled:
-            return
-        now = time.monotonic()
-        stall = rule.check(now, session.counters(), excused=session.blocked or self._paused)
-        if stall is not None:
-            self._stall = None  # one end per session
-            session.end(SessionEnded(f"stalled: {stall.reason}", side=stall.side, stalled=True))
-        elif rule.reading_due(now):
-            self._read_now.set()
-
     async def _report_counters(self) -> None:
         last: Counters | None = None
         interval = COUNTER_INTERVAL
         while True:
-            self._check_stall()
+            self._watch.check(self._session, paused=self._switch.paused)
             c = self.counters()
             if c != last:
                 self.sink.counters_changed(c)
@@ -242,8 +176,7 @@ class Pump:
         timer = None
         if self.cfg.delete_after_duration is not None:  # issue 13: src-delete-after-duration
             stop, timer = self._stop_after_duration(stop, self.cfg.delete_after_duration)
-        self._stop = stop
-        halter = asyncio.create_task(self._halt_on(stop))
+        halter = self._switch.follow(stop)
         try:
             await self._run(stop)
         finally:
@@ -269,9 +202,8 @@ class Pump:
         return either, asyncio.create_task(watch())
 
     async def _run(self, stop: asyncio.Event) -> None:
-        failures = 0
         while not stop.is_set():
-            if self._paused:
+            if self._switch.paused:
                 await self._stay_paused(stop)
                 continue
             if self._state != State.STANDBY:  # a standby retry says nothing until it changes
@@ -280,67 +212,81 @@ class Pump:
                 await self._stand_by("the group runs this position on another member")
                 continue
             started, moved_before = time.monotonic(), self._moved()
-            outcome, error = await self._one_session(self._halt)
-            if outcome in (Outcome.STANDBY, Outcome.RELEASED):
-                # Not a failure: the source answered. No backoff, no reconnect counted.
-                failures = 0
-                await self._stand_by(error or "standing by")
-                continue
-            if outcome == Outcome.STOPPED:
-                if not stop.is_set():
-                    continue  # drained for a pause (perhaps resumed since: a new session)
-                self._terminate(self._stopped_reason())
+            outcome, error = await self._one_session(self._switch.halt)
+            if outcome == Outcome.FAILED:
+                go_on = await self._after_failure(error, time.monotonic() - started,
+                                                  self._moved() > moved_before)
+            else:
+                go_on = await self._after(outcome, error, stop)
+            if not go_on:
                 return
-            if outcome == Outcome.LIMIT:
-                self._terminate(f"delete-after reached: {self._moved()} messages moved")
-                return
-            if outcome == Outcome.TERMINAL:
-                self._terminate(error or "stopped by the undeliverable policy")
-                return
-            if outcome == Outcome.STALLED:
-                # Reconnect at once: the broker redelivers what the stalled session held. The
-                # session ran for stall_timeout at least: a fresh round, in which the stalled
-                # side moves on to its next broker, if its list has another.
-                failures = 0
-                self._totals.reconnects += 1
-                self._totals.stall_restarts += 1
-                self._sources.healthy()
-                self._destinations.healthy()
-                self._next_broker()
-                log.warning("shovel %s: %s; restarting the session", self.cfg.name, error)
-                self._enter(State.STARTING, f"{error}; restarting the session")
-                continue
-            if outcome in (Outcome.CAREFUL_DONE, Outcome.HANDLED):
-                failures = 0
-                if outcome == Outcome.HANDLED:
-                    self._totals.reconnects += 1
-                    self._enter(State.STARTING, f"{error}; handled by the undeliverable policy, "
-                                                "reconnecting now")
-                continue
-            lasted = time.monotonic() - started
-            if self._moved() > moved_before or lasted >= HEALTHY_SESSION_SECONDS:
-                failures = 0  # a healthy session: this failure is a first one again
-            if self._moved() > moved_before or lasted >= FRESH_ROUND_SECONDS:
-                self._sources.healthy()
-                self._destinations.healthy()
-            if self.cfg.reconnect_delay == 0:
-                self._terminate(f"{error}; reconnect_delay is 0, not reconnecting")
-                return
-            if self._paused:  # failed while pausing: nothing is held any more
-                continue
-            if self._next_broker():
-                self._totals.reconnects += 1
-                self._enter(State.STARTING, f"{error}; reconnecting now, to the next broker of the list")
-                continue
-            failures += 1
-            delay = self._backoff(failures)
-            self._totals.reconnects += 1
-            self._enter(State.STARTING, f"{error}; reconnecting in {delay:.1f}s")
-            try:  # a pause or a stop ends the wait
-                await asyncio.wait_for(self._halt.wait(), timeout=delay)
-            except asyncio.TimeoutError:
-                continue
         self._terminate(self._stopped_reason())
+
+    async def _after(self, outcome: Outcome, error: str | None, stop: asyncio.Event) -> bool:
+        """The next step after a session that did not fail; False when the shovel is over."""
+        if outcome in (Outcome.STANDBY, Outcome.RELEASED):
+            # Not a failure: the source answered. No backoff, no reconnect counted.
+            self._failures = 0
+            await self._stand_by(error or "standing by")
+        elif outcome == Outcome.STOPPED:
+            if stop.is_set():
+                self._terminate(self._stopped_reason())
+                return False
+            # else drained for a pause (perhaps resumed since: a new session)
+        elif outcome == Outcome.LIMIT:
+            self._terminate(f"delete-after reached: {self._moved()} messages moved")
+            return False
+        elif outcome == Outcome.TERMINAL:
+            self._terminate(error or "stopped by the undeliverable policy")
+            return False
+        elif outcome == Outcome.STALLED:
+            self._restart_stalled(error)
+        elif outcome in (Outcome.CAREFUL_DONE, Outcome.HANDLED):
+            self._failures = 0
+            if outcome == Outcome.HANDLED:
+                self._totals.reconnects += 1
+                self._enter(State.STARTING, f"{error}; handled by the undeliverable policy, "
+                                            "reconnecting now")
+        return True
+
+    def _restart_stalled(self, error: str | None) -> None:
+        """Reconnect at once: the broker redelivers what the stalled session held. The session
+        ran for stall_timeout at least: a fresh round, in which the stalled side moves on to its
+        next broker, if its list has another."""
+        self._failures = 0
+        self._totals.reconnects += 1
+        self._totals.stall_restarts += 1
+        self._sources.healthy()
+        self._destinations.healthy()
+        self._next_broker()
+        log.warning("shovel %s: %s; restarting the session", self.cfg.name, error)
+        self._enter(State.STARTING, f"{error}; restarting the session")
+
+    async def _after_failure(self, error: str | None, lasted: float, moved: bool) -> bool:
+        """Reconnect after a failed session: at once to the next broker of the round, else after
+        the (backed-off) delay; False when reconnect_delay 0 ends the shovel."""
+        if moved or lasted >= HEALTHY_SESSION_SECONDS:
+            self._failures = 0  # a healthy session: this failure is a first one again
+        if moved or lasted >= FRESH_ROUND_SECONDS:
+            self._sources.healthy()
+            self._destinations.healthy()
+        if self.cfg.reconnect_delay == 0:
+            self._terminate(f"{error}; reconnect_delay is 0, not reconnecting")
+            return False
+        if self._switch.paused:  # failed while pausing: nothing is held any more
+            return True
+        self._totals.reconnects += 1
+        if self._next_broker():
+            self._enter(State.STARTING, f"{error}; reconnecting now, to the next broker of the list")
+            return True
+        self._failures += 1
+        delay = self._backoff(self._failures)
+        self._enter(State.STARTING, f"{error}; reconnecting in {delay:.1f}s")
+        try:  # a pause or a stop ends the wait
+            await asyncio.wait_for(self._switch.halt.wait(), timeout=delay)
+        except asyncio.TimeoutError:
+            pass
+        return True
 
     async def _stand_by(self, reason: str) -> None:
         """Enter standby (said once while the reason stays the same) and wait lease_retry,
@@ -352,7 +298,7 @@ class Pump:
             self._enter(State.STANDBY, f"{reason}; asking again every {self.lease.retry:g}s")
         delay = self.lease.retry * self._rng.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
         try:
-            await asyncio.wait_for(self._halt.wait(), timeout=delay)
+            await asyncio.wait_for(self._switch.halt.wait(), timeout=delay)
         except asyncio.TimeoutError:
             pass
 
@@ -395,15 +341,8 @@ class Pump:
             return 0
         return max(self._limit_total - self._moved(), 0) or -1
 
-    async def _one_session(self, stop: asyncio.Event) -> tuple[Outcome, str | None]:
-        """Run one session to its end (``stop``: a stop or a pause); returns how it ended and,
-        when it failed, stalled or was stopped by the policy, why."""
-        limit = self._remaining_limit()
-        if limit < 0:
-            return Outcome.LIMIT, None
-        src, dst = self._sources.current, self._destinations.current
-        self._failed_side = None
-        session = Session(
+    def _new_session(self, limit: int) -> Session:
+        return Session(
             self.cfg,
             limit_from_queue_length=(
                 self.cfg.delete_after == DeleteAfter.QUEUE_LENGTH and self._limit_total is None
@@ -414,12 +353,20 @@ class Pump:
             careful=self._careful,
             lease=self.lease.name if self.lease is not None else None,
         )
-        self._session = session
-        backlog_reader: asyncio.Task[None] | None = None
+
+    async def _one_session(self, stop: asyncio.Event) -> tuple[Outcome, str | None]:
+        """Run one session to its end (``stop``: a stop or a pause); returns how it ended and,
+        when it failed, stalled or was stopped by the policy, why."""
+        limit = self._remaining_limit()
+        if limit < 0:
+            return Outcome.LIMIT, None
+        self._failed_side = None
+        session = self._session = self._new_session(limit)
         gate_watch: asyncio.Task[None] | None = None
+        released = asyncio.Event()
         try:
             try:
-                await session.open(src, dst)
+                await session.open(self._sources.current, self._destinations.current)
                 if session.queue_length_limit is not None:
                     self._limit_total = session.queue_length_limit
                     log.info("shovel %s: will move %d messages (the queue's length at start)",
@@ -428,19 +375,13 @@ class Pump:
                         return Outcome.LIMIT, None
                 # blocked already while opening: a destination alarm raised before the start
                 self._enter(State.BLOCKED if session.blocked else State.RUNNING)
-                rule = StallRule(self.cfg.stall_timeout, time.monotonic(),
-                                 confirms=self.cfg.ack_mode == AckMode.ON_CONFIRM,
-                                 backlog_ready=not session.reads_stream)
-                self._stall = rule
-                backlog_reader = asyncio.create_task(self._read_backlog(session, rule))
-                released = asyncio.Event()
+                self._watch.start(session)
+                until = stop
                 if self.lease is not None and self._gate is not ALWAYS:
                     until = asyncio.Event()
-                    gate_watch = asyncio.create_task(self._watch_gate(stop, released, until))
-                    outcome = await session.wait(until)
-                else:
-                    outcome = await session.wait(stop)
-                self._stall = None  # a drain for a stop, a pause or a handover is not a stall
+                    gate_watch = asyncio.create_task(watch_gate(self._gate, stop, released, until))
+                outcome = await session.wait(until)
+                self._watch.forwarding_ended()
             except LeaseRefused as refused:
                 log.debug("shovel %s: %s", self.cfg.name, refused.detail)
                 return Outcome.STANDBY, str(refused)
@@ -458,28 +399,12 @@ class Pump:
                 return Outcome.RELEASED, "handed over to another member of the group"
             return outcome or Outcome.STOPPED, None
         finally:
-            self._stall = None
             if gate_watch is not None:
                 gate_watch.cancel()
-            if backlog_reader is not None:
-                backlog_reader.cancel()
+            self._watch.stop()
             await session.close()
             self._fold(session)
             self._session = None
-
-    async def _watch_gate(self, stop: asyncio.Event, released: asyncio.Event,
-                          until: asyncio.Event) -> None:
-        """Set ``until`` when ``stop`` is set or the gate asks for the position back (then
-        ``released`` too): the session stops consuming and settles what it holds, as on a stop."""
-        while not stop.is_set():
-            if self._gate.release_now():
-                released.set()
-                break
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=GATE_POLL)
-            except asyncio.TimeoutError:
-                pass
-        until.set()
 
     async def _ended(self, session: Session, ended: SessionEnded) -> Outcome:
         """What a session's end by failure or by the policy means for the next one."""
