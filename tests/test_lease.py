@@ -20,9 +20,9 @@ import pika
 import pytest
 from pumpd.cli import main as cli_main
 from pumpd.config.parse import ConfigError, parse_config
+from pumpd.engine.fence import fence_after
 from pumpd.engine.lease import LEASE_PREFIX, LeaseSpec, lease_name
 from pumpd.engine.link import LinkError
-from pumpd.engine.session import fence_after
 from pumpd.engine.status import State
 from pumpd.testing.localnode import LocalNode
 

@@ -21,6 +21,7 @@ from ..config.uri import URIError
 from ..dataplane.implementation import Relay
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
+from .fence import Fence
 from .forwarding import relay_options
 from .lease import take_lease
 from .link import Interceptor, Link, LinkError, open_link
@@ -37,21 +38,6 @@ log = logging.getLogger("pumpd.session")
 DEST_WRITE_HIGH_WATER = 8 * 1024 * 1024  # bytes queued for the destination socket
 ACK_DELAY = 0.001  # seconds a source ack may wait to cover more messages (libuv timers are ms)
 UNBOUNDED_ACK_BATCH = 256  # with prefetch 0: ack at once when this many are settled
-FENCE_FRACTION = 0.5  # of the source heartbeat timeout: a longer stand-still fences the session
-NO_HEARTBEAT_FENCE = 30.0  # seconds, when the source connection has heartbeats off
-
-
-def fence_after(heartbeat: int) -> float:
-    """How long the event loop may stand still before a session publishes nothing it holds.
-
-    A source broker closes a connection it heard nothing from for about its heartbeat timeout,
-    requeues that connection's deliveries and drops its lease; another member may take both.
-    A process frozen longer than that (SIGSTOP, a suspended VM) still finds the deliveries it
-    read before in its buffers once it resumes, and possibly confirms from the destination that
-    make it flush them before it reads the source's end: they would be published twice. Half the
-    heartbeat timeout leaves the other half as margin: the broker cannot have given up sooner.
-    """
-    return heartbeat * FENCE_FRACTION if heartbeat > 0 else NO_HEARTBEAT_FENCE
 
 
 class Session:
@@ -101,14 +87,9 @@ class Session:
         self.undeliverable = Undeliverable(cfg, self, careful=careful)
         # a stream source: where it is, recorded on the source broker (engine/stream_position.py)
         self._position: StreamPosition | None = None
-        # Fencing (see fence_after): when the loop last proved it ran, and how long a stand-still
-        # may last before what the session holds must no longer be published. With no_ack the
-        # source has let go of every delivery already: publishing it is the only copy.
-        self._fences = cfg.ack_mode != AckMode.NO_ACK
-        self._fence_after = fence_after(0)
-        self._tick_at = time.monotonic()
-        self._ticker: asyncio.TimerHandle | None = None
-        self._fenced = False
+        # Fencing (engine/fence.py). With no_ack the source has let go of every delivery
+        # already: publishing it is the only copy, so it is never fenced.
+        self._fence = Fence(self._stood_still) if cfg.ack_mode != AckMode.NO_ACK else None
 
     @property
     def careful_left(self) -> int:
@@ -173,7 +154,6 @@ class Session:
             self.source = await open_link(
                 source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)"))
             self._watch(self.source, "source")
-            self._fence_after = fence_after(self.source.heartbeat)
             if self._lease is not None:
                 await take_lease(self.source, self._lease)
         except LinkError as exc:
@@ -227,8 +207,8 @@ class Session:
         # bounding it) must not pile up unsent bytes here: stop reading the source meanwhile.
         source = self.source
         self.destination.on_write_pressure(source.pause_reading, DEST_WRITE_HIGH_WATER)
-        if self._fences:
-            self._start_ticker()
+        if self._fence is not None:
+            self._fence.start(source)
         await self._consume()
 
     async def _consume(self) -> None:
@@ -323,9 +303,7 @@ class Session:
         relay = self.relay
         if relay is None or self.source is None or self.destination is None:
             return
-        if self._fences and (self._fenced or not self.source.is_open
-                             or time.monotonic() - self._tick_at > self._fence_after):
-            self._fence()
+        if self._fence is not None and self._fence.closed():
             return
         if not self._blocked:
             publishes = relay.take_publishes()
@@ -348,41 +326,11 @@ class Session:
         if self._position is not None:
             self._position.offer(relay)
 
-    # -- fencing ----------------------------------------------------------------------------------
-
-    def _start_ticker(self) -> None:
-        assert self._loop is not None
-        self._tick_at = time.monotonic()
-        self._ticker = self._loop.call_later(self._fence_after / 2, self._tick)
-
-    def _tick(self) -> None:
-        """Proves that the loop runs; a tick that comes much later than due means the process
-        stood still (SIGSTOP, a swapped-out or suspended machine): fenced."""
-        if time.monotonic() - self._tick_at > self._fence_after:
-            self._fence()
-            return
-        self._start_ticker()
-
-    def _fence(self) -> None:
-        """Publish nothing more of what this session holds, and end it. Either the source
-        connection is gone (its deliveries are requeued, for whoever holds the lease next), or
-        the loop stood still long enough for the source broker to have given up on this
-        connection while the bytes it sent before that still wait to be read."""
-        if self._fenced:
-            return
-        self._fenced = True
-        if self._ticker is not None:
-            self._ticker.cancel()
-        assert self.source is not None
-        if not self.source.is_open:
-            return  # the source's own end says why (the watch has ended the session)
-        still = time.monotonic() - self._tick_at
+    def _stood_still(self, still: float, limit: float) -> None:
         self.end(SessionEnded(
-            f"source: the event loop stood still for {still:.1f}s, more than "
-            f"{self._fence_after:g}s (half the source heartbeat timeout): the source broker may "
-            "have closed the connection and redelivered what it held; none of it is published",
-            side="source"))
-        self.source.abort()
+            f"source: the event loop stood still for {still:.1f}s, more than {limit:g}s (half "
+            "the source heartbeat timeout): the source broker may have closed the connection "
+            "and redelivered what it held; none of it is published", side="source"))
 
     def _acks_due(self) -> None:
         self._ack_timer = None
@@ -473,8 +421,8 @@ class Session:
 
     async def close(self) -> None:
         """Close both connections (source first, after its acks are written)."""
-        if self._ticker is not None:
-            self._ticker.cancel()
+        if self._fence is not None:
+            self._fence.cancel()
         if self._flow_task is not None:
             self._flow_task.cancel()
         if self._ack_timer is not None:

@@ -1,0 +1,86 @@
+"""The fence of a session whose source may have given up on it (issue 23): a member of a group
+that lost its lease must publish nothing it held.
+
+A source broker closes a connection it heard nothing from for about its heartbeat timeout,
+requeues that connection's deliveries and drops its lease; another member may take both. A
+process frozen longer than that (SIGSTOP, a suspended VM) still finds the deliveries it read
+before in its buffers once it resumes, and possibly confirms from the destination that make it
+flush them before it reads the source's end: they would be published twice. So a session stops
+publishing once its source link is closed, or once the event loop stood still for half the
+heartbeat timeout (the other half is margin: the broker cannot have given up sooner). A timer
+proves every quarter of the timeout that the loop runs; a flush asks the clock once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from .link import Link
+
+FENCE_FRACTION = 0.5  # of the source heartbeat timeout: a longer stand-still fences the session
+NO_HEARTBEAT_FENCE = 30.0  # seconds, when the source connection has heartbeats off
+
+
+def fence_after(heartbeat: int) -> float:
+    """How long the event loop may stand still before a session publishes nothing it holds."""
+    return heartbeat * FENCE_FRACTION if heartbeat > 0 else NO_HEARTBEAT_FENCE
+
+
+class Fence:
+    """One session's fence on its source link.
+
+    :param on_stood_still: told how long the loop stood still, once, when that fenced the
+        session (a closed source link says why itself)
+    """
+
+    def __init__(self, on_stood_still: Callable[[float, float], None]) -> None:
+        self._on_stood_still = on_stood_still
+        self._source: Link | None = None
+        self.after = fence_after(0)
+        self._tick_at = time.monotonic()
+        self._ticker: asyncio.TimerHandle | None = None
+        self.fenced = False
+
+    def start(self, source: Link) -> None:
+        """The session forwards from ``source`` now: the loop must prove it runs."""
+        self._source = source
+        self.after = fence_after(source.heartbeat)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        self._tick_at = time.monotonic()
+        self._ticker = asyncio.get_running_loop().call_later(self.after / 2, self._tick)
+
+    def _tick(self) -> None:
+        # a tick much later than due: the process stood still
+        if time.monotonic() - self._tick_at > self.after:
+            self.trip()
+            return
+        self._schedule()
+
+    def closed(self) -> bool:
+        """Whether nothing more may be published (then the session is being ended)."""
+        if self._source is None:
+            return False
+        if self.fenced or not self._source.is_open or time.monotonic() - self._tick_at > self.after:
+            self.trip()
+            return True
+        return False
+
+    def trip(self) -> None:
+        """Publish nothing more; when the loop stood still with the source link open, say so
+        (the session ends) and abort the link."""
+        if self.fenced or self._source is None:
+            return
+        self.fenced = True
+        self.cancel()
+        if self._source.is_open:
+            self._on_stood_still(time.monotonic() - self._tick_at, self.after)
+            self._source.abort()
+
+    def cancel(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
