@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 from . import exitcodes
 
 if TYPE_CHECKING:
-    from .config.model import ClusterConfig, PumpConfig
-    from .daemon.access import Access
+    from .config.model import PumpConfig
 
 DESCRIPTION = """\
 pumpd moves messages from a queue on one RabbitMQ broker to an exchange on another (or the same)
@@ -118,16 +117,6 @@ def _cluster_name(text: str) -> str:
     if why is not None:
         raise argparse.ArgumentTypeError(why)
     return text
-
-
-def _cluster(clause: ClusterConfig | None, name: str | None) -> ClusterConfig | None:
-    """The group this daemon is in: the file's "cluster" clause, its name replaced by
-    ``--cluster NAME`` when given."""
-    from .config.model import ClusterConfig
-
-    if name is None:
-        return clause
-    return ClusterConfig(name=name) if clause is None else dataclasses.replace(clause, name=name)
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -368,7 +357,9 @@ def _main(args: list[str]) -> int:
     ns = parser.parse_args(args)
     if ns.single_process:
         return _run_single_process(parser, ns)
-    return _run_daemon(parser, ns)
+    from .daemon.startup import run_daemon
+
+    return run_daemon(parser, ns)
 
 
 def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
@@ -389,102 +380,13 @@ def _run_single_process(parser: argparse.ArgumentParser, ns: argparse.Namespace)
     cfg = _load(ns.config)
     if cfg is None:
         return exitcodes.CONFIG_ERROR
-    cfg = dataclasses.replace(cfg, cluster=_cluster(cfg.cluster, ns.cluster))
+    from .config.cluster import with_name
+
+    cfg = dataclasses.replace(cfg, cluster=with_name(cfg.cluster, ns.cluster))
     from .engine.runner import run_foreground
 
     return run_foreground(cfg, drain_timeout=ns.drain_timeout, status_interval=ns.status_interval)
 
-
-def _run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
-    from .config.parse import ConfigError, load_config
-    from .daemon import log as daemon_log
-    from .daemon import statefile
-    from .daemon.http_api import DEFAULT_HOST, DEFAULT_PORT, parse_address
-
-    try:
-        http = parse_address(ns.http if ns.http is not None else f"{DEFAULT_HOST}:{DEFAULT_PORT}")
-    except ValueError as exc:
-        parser.error(f"--http: {exc}")
-    daemon_log.configure(ns.log_format, ns.log_level)
-    from .daemon import definitions as daemon_config
-    from .daemon.coordinator import Coordinator, DaemonOptions
-
-    state_path = str(ns.state_file or statefile.default_path(ns.config))
-    # Everything is validated before anything starts: a bad file exits 2 with its error.
-    try:
-        shovels = daemon_config.merge(
-            daemon_config.load_file(ns.config, ns.workers),
-            daemon_config.load_runtime(state_path, ns.workers),
-            state_path,
-        )
-        per_process = ns.shovels_per_process or daemon_config.shovels_per_process(ns.config) or 1
-        cluster = _cluster(load_config(ns.config).cluster, ns.cluster)
-    except ConfigError as exc:
-        print(f"pumpd: {exc}", file=sys.stderr)
-        return exitcodes.CONFIG_ERROR
-    secured = _secure_endpoint(ns, http, state_path)
-    if isinstance(secured, str):
-        print(f"pumpd: {secured}", file=sys.stderr)
-        return exitcodes.CONFIG_ERROR
-    access, tls_dirs = secured
-    own_files = (state_path, ns.config, access and access.token_file, ns.http_tls_cert,
-                 ns.http_tls_key)
-    opts = DaemonOptions(
-        config_path=ns.config,
-        state_path=state_path,
-        default_workers=ns.workers,
-        drain_timeout=ns.drain_timeout,
-        heartbeat_timeout=ns.heartbeat_timeout,
-        http=http,
-        log_format=ns.log_format,
-        log_level=ns.log_level,
-        shovels_per_process=per_process,
-        access=access,
-        tls_dirs=tls_dirs,
-        protected_files=tuple(f for f in own_files if f),
-        cluster=cluster,
-    )
-    return Coordinator(opts, shovels).run()
-
-
-def _secure_endpoint(ns: argparse.Namespace, http: tuple[str, int] | None,
-                     state_path: str) -> tuple[Access | None, tuple[str, ...]] | str:
-    """The endpoint's access settings (the token file made or read, the TLS context) and the
-    resolved --tls-dir directories; or the one-line error that stops the daemon."""
-    import ssl
-
-    from .daemon import access as access_rules
-    from .daemon import confinement, tokenfile
-
-    try:
-        tls_dirs = confinement.resolve_dirs(ns.tls_dir)
-    except confinement.Refused as exc:
-        return str(exc)
-    if http is None:
-        return None, tls_dirs
-    if (ns.http_tls_cert is None) != (ns.http_tls_key is None):
-        return "--http-tls-cert and --http-tls-key go together: give both or neither"
-    tls = None
-    if ns.http_tls_cert is not None:
-        try:
-            tls = access_rules.server_context(ns.http_tls_cert, ns.http_tls_key)
-        except (OSError, ssl.SSLError) as exc:
-            return (f"--http-tls-cert {ns.http_tls_cert} / --http-tls-key {ns.http_tls_key}: "
-                    f"cannot be used: {getattr(exc, 'strerror', None) or exc}")
-    host = http[0]
-    if tls is None and not access_rules.is_loopback(host) and not ns.http_insecure_bind:
-        return (f"--http {host}:{http[1]} is reachable from other machines: serve it with TLS "
-                "(--http-tls-cert and --http-tls-key) or, knowingly, pass --http-insecure-bind")
-    token_file = str(ns.http_token_file or tokenfile.default_path(state_path))
-    try:
-        token = tokenfile.load_or_create(token_file)
-    except tokenfile.TokenFileError as exc:
-        return str(exc)
-    return access_rules.Access(
-        token=token, token_file=token_file, open_reads=ns.http_open_reads,
-        metrics_open=ns.metrics_open,
-        allowed_hosts=frozenset(h.lower() for h in ns.http_allowed_host),
-        tls=tls, tls_cert=ns.http_tls_cert, tls_key=ns.http_tls_key), tls_dirs
 
 if __name__ == "__main__":
     sys.exit(main())

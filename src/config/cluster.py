@@ -9,6 +9,7 @@ at a time: the one that holds the position's lease (``engine/lease.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -17,7 +18,7 @@ from .model import DEFAULT_LEASE_RETRY, ClusterConfig
 from .values import Context, check_keys, seconds_value, show
 
 __all__ = ["CLUSTER_KEYS", "DEFAULT_LEASE_RETRY", "MAX_CLUSTER_NAME", "ClusterConfig",
-           "check_cluster_name", "parse_cluster"]
+           "check_cluster_name", "parse_cluster", "with_name"]
 
 CLUSTER_KEYS = ("name", "coordination_uri", "lease_retry")
 MAX_CLUSTER_NAME = 64  # characters; the name is part of every lease queue's name
@@ -58,3 +59,11 @@ def parse_cluster(ctx: Context, value: object) -> ClusterConfig:
         if retry < 0.1:
             ctx.fail("cluster.lease_retry", f"must be at least 0.1 seconds, got {show(retry)}")
     return ClusterConfig(name=obj["name"], coordination_uri=uri, lease_retry=retry)
+
+
+def with_name(clause: ClusterConfig | None, name: str | None) -> ClusterConfig | None:
+    """The group a daemon is in: the file's ``cluster`` clause, its name replaced by
+    ``--cluster NAME`` when given."""
+    if name is None:
+        return clause
+    return ClusterConfig(name=name) if clause is None else dataclasses.replace(clause, name=name)
