@@ -29,8 +29,8 @@ coordination broker (one vhost), named after the group (``cluster``):
   which of the given shovels have one (passive declares: there or 404).
 
 Queue names longer than AMQP's 255 bytes keep their head and end in a hash
-(:func:`pumpd.daemon.probes.queue_name`). A cluster name is letters, digits, ``_`` and ``-``
-(no dots: the names stay unambiguous).
+(:func:`pumpd.daemon.probes.queue_name`). A cluster name follows the one rule of
+:func:`pumpd.config.cluster.check_cluster_name` (no dots: the names stay unambiguous).
 
 The view (:class:`GroupView`) changes on every change seen: a member joins, leaves, or says
 something new of itself. The coordinator reads :attr:`Group.view`, iterates over
@@ -44,20 +44,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..config.cluster import check_cluster_name
 from ..config.model import BrokerURI
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
 from .probes import Probes, QueueState, queue_name
-from .spread import Position
+from .spread import PositionKey
 
 __all__ = ["FULL_SCAN_EVERY", "MAX_MEMBERS", "REFRESH_EVERY", "SPARE_SLOTS", "Group",
-           "GroupView", "Member", "MemberInfo", "check_cluster_name", "info_queue",
+           "GroupView", "Member", "MemberInfo", "info_queue",
            "member_queue", "paused_queue"]
 
 log = logging.getLogger("pumpd.group")
@@ -68,19 +68,7 @@ FULL_SCAN_EVERY = 10  # polls between probes of every slot
 REFRESH_EVERY = 30.0  # seconds between rewrites of an unchanged member record
 MAX_RECORD_BYTES = 1 << 20  # a member record larger than this is not read as one
 
-_CLUSTER_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _INFO_ARGUMENTS = {"x-max-length": 1, "x-overflow": "drop-head", "x-queue-type": "classic"}
-
-
-def check_cluster_name(cluster: str) -> str:
-    """``cluster`` when it can name a group's queues: 1 to 100 letters, digits, ``_`` or ``-``.
-
-    :raises ValueError: otherwise, saying why
-    """
-    if not _CLUSTER_NAME.fullmatch(cluster):
-        raise ValueError(f"cluster name {cluster!r}: use 1 to 100 letters, digits, '_' or '-' "
-                         "(it names the group's queues on the coordination broker)")
-    return cluster
 
 
 def member_queue(cluster: str, slot: int) -> str:
@@ -114,7 +102,7 @@ class MemberInfo:
     host: str
     pid: int
     endpoint: str | None = None
-    positions: tuple[Position, ...] = ()
+    positions: tuple[PositionKey, ...] = ()
     started: float = 0.0
 
     def to_json(self) -> bytes:
@@ -150,7 +138,7 @@ class MemberInfo:
             if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
                     or not isinstance(item[1], int) or isinstance(item[1], bool)):
                 raise ValueError("a position is not [shovel, index]")
-            positions.append(Position(item[0], item[1]))
+            positions.append(PositionKey(item[0], item[1]))
         return cls(ident, host, pid, endpoint, tuple(positions), float(started))
 
 
@@ -247,7 +235,10 @@ class Group:
         if not 1 <= max_members <= MAX_MEMBERS:
             raise ValueError(f"max_members is 1 to {MAX_MEMBERS}")
         self.brokers = tuple(brokers)
-        self.cluster = check_cluster_name(cluster)
+        why = check_cluster_name(cluster)
+        if why is not None:
+            raise ValueError(f"cluster name: {why}")
+        self.cluster = cluster
         self.poll_interval = poll_interval
         self.info_interval = info_interval
         self.max_members = max_members
@@ -302,7 +293,7 @@ class Group:
 
         return await asyncio.wait_for(joined(), timeout)
 
-    def set_positions(self, positions: Iterable[Position]) -> None:
+    def set_positions(self, positions: Iterable[PositionKey]) -> None:
         """The positions this member runs now: in its record from the next poll on."""
         self._me = replace(self._me, positions=tuple(sorted(set(positions))))
 

@@ -29,17 +29,17 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-__all__ = ["Position", "assign", "loads", "moved", "weight"]
+__all__ = ["PositionKey", "assign", "loads", "moved", "weight"]
 
 
-class Position(NamedTuple):
+class PositionKey(NamedTuple):
     """One worker position of a shovel: the unit the group spreads."""
 
     shovel: str
     worker: int
 
 
-def weight(member: str, position: Position) -> int:
+def weight(member: str, position: PositionKey) -> int:
     """The pair's rendezvous weight: 64 bits of blake2b over the member id and the position,
     each part length-prefixed so that no two different pairs hash the same bytes."""
     h = hashlib.blake2b(digest_size=8, person=b"pumpd-spread")
@@ -49,7 +49,7 @@ def weight(member: str, position: Position) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
-def assign(members: Iterable[str], positions: Iterable[Position]) -> dict[Position, str]:
+def assign(members: Iterable[str], positions: Iterable[PositionKey]) -> dict[PositionKey, str]:
     """The preferred member of every position (see the module docstring).
 
     Duplicate members or positions count once. With no member, no position has one: the
@@ -65,7 +65,7 @@ def assign(members: Iterable[str], positions: Iterable[Position]) -> dict[Positi
     pairs = sorted(((weight(m, p), m, p) for m in member_set for p in position_set),
                    reverse=True)
     load = dict.fromkeys(member_set, 0)
-    placed: dict[Position, str] = {}
+    placed: dict[PositionKey, str] = {}
     for _w, member, position in pairs:
         if position in placed:
             continue
@@ -80,7 +80,7 @@ def assign(members: Iterable[str], positions: Iterable[Position]) -> dict[Positi
     return placed
 
 
-def loads(assignment: Mapping[Position, str], members: Iterable[str]) -> dict[str, int]:
+def loads(assignment: Mapping[PositionKey, str], members: Iterable[str]) -> dict[str, int]:
     """How many positions each member is given (members given none included, at 0)."""
     out = dict.fromkeys(members, 0)
     for member in assignment.values():
@@ -88,7 +88,7 @@ def loads(assignment: Mapping[Position, str], members: Iterable[str]) -> dict[st
     return out
 
 
-def moved(before: Mapping[Position, str], after: Mapping[Position, str]) -> set[Position]:
+def moved(before: Mapping[PositionKey, str], after: Mapping[PositionKey, str]) -> set[PositionKey]:
     """The positions whose preferred member differs between two assignments (a position in
     one only counts as moved)."""
     return {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
