@@ -217,9 +217,11 @@ def test_queue_names_stay_within_amqp_and_distinct() -> None:
 
 
 def test_a_member_record_round_trips_and_bad_ones_are_refused() -> None:
-    info = MemberInfo("m1", "h", 12, "http://h:1", (PositionKey("a", 0), PositionKey("b", 2)), 5.0)
+    info = MemberInfo("m1", "h", 12, "http://h:1", (PositionKey("a", 0), PositionKey("b", 2)),
+                      5.0, "ab12")
     assert MemberInfo.from_json(info.to_json()) == info
     for bad in (b"[]", b"{}", b'{"id": "m", "host": "h", "pid": true}',
+                b'{"id": "m", "host": "h", "pid": 1, "definitions": 7}',
                 b'{"id": "m", "host": "h", "pid": 1, "positions": [["a"]]}',
                 b'{"id": "m", "host": "h", "pid": 1, "endpoint": 3}', b"not json"):
         with pytest.raises(ValueError):

@@ -71,7 +71,7 @@ def test_three_members_thirty_positions_get_ten_each() -> None:
 
 
 def test_plain_rendezvous_hashing_alone_would_not_be_even() -> None:
-    # Why the load bound: each position to its heaviest member lands 3 × 30 far from 10 ± 1.
+    # Why the load bound: each position to its heaviest member lands 3 x 30 far from 10 ± 1.
     rnd = random.Random(23)
     spreads = []
     for _ in range(200):
@@ -166,8 +166,8 @@ def test_a_member_joining_moves_about_the_share_it_takes(
     share = math.ceil(len(positions) / (len(members) + 1))
     taken = sum(1 for m in after.values() if m == newcomer)
     assert taken in (len(positions) // (len(members) + 1), share)
-    # The bound (measured worst cases over thousands of groups: about 3 × the share for
-    # small P, 1.3 × near 3 × 30): movement stays of the order of one share, never a
+    # The bound (measured worst cases over thousands of groups: about 3 x the share for
+    # small P, 1.3 x near 3 x 30): movement stays of the order of one share, never a
     # reshuffle of everything.
     assert len(moved(before, after)) <= 3 * share + len(members)
 

@@ -28,7 +28,9 @@ file is read again; shovels whose definition changed restart, new ones start, re
 the rest are not touched; an invalid file is refused and the running set kept.
 
 The HTTP endpoint (:mod:`pumpd.daemon.http_api`) runs on the same event loop; its methods
-(:mod:`pumpd.daemon.api`) call the coordinator's verbs (add, replace, remove, stop_worker).
+(:mod:`pumpd.daemon.api`) call the coordinator's verbs (add, replace, remove, stop_worker). In a
+group with a coordination broker, :mod:`pumpd.daemon.membership` runs there too, and ``steer``
+tells the worker processes, every tick, which positions to try and which to hand over.
 """
 
 from __future__ import annotations
@@ -48,15 +50,15 @@ from typing import Any, Literal
 from .. import exitcodes
 from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
-from ..engine.lease import LeaseSpec, lease_name
 from ..engine.status import State
 from ..version import __version__
-from . import definitions, tokenfile
+from . import definitions, membership, tokenfile
 from .access import Access
 from .api import CoordinatorApi
 from .definitions import ShovelDefinition
 from .hosting import WorkerProcesses
 from .http_api import HttpServer
+from .membership import Membership
 from .observation import observe, read_slot
 from .positions import Position, Shovel, missing_positions, reload_plan
 from .report import carry
@@ -107,6 +109,7 @@ class Coordinator:
         self.started = time.time()
         self.http_address: tuple[str, int] | None = None
         self.service = ServiceState()  # systemd's Type=notify: readiness, reload, stop
+        self.membership: Membership | None = None  # a group's, with a coordination broker
 
     # ---------------------------------------------------------------------------- main loop
 
@@ -130,6 +133,10 @@ class Coordinator:
                                          access.tls is not None, access.tls_cert)
             if trouble:
                 log.warning("%s", trouble)
+        scheme = "https" if access.tls is not None else "http"
+        self.membership = membership.join(self.opts.cluster, self.opts.state_path, (
+            f"{scheme}://{self.http_address[0]}:{self.http_address[1]}"
+            if self.http_address else None))
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._record_signal, sig)
         loop.add_signal_handler(signal.SIGCHLD, self._wake.set)  # reap without waiting a tick
@@ -141,7 +148,6 @@ class Coordinator:
             except SlotsUnavailable as exc:
                 log.error("cannot start: %s", exc, extra={"event": "start_failed"})
                 return exitcodes.UNAVAILABLE
-            scheme = "https" if access.tls is not None else "http"
             where = (f"{scheme}://{self.http_address[0]}:{self.http_address[1]} (token file "
                      f"{os.path.abspath(access.token_file)})" if self.http_address else "off")
             k = self.opts.shovels_per_process
@@ -156,12 +162,14 @@ class Coordinator:
                          "%gs), then exiting", self.opts.drain_timeout + DRAIN_GRACE,
                          exc_info=True, extra={"event": "coordinator_failed"})
             self.service.stopping(self._live_positions())
-            self._drain_all()
+            self._workers.drain_all(self.opts.drain_timeout + DRAIN_GRACE)
             return exitcodes.FAILURE
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
                 loop.remove_signal_handler(sig)
             await server.close()
+            if self.membership is not None:
+                await self.membership.close()
             if self.http_address is not None:
                 tokenfile.remove_record(self.http_address[1], os.getpid())
             self.service.close()
@@ -183,6 +191,8 @@ class Coordinator:
             self._murder(now)
             self._spawn_due(now)
             self._observe(now)
+            if self.membership is not None:
+                self.membership.steer(now, self.shovels.values(), self._workers.send)
             self.service.observe(self.shovels.values())
             try:
                 await asyncio.wait_for(self._wake.wait(), TICK)
@@ -257,11 +267,8 @@ class Coordinator:
             self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
 
     def _position_spec(self, s: Shovel, w: Position) -> PositionSpec:
-        cluster = self.opts.cluster
-        return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
-                            drain_timeout=self.opts.drain_timeout,
-                            lease=None if cluster is None else LeaseSpec(
-                                lease_name(cluster.name, s.name, w.index), cluster.lease_retry))
+        return membership.position_spec(self.opts.cluster, self.opts.drain_timeout, s, w,
+                                        steered=self.membership is not None)
 
     def _reap(self, now: float) -> None:
         for s, w, exit_text in self._workers.reap():
@@ -346,17 +353,6 @@ class Coordinator:
         if w in s.workers:
             s.workers.remove(w)
             self.pool.free(w.slot)
-
-    def _drain_all(self) -> None:
-        """Every worker process drains as on SIGTERM (publishes what it holds, waits for its
-        confirms, acks); one still running after the drain timeout and the grace is killed by
-        the final kill. Blocking: the loop is not to be trusted any more."""
-        processes = self._workers.terminate_all()
-        deadline = time.monotonic() + self.opts.drain_timeout + DRAIN_GRACE
-        for process in processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-        log.info("%d of %d worker process(es) drained", sum(p.exitcode is not None
-                                                           for p in processes), len(processes))
 
     def process_count(self) -> tuple[int, int]:
         """Live worker positions, and the worker processes running them."""

@@ -96,6 +96,8 @@ class MemberInfo:
     :param positions: the positions it runs now
     :param started: when it started (seconds since the epoch, its own clock: shown, never
         compared)
+    :param definitions: a hash of the shovel definitions it runs (the same on every member
+        when their configuration files agree)
     """
 
     id: str
@@ -104,12 +106,13 @@ class MemberInfo:
     endpoint: str | None = None
     positions: tuple[PositionKey, ...] = ()
     started: float = 0.0
+    definitions: str = ""
 
     def to_json(self) -> bytes:
         return json.dumps({
             "id": self.id, "host": self.host, "pid": self.pid, "endpoint": self.endpoint,
             "positions": [[p.shovel, p.worker] for p in self.positions],
-            "started": self.started,
+            "started": self.started, "definitions": self.definitions,
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -122,6 +125,7 @@ class MemberInfo:
             raise ValueError("not a JSON object")
         ident, host, pid = doc.get("id"), doc.get("host"), doc.get("pid")
         endpoint, started = doc.get("endpoint"), doc.get("started", 0.0)
+        definitions = doc.get("definitions", "")
         raw_positions = doc.get("positions", [])
         if not isinstance(ident, str) or not ident:
             raise ValueError("no member id")
@@ -131,6 +135,8 @@ class MemberInfo:
             raise ValueError("endpoint is not a string")
         if not isinstance(started, (int, float)) or isinstance(started, bool):
             raise ValueError("started is not a number")
+        if not isinstance(definitions, str):
+            raise ValueError("definitions is not a string")
         if not isinstance(raw_positions, list):
             raise ValueError("positions is not a list")
         positions = []
@@ -139,7 +145,7 @@ class MemberInfo:
                     or not isinstance(item[1], int) or isinstance(item[1], bool)):
                 raise ValueError("a position is not [shovel, index]")
             positions.append(PositionKey(item[0], item[1]))
-        return cls(ident, host, pid, endpoint, tuple(positions), float(started))
+        return cls(ident, host, pid, endpoint, tuple(positions), float(started), definitions)
 
 
 @dataclass(frozen=True)
@@ -296,6 +302,10 @@ class Group:
     def set_positions(self, positions: Iterable[PositionKey]) -> None:
         """The positions this member runs now: in its record from the next poll on."""
         self._me = replace(self._me, positions=tuple(sorted(set(positions))))
+
+    def set_definitions(self, digest: str) -> None:
+        """The hash of the definitions this member runs now: in its record from the next poll."""
+        self._me = replace(self._me, definitions=digest)
 
     def _publish_view(self) -> None:
         conn = self._conn

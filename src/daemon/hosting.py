@@ -286,6 +286,17 @@ class WorkerProcesses:
                     pass
         return live
 
+    def drain_all(self, timeout: float) -> None:
+        """Every worker process drains as on SIGTERM (publishes what it holds, waits for its
+        confirms, acks); one still running after ``timeout`` is left to :meth:`kill_all`.
+        Blocking: the coordinator's loop is not to be trusted any more."""
+        processes = self.terminate_all()
+        deadline = time.monotonic() + timeout
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        log.info("%d of %d worker process(es) drained", sum(p.exitcode is not None
+                                                           for p in processes), len(processes))
+
     def kill_all(self) -> None:
         for proc in self.processes:
             if proc.process.exitcode is None:

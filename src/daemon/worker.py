@@ -19,7 +19,9 @@ The coordinator controls positions one by one through a duplex pipe, which the w
 
 * coordinator -> worker: ``("start", PositionSpec)``, ``("stop", SlotRef)`` (drain that position
   only: stop consuming, publish what it holds, wait up to the drain timeout for its confirms, ack
-  them and close), ``("exit",)`` (the coordinator has no position left for this process);
+  them and close), ``("exit",)`` (the coordinator has no position left for this process),
+  ``("gate", {SlotRef: (take, release)})`` (in a group with a coordination broker: the group's
+  answers for those positions' :class:`SteeredGate`, sent when they change);
 * worker -> coordinator: ``("ended", SlotRef, exit_status, error)`` when a position's pump has
   returned (``error`` is the text of an unexpected exception, None otherwise). The exit status
   is :data:`pumpd.exitcodes.OK` after a requested stop or a delete_after limit,
@@ -77,6 +79,9 @@ class PositionSpec:
     slot: SlotRef
     drain_timeout: float
     lease: LeaseSpec | None = None  # a position of a group (--cluster): run while holding it
+    # Steered by the group's answers over the pipe (daemon/membership.py); before the first one
+    # the position tries its lease only after this many seconds. None: the lease alone decides.
+    steered_grace: float | None = None
 
     @property
     def tag(self) -> str:
@@ -132,12 +137,35 @@ class SlotSink:
         self._writer.write_body(self._body)
 
 
-async def run_pump(spec: PositionSpec, sink: SlotSink, stop: asyncio.Event) -> int:
+class SteeredGate:
+    """A :class:`~pumpd.engine.lease.LeaseGate` that answers what the coordinator last said
+    (``("gate", ...)`` messages). Before its first answer it behaves as for a position this
+    member is not preferred for: it tries the lease only once ``grace`` seconds have passed, so
+    a position never waits on a coordinator that cannot say (the lease still fences)."""
+
+    def __init__(self, grace: float) -> None:
+        self._take_at = time.monotonic() + grace
+        self._answer: tuple[bool, bool] | None = None
+
+    def answer(self, take: bool, release: bool) -> None:
+        self._answer = (take, release)
+
+    def take_now(self) -> bool:
+        if self._answer is None:
+            return time.monotonic() >= self._take_at
+        return self._answer[0]
+
+    def release_now(self) -> bool:
+        return self._answer is not None and self._answer[1]
+
+
+async def run_pump(spec: PositionSpec, sink: SlotSink, stop: asyncio.Event,
+                   gate: SteeredGate | None = None) -> int:
     """Run one position's pump until ``stop`` or its end by design; its exit status."""
     from ..engine.pump import Pump
 
     pump = Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
-                client_name=f"pumpd {spec.tag}", lease=spec.lease)
+                client_name=f"pumpd {spec.tag}", lease=spec.lease, gate=gate)
     await pump.run(stop)
     c = sink.record.counters
     log.info(
@@ -157,6 +185,7 @@ class RunningPosition:
     sink: SlotSink
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[int] | None = None
+    gate: SteeredGate | None = None
 
 
 class Worker:
@@ -172,7 +201,8 @@ class Worker:
         self._exit = False  # the coordinator said so, or a signal, or the coordinator is gone
         self._done = asyncio.Event()
         self._control: dict[str, Callable[..., None]] = {
-            "start": self.handle_start, "stop": self.handle_stop, "exit": self.handle_exit}
+            "start": self.handle_start, "stop": self.handle_stop, "exit": self.handle_exit,
+            "gate": self.handle_gate}
 
     # ------------------------------------------------------------------ the process's life
 
@@ -260,10 +290,12 @@ class Worker:
             self._report(("ended", ps.slot, 0, "the worker process is stopping"))
             return
         running = RunningPosition(ps, SlotSink(self._writer(ps.slot), self.implementation))
+        if ps.lease is not None and ps.steered_grace is not None:
+            running.gate = SteeredGate(ps.steered_grace)
         self.positions[ps.slot] = running
         context = contextvars.copy_context()  # its log lines name its shovel (daemon.log)
         context.run(HOSTED.set, (ps.shovel.name, ps.index))
-        running.task = asyncio.create_task(run_pump(ps, running.sink, running.stop),
+        running.task = asyncio.create_task(run_pump(ps, running.sink, running.stop, running.gate),
                                            name=f"pumpd {ps.tag}", context=context)
         running.task.add_done_callback(lambda t: self._ended(running, t))
 
@@ -271,6 +303,13 @@ class Worker:
         running = self.positions.get(slot)
         if running is not None:
             running.stop.set()
+
+    def handle_gate(self, answers: dict[SlotRef, tuple[bool, bool]]) -> None:
+        """The group's answers (take, release) for some of this process's positions."""
+        for slot, (take, release) in answers.items():
+            running = self.positions.get(slot)
+            if running is not None and running.gate is not None:
+                running.gate.answer(take, release)
 
     def handle_exit(self) -> None:
         self.stop_all("the coordinator has no more work for this process")
