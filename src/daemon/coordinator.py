@@ -267,8 +267,7 @@ class Coordinator:
             self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
 
     def _position_spec(self, s: Shovel, w: Position) -> PositionSpec:
-        return membership.position_spec(self.opts.cluster, self.opts.drain_timeout, s, w,
-                                        steered=self.membership is not None)
+        return membership.position_spec(self.opts, s, w, steered=self.membership is not None)
 
     def _reap(self, now: float) -> None:
         for s, w, exit_text in self._workers.reap():

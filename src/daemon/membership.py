@@ -37,7 +37,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -79,14 +79,32 @@ def refusal(cluster: str, state_path: str) -> str:
             "member and reload (SIGHUP / systemctl reload pumpd)")
 
 
-def position_spec(cluster: ClusterConfig | None, drain_timeout: float, s: Shovel, w: Position,
-                  steered: bool) -> PositionSpec:
-    """What a position's worker needs: in a group its lease, and whether the group steers it."""
-    lease = None if cluster is None else LeaseSpec(lease_name(cluster.name, s.name, w.index),
-                                                   cluster.lease_retry)
+class Options(Protocol):
+    """What :func:`position_spec` needs of the daemon's options."""
+
+    @property
+    def cluster(self) -> ClusterConfig | None: ...
+
+    @property
+    def drain_timeout(self) -> float: ...
+
+    @property
+    def state_path(self) -> str: ...
+
+
+def position_spec(opts: Options, s: Shovel, w: Position, steered: bool) -> PositionSpec:
+    """What a position's worker needs: in a group its lease, whether the group steers it, and
+    the member id in its connections' names (the brokers' lists say which member runs what)."""
+    cluster = opts.cluster
+    if cluster is None:
+        return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
+                            drain_timeout=opts.drain_timeout)
     return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
-                        drain_timeout=drain_timeout, lease=lease,
-                        steered_grace=cluster.grace if steered and cluster is not None else None)
+                        drain_timeout=opts.drain_timeout,
+                        lease=LeaseSpec(lease_name(cluster.name, s.name, w.index),
+                                        cluster.lease_retry),
+                        steered_grace=cluster.grace if steered else None,
+                        member=member_id(opts.state_path))
 
 
 def join(cluster: ClusterConfig | None, state_path: str,

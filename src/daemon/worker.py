@@ -82,6 +82,12 @@ class PositionSpec:
     # Steered by the group's answers over the pipe (daemon/membership.py); before the first one
     # the position tries its lease only after this many seconds. None: the lease alone decides.
     steered_grace: float | None = None
+    member: str | None = None  # in a group: this daemon's member id, in connection names
+
+    @property
+    def client_name(self) -> str:
+        """Its connections' name: ``pumpd NAME#I``, and in a group ``... member ID``."""
+        return f"pumpd {self.tag}" + (f" member {self.member}" if self.member else "")
 
     @property
     def tag(self) -> str:
@@ -165,7 +171,7 @@ async def run_pump(spec: PositionSpec, sink: SlotSink, stop: asyncio.Event,
     from ..engine.pump import Pump
 
     pump = Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
-                client_name=f"pumpd {spec.tag}", lease=spec.lease, gate=gate)
+                client_name=spec.client_name, lease=spec.lease, gate=gate)
     await pump.run(stop)
     c = sink.record.counters
     log.info(
