@@ -70,7 +70,7 @@ def _consumers_by_queue(node: LocalNode, vhost: str) -> dict[str, list[str]]:
     channels = dict(_rows(node, "list_channels", "pid", "connection"))
     names: dict[str, str] = {}
     for pid, props in _rows(node, "list_connections", "pid", "client_properties"):
-        m = re.search(r'"connection_name","pumpd [^"]* member ([^"]+)"', props)
+        m = re.search(r'"connection_name","pumpd [^"]* member ([^" ]+)', props)
         names[pid] = m.group(1) if m else "?"
     out: dict[str, list[str]] = {}
     for queue, channel in _rows(node, "list_consumers", "-p", vhost, "queue_name",

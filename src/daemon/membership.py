@@ -25,16 +25,23 @@ processes by, one set of definitions, and what the status shows of the group.
   lease first keeps it; exactly once still holds, the spread does not. The daemon does not
   guess a coordination broker (say the first shovel's source): a reload that removes that
   shovel would move the whole group's membership elsewhere; naming it is one line.
+- **Its own thread**: the group's broker requests run on a thread of their own with a uvloop
+  event loop (the engine's links need uvloop: their stream is attached to a libuv transport;
+  the coordinator's loop is asyncio's own). The coordinator only reads the group's view (an
+  immutable value, replaced whole) and replaces this member's record (one attribute
+  assignment): nothing else crosses the threads.
 - **Definitions**: a group takes its shovels from the configuration file only: run-time PUT
   and DELETE are refused (:func:`refusal`), the same file on every member, reloaded on each.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -116,7 +123,7 @@ def join(cluster: ClusterConfig | None, state_path: str,
     me = MemberInfo(member_id(state_path), socket.gethostname(), os.getpid(), endpoint,
                     started=time.time())
     membership = Membership(cluster, me)
-    membership.group.start()
+    membership.start()
     log.info("group %s: member %s, coordination broker %s", cluster.name, me.id,
              cluster.coordination_uri.redacted(), extra={"event": "group_join"})
     return membership
@@ -135,9 +142,34 @@ class Membership:
         self._sent: dict[SlotRef, tuple[int, bool, bool]] = {}
         self._known: set[PositionKey] = set()
         self._defs_key: tuple[int, ...] = ()
+        import uvloop
+
+        self._loop = uvloop.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=f"pumpd group {cluster.name}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(self.group.start)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
 
     async def close(self) -> None:
-        await self.group.close()
+        """Leave the group (its connection closes) and end the thread."""
+        if not self._thread.is_alive():
+            return
+        left = asyncio.run_coroutine_threadsafe(self.group.close(), self._loop)
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(left), 10)
+        except Exception as exc:  # leaving is best effort: the connection ends with the process
+            log.warning("group %s: leaving: %s", self.cluster.name, exc)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join, 10)
 
     def steer(self, now: float, shovels: Iterable[Shovel], send: Send) -> None:
         """Tell this member's record what it holds, and each worker process its positions'
