@@ -25,7 +25,8 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
 
   pumpd --config shovels.json          run the daemon: a coordinator and one worker process per
                                        shovel (N with --workers N), until SIGTERM / SIGINT
-  pumpd status [--json]                show what every shovel of a running daemon is doing
+  pumpd status [--json] [--cluster]    show what every shovel of a running daemon is doing
+                                       (--cluster: the members of its group)
   pumpd delete-shovel NAME [--force]   remove a run-time shovel (--force: a protected one)
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`

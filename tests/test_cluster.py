@@ -21,6 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pika
+import pytest
+from pumpd.daemon.client import main as status_main
+from pumpd.daemon.cluster_status import render_members
 from pumpd.daemon.membership import member_id
 from pumpd.testing.localnode import LocalNode
 
@@ -162,9 +165,21 @@ def _sources_empty(node: LocalNode, vhost: str, timeout: float = 60) -> None:
         time.sleep(0.5)
 
 
+def test_status_warns_when_the_members_definitions_differ() -> None:
+    member = {"host": "h", "pid": 1, "endpoint": None, "held": 3, "slot": 0}
+    doc = {"cluster": "g", "me": "a", "joined": True, "coordination_uri": "amqp://x",
+           "members": [{**member, "id": "a", "definitions": "1111"},
+                       {**member, "id": "b", "definitions": "2222"}],
+           "definitions_agree": False}
+    text = render_members(doc)
+    assert "a (this one)" in text and "2222" in text
+    assert "warning: the members' shovel definitions differ" in text
+    assert "warning" not in render_members({**doc, "definitions_agree": True})
+
+
 def test_three_members_spread_nine_shovels_one_consumer_each_and_refuse_runtime_changes(
         pumpd_daemon, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
-        vhost_b: str) -> None:
+        vhost_b: str, capsys: pytest.CaptureFixture[str]) -> None:
     doc = _config(node_a, vhost_a, node_b, vhost_b)
     members = [_member(pumpd_daemon, doc, n) for n in ("a", "b", "c")]
     for d in members:
@@ -193,6 +208,16 @@ def test_three_members_spread_nine_shovels_one_consumer_each_and_refuse_runtime_
     assert all(len(w["standby"]) == 2 for w in workers.values())
     metrics = a.request("GET", "/metrics")[1]
     assert metrics.count("pumpd_position_held{") == SHOVELS
+
+    # pumpd status: a MEMBER column; --cluster: the members
+    connect = ["--http", f"127.0.0.1:{a.port}", "--http-token-file", str(a.token_path)]
+    assert status_main(connect) == 0
+    table = capsys.readouterr().out
+    assert "MEMBER" in table and all(i in table for i in ids)
+    assert status_main(["--cluster", *connect]) == 0
+    listed = capsys.readouterr().out
+    assert "group g: 3 member(s)" in listed and all(i in listed for i in ids)
+    assert "warning" not in listed
 
     # one set of definitions: run-time changes are refused, naming the group and the reload
     status, body = a.request("PUT", "/api/shovels/extra",
