@@ -23,6 +23,7 @@ from typing import Any
 import pika
 import pytest
 from pumpd.daemon.client import main as status_main
+from pumpd.daemon.client import printable
 from pumpd.daemon.cluster_status import render_members
 from pumpd.daemon.membership import member_id
 from pumpd.testing.localnode import LocalNode
@@ -171,10 +172,10 @@ def test_status_warns_when_the_members_definitions_differ() -> None:
            "members": [{**member, "id": "a", "definitions": "1111"},
                        {**member, "id": "b", "definitions": "2222"}],
            "definitions_agree": False}
-    text = render_members(doc)
+    text = render_members(doc, printable)
     assert "a (this one)" in text and "2222" in text
     assert "warning: the members' shovel definitions differ" in text
-    assert "warning" not in render_members({**doc, "definitions_agree": True})
+    assert "warning" not in render_members({**doc, "definitions_agree": True}, printable)
 
 
 def test_three_members_spread_nine_shovels_one_consumer_each_and_refuse_runtime_changes(

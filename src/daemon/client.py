@@ -331,7 +331,7 @@ def _cluster(ep: Endpoint, as_json: bool) -> int:
         print(f"pumpd status --cluster: {exc}", file=sys.stderr)
         return exitcodes.UNAVAILABLE
     sys.stdout.write(json_safe(orjson.dumps(cluster, option=orjson.OPT_INDENT_2).decode()) + "\n"
-                     if as_json else render_members(cluster))
+                     if as_json else render_members(cluster, printable))
     return exitcodes.OK
 
 

@@ -3,10 +3,8 @@ says of the group (``GET /api/cluster``, :mod:`pumpd.daemon.membership`), as tex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
-
-from .client import printable
 
 MEMBER_COLUMNS = ("id", "host", "pid", "endpoint", "held", "definitions")
 
@@ -20,9 +18,10 @@ def members_of(doc: dict[str, Any]) -> str | None:
     return ", ".join(sorted({w.get("holder") or "-" for w in workers})) or "-"
 
 
-def render_members(cluster: dict[str, Any]) -> str:
+def render_members(cluster: dict[str, Any], printable: Callable[[str], str]) -> str:
     """The group's members as one member sees them, and a warning when their definitions
-    differ (their configuration files are not the same)."""
+    differ (their configuration files are not the same). ``printable`` escapes what came from
+    outside (the client's: no terminal escape sequence gets through)."""
     head = (f"group {cluster['cluster']}: {len(cluster['members'])} member(s) seen by "
             f"{cluster['me']}" + ("" if cluster["joined"] else
                                   f" (not joined: {cluster.get('error') or 'connecting'})")
