@@ -139,7 +139,9 @@ class Membership:
                            poll_interval=cluster.poll_interval,
                            info_interval=cluster.poll_interval)
         self.handover = Handover(settle=cluster.settle, grace=cluster.grace)
-        self._sent: dict[SlotRef, tuple[int, bool, bool]] = {}
+        # what each slot's pump was last told, and which start of which position it was: a
+        # position started again (even in the same worker process) has a fresh gate
+        self._sent: dict[SlotRef, tuple[PositionKey, int, float, bool, bool]] = {}
         self._known: set[PositionKey] = set()
         self._defs_key: tuple[int, ...] = ()
         import uvloop
@@ -194,13 +196,14 @@ class Membership:
                 continue
             take = self.handover.may_take(now, k, preferred.get(k), me)
             release = k in mine and self.handover.should_release(now, preferred.get(k), me)
-            if self._sent.get(w.slot) == (w.pid, take, release):
+            told = (k, w.pid, w.spawned_at, take, release)
+            if self._sent.get(w.slot) == told:
                 continue
             if release:
                 log.info("group %s: handing %s#%d over to member %s", self.cluster.name,
                          k.shovel, k.worker, preferred.get(k),
                          extra={"event": "handover", "shovel": k.shovel, "worker": k.worker})
-            self._sent[w.slot] = (w.pid, take, release)
+            self._sent[w.slot] = told
             batches.setdefault(w.runner, {})[w.slot] = (take, release)
         for proc, answers in batches.items():
             send(proc, ("gate", answers))
