@@ -28,7 +28,7 @@ from pumpd.daemon.client import main as status_main
 from pumpd.daemon.client import printable
 from pumpd.daemon.cluster_status import render_members
 from pumpd.daemon.membership import member_id
-from pumpd.testing.localnode import LocalNode
+from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import drain_queue
 from daemon_helpers import Daemon, pumpd_daemon, shovel_def
@@ -304,3 +304,21 @@ def test_a_member_killed_hands_its_positions_to_the_others_and_one_joining_takes
     assert set(bodies) == {b"%d" % i for i in range(sent)}, "lost messages"
     # duplicates: what c held unacknowledged when it was killed (a prefetch per position)
     assert sum(bodies.values()) - sent <= PREFETCH * SHOVELS
+
+
+def test_without_its_coordination_broker_a_group_still_runs_every_position_once(
+        pumpd_daemon, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
+        vhost_b: str) -> None:
+    doc = _config(node_a, vhost_a, node_b, vhost_b)
+    doc["cluster"]["coordination_uri"] = f"amqp://guest:guest@127.0.0.1:{find_free_port()}/"
+    members = [_member(pumpd_daemon, doc, n) for n in ("a", "b")]
+    for d in members:
+        d.start()
+    # nobody is in the group: each member takes what has been free for grace (3 s); the
+    # leases let one of them have each position
+    _every_source_consumed_once(node_a, vhost_a, "nobody", 60)
+    time.sleep(3)
+    by_queue = _consumers_by_queue(node_a, vhost_a)
+    assert all(len(by_queue.get(f"in{i}", [])) == 1 for i in range(SHOVELS)), by_queue
+    cluster = members[0].get("/api/cluster")
+    assert not cluster["joined"] and cluster["error"]
