@@ -90,6 +90,24 @@ def until_spread(node: LocalNode, vhost: str, srcs: list[str], members: int, sta
     return None
 
 
+def arrivals(uri: str, sent: list[int]) -> tuple[int, int]:
+    """Messages lost (sent, never arrived) and duplicated, over the destination queues."""
+    lost = dups = 0
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    for i, n_sent in enumerate(sent):
+        got: Counter[bytes] = Counter()
+        while True:
+            method, _props, body = ch.basic_get(f"dst{i}", auto_ack=True)
+            if method is None:
+                break
+            got[body] += 1
+        lost += sum(1 for n in range(n_sent) if b"%d" % n not in got)
+        dups += sum(got.values()) - len(got)
+    conn.close()
+    return lost, dups
+
+
 def run(node: LocalNode, ns: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     vhost = f"group-spread-{os.getpid()}-{int(time.time())}"
     node.add_vhost(vhost)
@@ -136,19 +154,7 @@ def run(node: LocalNode, ns: argparse.Namespace, workdir: Path) -> dict[str, Any
             time.sleep(0.5)
         for m in members[1:]:
             m.stop()
-        lost = dups = 0
-        conn = pika.BlockingConnection(pika.URLParameters(uri))
-        ch = conn.channel()
-        for i in range(ns.shovels):
-            got: Counter[bytes] = Counter()
-            while True:
-                method, _props, body = ch.basic_get(f"dst{i}", auto_ack=True)
-                if method is None:
-                    break
-                got[body] += 1
-            lost += sum(1 for n in range(pub.sent[i]) if b"%d" % n not in got)
-            dups += sum(got.values()) - len(got)
-        conn.close()
+        lost, dups = arrivals(uri, pub.sent)
         return {"bench": "group_spread", "members": ns.members, "shovels": ns.shovels,
                 "poll_s": ns.poll, "settle_s": ns.settle, "grace_s": ns.grace,
                 "stagger_s": ns.stagger, "rate": ns.rate,

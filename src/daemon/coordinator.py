@@ -133,10 +133,7 @@ class Coordinator:
                                          access.tls is not None, access.tls_cert)
             if trouble:
                 log.warning("%s", trouble)
-        scheme = "https" if access.tls is not None else "http"
-        self.membership = membership.join(self.opts.cluster, self.opts.state_path, (
-            f"{scheme}://{self.http_address[0]}:{self.http_address[1]}"
-            if self.http_address else None))
+        self.membership = membership.join(self.opts, self.http_address, access.tls is not None)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._record_signal, sig)
         loop.add_signal_handler(signal.SIGCHLD, self._wake.set)  # reap without waiting a tick
@@ -148,6 +145,7 @@ class Coordinator:
             except SlotsUnavailable as exc:
                 log.error("cannot start: %s", exc, extra={"event": "start_failed"})
                 return exitcodes.UNAVAILABLE
+            scheme = "https" if access.tls is not None else "http"
             where = (f"{scheme}://{self.http_address[0]}:{self.http_address[1]} (token file "
                      f"{os.path.abspath(access.token_file)})" if self.http_address else "off")
             k = self.opts.shovels_per_process

@@ -114,13 +114,18 @@ def position_spec(opts: Options, s: Shovel, w: Position, steered: bool) -> Posit
                         member=member_id(opts.state_path))
 
 
-def join(cluster: ClusterConfig | None, state_path: str,
-         endpoint: str | None) -> Membership | None:
-    """This daemon's membership, started on the running loop; None outside a group or in a
-    group without a coordination broker (the leases alone)."""
+def join(opts: Options, http: tuple[str, int] | None, tls: bool) -> Membership | None:
+    """This daemon's membership, started (its own thread); None outside a group or in a group
+    without a coordination broker (the leases alone).
+
+    :param http: the address the HTTP endpoint listens on (None: --http off)
+    :param tls: whether it serves https
+    """
+    cluster = opts.cluster
     if cluster is None or cluster.coordination_uri is None:
         return None
-    me = MemberInfo(member_id(state_path), socket.gethostname(), os.getpid(), endpoint,
+    endpoint = None if http is None else f"{'https' if tls else 'http'}://{http[0]}:{http[1]}"
+    me = MemberInfo(member_id(opts.state_path), socket.gethostname(), os.getpid(), endpoint,
                     started=time.time())
     membership = Membership(cluster, me)
     membership.start()
