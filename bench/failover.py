@@ -68,14 +68,14 @@ def shovel(src_uri: str, dst_uri: str, i: int) -> dict[str, Any]:
 class Member:
     """One daemon of the group, in a process group of its own (as on a machine of its own)."""
 
-    def __init__(self, workdir: Path, n: int, config: Path) -> None:
+    def __init__(self, workdir: Path, n: int, config: Path, extra: tuple[str, ...] = ()) -> None:
         self.port = find_free_port()
         self.log = (workdir / f"member{n}.log").open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pumpd", "--config", str(config), "--cluster", "bench",
              "--http", f"127.0.0.1:{self.port}", "--http-open-reads",
              "--state-file", str(workdir / f"member{n}.state.json"),
-             "--heartbeat-timeout", "600", "--log-level", "warning"],
+             "--heartbeat-timeout", "600", "--log-level", "warning", *extra],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, start_new_session=True)
 
     def shovels(self) -> list[dict[str, Any]]:

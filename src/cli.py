@@ -24,7 +24,8 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
 
   pumpd --config shovels.json          run the daemon: a coordinator and one worker process per
                                        shovel (N with --workers N), until SIGTERM / SIGINT
-  pumpd status [--json]                show what every shovel of a running daemon is doing
+  pumpd status [--json] [--cluster]    show what every shovel of a running daemon is doing
+                                       (--cluster: the members of its group)
   pumpd delete-shovel NAME [--force]   remove a run-time shovel (--force: a protected one)
   pumpd pause NAME                     stop a shovel consuming: what it holds is delivered, the
                                        rest stays in the source (kept across restarts)

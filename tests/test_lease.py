@@ -62,7 +62,7 @@ def test_the_cluster_clause_is_read_with_defaults() -> None:
     assert cfg.cluster is not None
     assert (cfg.cluster.name, cfg.cluster.lease_retry, cfg.cluster.coordination_uri) == (
         "eu-1", 2.0, None)
-    cfg = parse_config({"cluster": {"name": "a.b_c", "lease_retry": 0.5,
+    cfg = parse_config({"cluster": {"name": "a_b-c", "lease_retry": 0.5,
                                     "coordination_uri": "amqp://u:s3cret@h/v"},
                         "shovels": {"s": SHOVEL}})
     assert cfg.cluster is not None and cfg.cluster.lease_retry == 0.5
@@ -73,6 +73,8 @@ def test_the_cluster_clause_is_read_with_defaults() -> None:
 @pytest.mark.parametrize(("cluster", "clause", "words"), [
     ({"name": ""}, "cluster.name", "1 to 64 characters"),
     ({"name": "a b"}, "cluster.name", "1 to 64 characters"),
+    ({"name": "a.b"}, "cluster.name", "no dots"),
+    ({"name": "c", "settle": -1}, "cluster.settle", "non-negative"),
     ({"name": "x" * 65}, "cluster.name", "1 to 64 characters"),
     ({"name": 3}, "cluster.name", "must be a string"),
     ({}, "cluster", 'missing "name"'),

@@ -14,17 +14,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pumpd.daemon.handover import Handover
-from pumpd.daemon.spread import Position, assign, loads, moved, weight
+from pumpd.daemon.spread import PositionKey, assign, loads, moved, weight
 
 member_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-.:", min_size=1,
                      max_size=12)
 members_st = st.sets(member_ids, min_size=1, max_size=12)
-positions_st = st.sets(st.builds(Position, st.text(min_size=1, max_size=8),
+positions_st = st.sets(st.builds(PositionKey, st.text(min_size=1, max_size=8),
                                  st.integers(0, 4)), min_size=0, max_size=80)
 
 
-def shovels(n: int, workers: int = 1) -> list[Position]:
-    return [Position(f"shovel-{i}", w) for i in range(n) for w in range(workers)]
+def shovels(n: int, workers: int = 1) -> list[PositionKey]:
+    return [PositionKey(f"shovel-{i}", w) for i in range(n) for w in range(workers)]
 
 
 def random_members(rnd: random.Random, n: int) -> list[str]:
@@ -37,19 +37,19 @@ def random_members(rnd: random.Random, n: int) -> list[str]:
 def test_weight_is_a_fixed_function_of_the_pair() -> None:
     # blake2b, personalised, length-prefixed: these numbers are the rule's; a change of them
     # changes every group's placement at an upgrade, which a release note must then say
-    assert weight("a", Position("s", 0)) == weight("a", Position("s", 0))
-    assert weight("a", Position("s", 0)) != weight("a", Position("s", 1))
+    assert weight("a", PositionKey("s", 0)) == weight("a", PositionKey("s", 0))
+    assert weight("a", PositionKey("s", 0)) != weight("a", PositionKey("s", 1))
     # the parts are length-prefixed: moving a character between them changes the bytes
-    assert weight("ab", Position("c", 0)) != weight("a", Position("bc", 0))
-    assert 0 <= weight("a", Position("s", 0)) < 2 ** 64
+    assert weight("ab", PositionKey("c", 0)) != weight("a", PositionKey("bc", 0))
+    assert 0 <= weight("a", PositionKey("s", 0)) < 2 ** 64
 
 
 def test_the_rule_is_the_same_in_every_process() -> None:
     # Python's own hash() is salted per process; the rule must not be. Two interpreters with
     # different hash seeds give the same assignment, and the same as this one.
-    script = ("from pumpd.daemon.spread import Position, assign\n"
+    script = ("from pumpd.daemon.spread import PositionKey, assign\n"
               "ms = [f'member-{i}' for i in range(3)]\n"
-              "ps = [Position(f'shovel-{i}', w) for i in range(30) for w in range(2)]\n"
+              "ps = [PositionKey(f'shovel-{i}', w) for i in range(30) for w in range(2)]\n"
               "a = assign(ms, ps)\n"
               "print(sorted((p.shovel, p.worker, m) for p, m in a.items()))\n")
     outputs = set()
@@ -119,7 +119,7 @@ def test_fewer_positions_than_members() -> None:
 
 @given(members_st, positions_st)
 def test_every_position_has_exactly_one_live_member(members: set[str],
-                                                    positions: set[Position]) -> None:
+                                                    positions: set[PositionKey]) -> None:
     a = assign(members, positions)
     assert set(a) == positions
     assert set(a.values()) <= members
@@ -127,7 +127,7 @@ def test_every_position_has_exactly_one_live_member(members: set[str],
 
 @given(members_st, positions_st)
 def test_loads_are_the_share_rounded_down_or_up(members: set[str],
-                                               positions: set[Position]) -> None:
+                                               positions: set[PositionKey]) -> None:
     n = loads(assign(members, positions), members)
     low, extra = divmod(len(positions), len(members))
     assert set(n.values()) <= {low, low + 1}
@@ -135,9 +135,9 @@ def test_loads_are_the_share_rounded_down_or_up(members: set[str],
 
 
 @given(st.lists(member_ids, min_size=1, max_size=8), st.lists(
-    st.builds(Position, st.text(max_size=5), st.integers(0, 3)), max_size=40), st.randoms())
+    st.builds(PositionKey, st.text(max_size=5), st.integers(0, 3)), max_size=40), st.randoms())
 def test_the_order_and_repetition_of_the_inputs_do_not_matter(
-        members: list[str], positions: list[Position], rnd: random.Random) -> None:
+        members: list[str], positions: list[PositionKey], rnd: random.Random) -> None:
     shuffled_m = members * 2
     shuffled_p = positions * 2
     rnd.shuffle(shuffled_m)
@@ -147,7 +147,7 @@ def test_the_order_and_repetition_of_the_inputs_do_not_matter(
 
 @given(members_st, positions_st)
 def test_a_position_on_its_heaviest_member_stays_there_while_that_member_has_room(
-        members: set[str], positions: set[Position]) -> None:
+        members: set[str], positions: set[PositionKey]) -> None:
     # The greedy matching of heaviest pairs: the heaviest pair of all always gets its way.
     if not positions:
         return
@@ -158,7 +158,7 @@ def test_a_position_on_its_heaviest_member_stays_there_while_that_member_has_roo
 
 @given(members_st, positions_st, member_ids)
 def test_a_member_joining_moves_about_the_share_it_takes(
-        members: set[str], positions: set[Position], newcomer: str) -> None:
+        members: set[str], positions: set[PositionKey], newcomer: str) -> None:
     if newcomer in members:
         return
     before = assign(members, positions)
@@ -174,7 +174,7 @@ def test_a_member_joining_moves_about_the_share_it_takes(
 
 @given(members_st.filter(lambda m: len(m) >= 2), positions_st, st.data())
 def test_a_member_leaving_moves_about_its_share(
-        members: set[str], positions: set[Position], data: st.DataObject) -> None:
+        members: set[str], positions: set[PositionKey], data: st.DataObject) -> None:
     leaving = data.draw(st.sampled_from(sorted(members)))
     before = assign(members, positions)
     after = assign(members - {leaving}, positions)
@@ -186,7 +186,7 @@ def test_a_member_leaving_moves_about_its_share(
 
 # -- the handover delays -------------------------------------------------------------------
 
-P = Position("orders", 0)
+P = PositionKey("orders", 0)
 
 
 def test_the_preferred_member_takes_at_once() -> None:
@@ -258,12 +258,12 @@ def test_delays_are_durations() -> None:
 
 
 @given(members_st, positions_st)
-def test_assign_weighs_pairs_as_weight_does(members: set[str], positions: set[Position]) -> None:
+def test_assign_weighs_pairs_as_weight_does(members: set[str], positions: set[PositionKey]) -> None:
     # assign computes the weights its own faster way: the same numbers, so the same answer as
     # the greedy matching spelled out with weight()
     quota, extra = divmod(len(positions), len(members))
     load = dict.fromkeys(members, 0)
-    expected: dict[Position, str] = {}
+    expected: dict[PositionKey, str] = {}
     for _w, m, p in sorted(((weight(m, p), m, p) for m in members for p in positions),
                            reverse=True):
         if p not in expected and (load[m] < quota or (load[m] == quota and extra > 0)):

@@ -1,8 +1,8 @@
 """The ``cluster`` clause: the group of daemons this one belongs to (README: Running several
 daemons).
 
-``{"cluster": {"name": NAME, "coordination_uri": AMQP_URI, "lease_retry": SECONDS}}`` beside
-``"shovels"``; ``pumpd --cluster NAME`` gives (or overrides) the name. Every daemon started with
+``{"cluster": {"name": NAME, "coordination_uri": AMQP_URI, "lease_retry": SECONDS,
+"poll_interval": SECONDS, "settle": SECONDS, "grace": SECONDS}}`` beside ``"shovels"``; ``pumpd --cluster NAME`` gives (or overrides) the name. Every daemon started with
 the same configuration and the same name runs each position (shovel x worker index) in one member
 at a time: the one that holds the position's lease (``engine/lease.py``).
 """
@@ -20,11 +20,13 @@ from .values import Context, check_keys, seconds_value, show
 __all__ = ["CLUSTER_KEYS", "DEFAULT_LEASE_RETRY", "MAX_CLUSTER_NAME", "ClusterConfig",
            "check_cluster_name", "parse_cluster", "with_name"]
 
-CLUSTER_KEYS = ("name", "coordination_uri", "lease_retry")
+CLUSTER_KEYS = ("name", "coordination_uri", "lease_retry", "poll_interval", "settle", "grace")
 MAX_CLUSTER_NAME = 64  # characters; the name is part of every lease queue's name
 MAX_LEASE_RETRY = 3600.0
-# Letters, digits, '.', '_' and '-': the name goes into queue names and log lines unquoted.
-_NAME = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_CLUSTER_NAME}}}")
+# Letters, digits, '_' and '-': the name goes into queue names and log lines unquoted, and the
+# group's queue names (pumpd.lease.<cluster>.<shovel>.<i>, pumpd.member.<cluster>.<k>) use dots
+# as separators: a dot in the name would make two groups' names read alike.
+_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_CLUSTER_NAME}}}")
 
 
 def check_cluster_name(name: object) -> str | None:
@@ -32,8 +34,8 @@ def check_cluster_name(name: object) -> str | None:
     if not isinstance(name, str):
         return f"must be a string, got {show(name)}"
     if not _NAME.fullmatch(name):
-        return (f"must be 1 to {MAX_CLUSTER_NAME} characters of letters, digits, '.', '_' and "
-                f"'-', got {show(name)}")
+        return (f"must be 1 to {MAX_CLUSTER_NAME} characters of letters, digits, '_' and '-' "
+                f"(no dots: they separate the parts of the group's queue names), got {show(name)}")
     return None
 
 
@@ -58,7 +60,13 @@ def parse_cluster(ctx: Context, value: object) -> ClusterConfig:
         retry = seconds_value(ctx, "cluster.lease_retry", obj["lease_retry"], MAX_LEASE_RETRY)
         if retry < 0.1:
             ctx.fail("cluster.lease_retry", f"must be at least 0.1 seconds, got {show(retry)}")
-    return ClusterConfig(name=obj["name"], coordination_uri=uri, lease_retry=retry)
+    # the group's timing (daemon/handover.py): defaults for production, short ones for tests
+    timing = {key: seconds_value(ctx, f"cluster.{key}", obj[key], MAX_LEASE_RETRY)
+              for key in ("poll_interval", "settle", "grace") if key in obj}
+    if timing.get("poll_interval", 1.0) < 0.1:
+        ctx.fail("cluster.poll_interval", f"must be at least 0.1 seconds, got "
+                                          f"{show(timing['poll_interval'])}")
+    return ClusterConfig(name=obj["name"], coordination_uri=uri, lease_retry=retry, **timing)
 
 
 def with_name(clause: ClusterConfig | None, name: str | None) -> ClusterConfig | None:

@@ -289,11 +289,17 @@ class ClusterConfig:
         spread of positions; None: not given)
     :param lease_retry: seconds between lease attempts of a position on standby (jittered
         by +-25 %)
+    :param poll_interval: seconds between the group's looks at the coordination broker
+    :param settle: seconds a newcomer stays in the view before positions move to it
+    :param grace: seconds a position stays free before a member it is not meant for takes it
     """
 
     name: str
     coordination_uri: BrokerURI | None = None
     lease_retry: float = DEFAULT_LEASE_RETRY
+    poll_interval: float = 1.0
+    settle: float = 10.0
+    grace: float = 10.0
 
 
 @dataclass(frozen=True)

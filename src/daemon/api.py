@@ -10,10 +10,12 @@ import time
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
+from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
 from ..version import __version__
 from . import confinement, statefile
 from . import definitions as daemon_config
+from . import membership as group_status
 from .definitions import ShovelDefinition
 from .http_api import Reply, error
 from .pausing import Pauses
@@ -47,6 +49,9 @@ class Options(Protocol):
     @property
     def protected_files(self) -> tuple[str, ...]: ...
 
+    @property
+    def cluster(self) -> ClusterConfig | None: ...
+
 
 class Supervisor(Protocol):
     """What these methods need of the coordinator."""
@@ -58,6 +63,7 @@ class Supervisor(Protocol):
     started: float
     stopping: bool
     pauses: Pauses
+    membership: group_status.Membership | None
 
     def block_names(self) -> list[str]: ...
 
@@ -106,22 +112,43 @@ class CoordinatorApi:
 
     def shovel_list(self) -> list[dict[str, Any]]:
         now = time.monotonic()
-        return [self._doc(s, now) for s in self.sup.shovels.values()]
+        docs = [self._doc(s, now) for s in self.sup.shovels.values()]
+        group = self.sup.membership
+        return docs if group is None else group.annotate(docs)
 
     def shovel(self, name: str) -> dict[str, Any] | None:
         s = self.sup.shovels.get(name)
-        return self._doc(s, time.monotonic()) if s is not None else None
+        if s is None:
+            return None
+        doc = self._doc(s, time.monotonic())
+        group = self.sup.membership
+        return doc if group is None else group.annotate([doc])[0]
 
     def _doc(self, s: Shovel, now: float) -> dict[str, Any]:
         """``paused``: asked to pause (its state says whether it has drained yet)."""
         return {**shovel_doc(shovel_view(s, now)), "paused": s.name in self.sup.pauses}
 
+    def cluster(self) -> dict[str, Any] | None:
+        """``GET /api/cluster``; None when this daemon is in no group with a coordination
+        broker."""
+        group = self.sup.membership
+        return None if group is None else group.cluster_doc()
+
     def metrics(self) -> str:
         from ..dataplane.implementation import IMPLEMENTATION
 
         now = time.monotonic()
-        return metrics_text([shovel_view(s, now) for s in self.sup.shovels.values()],
+        text = metrics_text([shovel_view(s, now) for s in self.sup.shovels.values()],
                             IMPLEMENTATION)
+        group = self.sup.membership
+        return text if group is None else text + group.metrics()
+
+    def _group_refusal(self) -> Reply | None:
+        """A group's shovels come from the configuration file only (daemon/membership.py)."""
+        cluster = self.sup.opts.cluster
+        if cluster is None:
+            return None
+        return error(409, group_status.refusal(cluster.name, self.sup.opts.state_path))
 
     def _changeable(self, name: str) -> Shovel | Reply:
         """The shovel a restart or DELETE acts on, or the refusal to send instead."""
@@ -162,6 +189,8 @@ class CoordinatorApi:
         sup = self.sup
         if sup.stopping:
             return error(503, "pumpd is stopping")
+        if (refused := self._group_refusal()) is not None:
+            return refused
         existing = sup.shovels.get(name)
         if existing is not None and existing.definition.origin == "config" and \
                 not existing.removing:
@@ -217,6 +246,8 @@ class CoordinatorApi:
 
     def delete(self, name: str, force: bool = False) -> Reply:
         sup = self.sup
+        if (refused := self._group_refusal()) is not None:
+            return refused
         s = self._changeable(name)
         if isinstance(s, Reply):
             return s

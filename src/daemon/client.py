@@ -231,7 +231,13 @@ def row(doc: dict[str, Any]) -> tuple[str, ...]:
 def render_table(shovels: Sequence[dict[str, Any]]) -> str:
     if not shovels:
         return "no shovels\n"
+    from .cluster_status import members_of
+
     rows = [tuple(c.upper() for c in COLUMNS)] + [row(doc) for doc in shovels]
+    members = [members_of(doc) for doc in shovels]
+    if any(m is not None for m in members):  # a group's: which member runs each shovel
+        rows = [(*r[:-1], m, *r[-1:]) for r, m in
+                zip(rows, ["MEMBER", *(printable(m or "-") for m in members)], strict=True)]
     if not any(r[-1] for r in rows[1:]):  # no shovel has a reason: leave the column out
         rows = [r[:-1] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -294,8 +300,12 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--json", action="store_true",
                    help='print {"summary": {...}, "shovels": [...]} as JSON instead of the '
                         "summary line and the table")
+    p.add_argument("--cluster", action="store_true",
+                   help="list the members of this daemon's group instead (GET /api/cluster)")
     ns = p.parse_args(list(argv))
     ep = endpoint(p, ns)
+    if ns.cluster:
+        return _cluster(ep, ns.json)
     try:
         shovels = request(ep, "GET", "/api/shovels")
     except Unreachable as exc:
@@ -309,6 +319,19 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.write(render_summary(summary) + "\n" + render_table(shovels))
     else:
         sys.stdout.write(render_table(shovels))
+    return exitcodes.OK
+
+
+def _cluster(ep: Endpoint, as_json: bool) -> int:
+    from .cluster_status import render_members
+
+    try:
+        cluster = request(ep, "GET", "/api/cluster")
+    except Unreachable as exc:
+        print(f"pumpd status --cluster: {exc}", file=sys.stderr)
+        return exitcodes.UNAVAILABLE
+    sys.stdout.write(json_safe(orjson.dumps(cluster, option=orjson.OPT_INDENT_2).decode()) + "\n"
+                     if as_json else render_members(cluster, printable))
     return exitcodes.OK
 
 

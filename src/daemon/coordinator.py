@@ -1,11 +1,9 @@
 """The coordinator: the shovels' worker positions, supervised from their shared-memory slots.
 
-Every position runs in a worker process (:mod:`pumpd.daemon.worker`) of capacity one (the
-default, and ``own_process`` shovels) or, with ``--shovels-per-process K``, shared with up to
-K - 1 others (:mod:`pumpd.daemon.hosting` places them and talks to the processes;
-:mod:`pumpd.daemon.positions` has what is supervised). One model for both: a position is started
-and stopped through its process's control pipe, its end is reported there (or is its process's
-exit), and a hung process is killed with every position it runs.
+Every position runs in a worker process (:mod:`pumpd.daemon.worker`) of capacity one, or K
+with ``--shovels-per-process K`` (:mod:`pumpd.daemon.hosting` places them). One model for both: a
+position starts and stops through its process's control pipe, its end is reported there (or is
+its process's exit), and a hung process is killed with every position it runs.
 
 Modelled on gunicorn's arbiter. Signal handlers only record the signal and wake the main loop;
 the loop hands each recorded signal to its own method (``handle_term``, ``handle_int``,
@@ -28,7 +26,9 @@ file is read again; shovels whose definition changed restart, new ones start, re
 the rest are not touched; an invalid file is refused and the running set kept.
 
 The HTTP endpoint (:mod:`pumpd.daemon.http_api`) runs on the same event loop; its methods
-(:mod:`pumpd.daemon.api`) call the coordinator's verbs (add, replace, remove, stop_worker).
+(:mod:`pumpd.daemon.api`) call the coordinator's verbs (add, replace, remove, stop_worker). In a
+group with a coordination broker, :mod:`pumpd.daemon.membership` (its group on a thread of its
+own) steers the worker processes every tick: which positions to try, which to hand over.
 """
 
 from __future__ import annotations
@@ -48,15 +48,15 @@ from typing import Any, Literal
 from .. import exitcodes
 from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
-from ..engine.lease import LeaseSpec, lease_name
 from ..engine.status import State
 from ..version import __version__
-from . import definitions, tokenfile
+from . import definitions, membership, tokenfile
 from .access import Access
 from .api import CoordinatorApi
 from .definitions import ShovelDefinition
 from .hosting import WorkerProcesses
 from .http_api import HttpServer
+from .membership import Membership
 from .observation import observe, read_slot
 from .pausing import Pauses
 from .positions import Position, Shovel, missing_positions, reload_plan
@@ -109,6 +109,7 @@ class Coordinator:
         self.http_address: tuple[str, int] | None = None
         self.service = ServiceState()  # systemd's Type=notify: readiness, reload, stop
         self.pauses = Pauses(opts.state_path, self._workers)  # pausing.py (issue 23)
+        self.membership: Membership | None = None  # a group's, with a coordination broker
 
     # ---------------------------------------------------------------------------- main loop
 
@@ -132,6 +133,8 @@ class Coordinator:
                                          access.tls is not None, access.tls_cert)
             if trouble:
                 log.warning("%s", trouble)
+        self.membership = membership.join(self.opts, self.http_address, access.tls is not None,
+                                          self.pauses, lambda: self.shovels)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._record_signal, sig)
         loop.add_signal_handler(signal.SIGCHLD, self._wake.set)  # reap without waiting a tick
@@ -164,6 +167,8 @@ class Coordinator:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
                 loop.remove_signal_handler(sig)
             await server.close()
+            if self.membership is not None:
+                await self.membership.close()
             if self.http_address is not None:
                 tokenfile.remove_record(self.http_address[1], os.getpid())
             self.service.close()
@@ -185,6 +190,8 @@ class Coordinator:
             self._murder(now)
             self._spawn_due(now)
             self._observe(now)
+            if self.membership is not None:
+                self.membership.steer(now, self.shovels.values(), self._workers.send)
             self.service.observe(self.shovels.values())
             try:
                 await asyncio.wait_for(self._wake.wait(), TICK)
@@ -259,11 +266,8 @@ class Coordinator:
             self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
 
     def _position_spec(self, s: Shovel, w: Position) -> PositionSpec:
-        cluster = self.opts.cluster
-        return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
-                            drain_timeout=self.opts.drain_timeout, paused=s.name in self.pauses,
-                            lease=None if cluster is None else LeaseSpec(
-                                lease_name(cluster.name, s.name, w.index), cluster.lease_retry))
+        return membership.position_spec(self.opts, s, w, steered=self.membership is not None,
+                                         paused=s.name in self.pauses)
 
     def _reap(self, now: float) -> None:
         for s, w, exit_text in self._workers.reap():

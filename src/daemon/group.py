@@ -29,8 +29,8 @@ coordination broker (one vhost), named after the group (``cluster``):
   which of the given shovels have one (passive declares: there or 404).
 
 Queue names longer than AMQP's 255 bytes keep their head and end in a hash
-(:func:`pumpd.daemon.probes.queue_name`). A cluster name is letters, digits, ``_`` and ``-``
-(no dots: the names stay unambiguous).
+(:func:`pumpd.daemon.probes.queue_name`). A cluster name follows the one rule of
+:func:`pumpd.config.cluster.check_cluster_name` (no dots: the names stay unambiguous).
 
 Measured with ``python bench/group.py membership --reps 10`` (a private node, two observing
 members polling every second, a third killed with ``kill -9``): gone from both observers' views
@@ -49,20 +49,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..config.cluster import check_cluster_name
 from ..config.model import BrokerURI
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
 from .probes import Probes, QueueState, queue_name
-from .spread import Position, assign
+from .spread import PositionKey, assign
 
 __all__ = ["FULL_SCAN_EVERY", "MAX_MEMBERS", "REFRESH_EVERY", "SPARE_SLOTS", "Group",
-           "GroupView", "Member", "MemberInfo", "check_cluster_name", "info_queue",
+           "GroupView", "Member", "MemberInfo", "info_queue",
            "member_queue", "paused_queue"]
 
 log = logging.getLogger("pumpd.group")
@@ -73,19 +73,7 @@ FULL_SCAN_EVERY = 10  # polls between probes of every slot
 REFRESH_EVERY = 30.0  # seconds between rewrites of an unchanged member record
 MAX_RECORD_BYTES = 1 << 20  # a member record larger than this is not read as one
 
-_CLUSTER_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _INFO_ARGUMENTS = {"x-max-length": 1, "x-overflow": "drop-head", "x-queue-type": "classic"}
-
-
-def check_cluster_name(cluster: str) -> str:
-    """``cluster`` when it can name a group's queues: 1 to 100 letters, digits, ``_`` or ``-``.
-
-    :raises ValueError: otherwise, saying why
-    """
-    if not _CLUSTER_NAME.fullmatch(cluster):
-        raise ValueError(f"cluster name {cluster!r}: use 1 to 100 letters, digits, '_' or '-' "
-                         "(it names the group's queues on the coordination broker)")
-    return cluster
 
 
 def member_queue(cluster: str, slot: int) -> str:
@@ -113,20 +101,23 @@ class MemberInfo:
     :param positions: the positions it runs now
     :param started: when it started (seconds since the epoch, its own clock: shown, never
         compared)
+    :param definitions: a hash of the shovel definitions it runs (the same on every member
+        when their configuration files agree)
     """
 
     id: str
     host: str
     pid: int
     endpoint: str | None = None
-    positions: tuple[Position, ...] = ()
+    positions: tuple[PositionKey, ...] = ()
     started: float = 0.0
+    definitions: str = ""
 
     def to_json(self) -> bytes:
         return json.dumps({
             "id": self.id, "host": self.host, "pid": self.pid, "endpoint": self.endpoint,
             "positions": [[p.shovel, p.worker] for p in self.positions],
-            "started": self.started,
+            "started": self.started, "definitions": self.definitions,
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -139,6 +130,7 @@ class MemberInfo:
             raise ValueError("not a JSON object")
         ident, host, pid = doc.get("id"), doc.get("host"), doc.get("pid")
         endpoint, started = doc.get("endpoint"), doc.get("started", 0.0)
+        definitions = doc.get("definitions", "")
         raw_positions = doc.get("positions", [])
         if not isinstance(ident, str) or not ident:
             raise ValueError("no member id")
@@ -148,6 +140,8 @@ class MemberInfo:
             raise ValueError("endpoint is not a string")
         if not isinstance(started, (int, float)) or isinstance(started, bool):
             raise ValueError("started is not a number")
+        if not isinstance(definitions, str):
+            raise ValueError("definitions is not a string")
         if not isinstance(raw_positions, list):
             raise ValueError("positions is not a list")
         positions = []
@@ -155,8 +149,8 @@ class MemberInfo:
             if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
                     or not isinstance(item[1], int) or isinstance(item[1], bool)):
                 raise ValueError("a position is not [shovel, index]")
-            positions.append(Position(item[0], item[1]))
-        return cls(ident, host, pid, endpoint, tuple(positions), float(started))
+            positions.append(PositionKey(item[0], item[1]))
+        return cls(ident, host, pid, endpoint, tuple(positions), float(started), definitions)
 
 
 @dataclass(frozen=True)
@@ -198,13 +192,13 @@ class GroupView:
         """The member with this id (the lowest slot, should two claim it)."""
         return next((m for m in self.members if m.id == member_id), None)
 
-    def preferred(self, positions: Iterable[Position]) -> dict[Position, str]:
+    def preferred(self, positions: Iterable[PositionKey]) -> dict[PositionKey, str]:
         """The spread rule's member for each position among the members of this view whose
         record is known (:func:`pumpd.daemon.spread.assign` over :meth:`ids`): empty when the
         view has no member."""
         return assign(self.ids(), positions)
 
-    def runners(self, position: Position) -> tuple[Member, ...]:
+    def runners(self, position: PositionKey) -> tuple[Member, ...]:
         """The members whose record says they run ``position`` (one, normally; none while it
         moves; a record is up to ``info_interval`` old)."""
         return tuple(m for m in self.members
@@ -264,7 +258,10 @@ class Group:
         if not 1 <= max_members <= MAX_MEMBERS:
             raise ValueError(f"max_members is 1 to {MAX_MEMBERS}")
         self.brokers = tuple(brokers)
-        self.cluster = check_cluster_name(cluster)
+        why = check_cluster_name(cluster)
+        if why is not None:
+            raise ValueError(f"cluster name: {why}")
+        self.cluster = cluster
         self.poll_interval = poll_interval
         self.info_interval = info_interval
         self.max_members = max_members
@@ -319,9 +316,13 @@ class Group:
 
         return await asyncio.wait_for(joined(), timeout)
 
-    def set_positions(self, positions: Iterable[Position]) -> None:
+    def set_positions(self, positions: Iterable[PositionKey]) -> None:
         """The positions this member runs now: in its record from the next poll on."""
         self._me = replace(self._me, positions=tuple(sorted(set(positions))))
+
+    def set_definitions(self, digest: str) -> None:
+        """The hash of the definitions this member runs now: in its record from the next poll."""
+        self._me = replace(self._me, definitions=digest)
 
     def _publish_view(self) -> None:
         conn = self._conn

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .spread import Position
+from .spread import PositionKey
 
 __all__ = ["Handover"]
 
@@ -44,7 +44,7 @@ class Handover:
         self.settle = settle
         self.grace = grace
         self._member_since: dict[str, float] = {}  # member id: first seen in this unbroken run
-        self._free_since: dict[Position, float] = {}  # position: first seen free, unbroken
+        self._free_since: dict[PositionKey, float] = {}  # position: first seen free, unbroken
 
     def see_members(self, now: float, members: Iterable[str]) -> None:
         """The members in the view at ``now``: a member absent from it starts over when it
@@ -55,7 +55,7 @@ class Handover:
         for member in present:
             self._member_since.setdefault(member, now)
 
-    def see_free(self, now: float, position: Position, free: bool) -> None:
+    def see_free(self, now: float, position: PositionKey, free: bool) -> None:
         """Whether ``position``'s lease was seen free at ``now`` (held: the run of free
         sightings starts over)."""
         if free:
@@ -63,7 +63,7 @@ class Handover:
         else:
             self._free_since.pop(position, None)
 
-    def forget(self, positions: Iterable[Position]) -> None:
+    def forget(self, positions: Iterable[PositionKey]) -> None:
         """Positions that are gone (a shovel deleted): drop what was seen of them."""
         for p in positions:
             self._free_since.pop(p, None)
@@ -73,12 +73,12 @@ class Handover:
         since = self._member_since.get(member)
         return since is not None and now - since >= self.settle
 
-    def free_for(self, now: float, position: Position) -> float:
+    def free_for(self, now: float, position: PositionKey) -> float:
         """For how long ``position`` has been seen free, unbroken (0 when not)."""
         since = self._free_since.get(position)
         return 0.0 if since is None else max(0.0, now - since)
 
-    def may_take(self, now: float, position: Position, preferred: str | None,
+    def may_take(self, now: float, position: PositionKey, preferred: str | None,
                  me: str | None) -> bool:
         """Whether this member may try ``position``'s lease now: at once when it is the
         preferred member, else once the position has been free for ``grace``.

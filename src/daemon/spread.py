@@ -33,10 +33,10 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-__all__ = ["Position", "assign", "loads", "moved", "weight"]
+__all__ = ["PositionKey", "assign", "loads", "moved", "weight"]
 
 
-class Position(NamedTuple):
+class PositionKey(NamedTuple):
     """One worker position of a shovel: the unit the group spreads."""
 
     shovel: str
@@ -59,7 +59,7 @@ def _member_hash(member: str) -> Any:
     return h
 
 
-def weight(member: str, position: Position) -> int:
+def weight(member: str, position: PositionKey) -> int:
     """The pair's rendezvous weight: 64 bits of blake2b over the member id and the position,
     each part length-prefixed."""
     h = _member_hash(member)
@@ -67,7 +67,7 @@ def weight(member: str, position: Position) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
-def assign(members: Iterable[str], positions: Iterable[Position]) -> dict[Position, str]:
+def assign(members: Iterable[str], positions: Iterable[PositionKey]) -> dict[PositionKey, str]:
     """The preferred member of every position (see the module docstring).
 
     Duplicate members or positions count once. With no member, no position has one: the
@@ -91,7 +91,7 @@ def assign(members: Iterable[str], positions: Iterable[Position]) -> dict[Positi
     # the sorted names above, the same in every process)
     pairs.sort(key=itemgetter(0), reverse=True)
     load = dict.fromkeys(member_set, 0)
-    placed: dict[Position, str] = {}
+    placed: dict[PositionKey, str] = {}
     for _w, member, position in pairs:
         if position in placed:
             continue
@@ -106,7 +106,7 @@ def assign(members: Iterable[str], positions: Iterable[Position]) -> dict[Positi
     return placed
 
 
-def loads(assignment: Mapping[Position, str], members: Iterable[str]) -> dict[str, int]:
+def loads(assignment: Mapping[PositionKey, str], members: Iterable[str]) -> dict[str, int]:
     """How many positions each member is given (members given none included, at 0)."""
     out = dict.fromkeys(members, 0)
     for member in assignment.values():
@@ -114,7 +114,7 @@ def loads(assignment: Mapping[Position, str], members: Iterable[str]) -> dict[st
     return out
 
 
-def moved(before: Mapping[Position, str], after: Mapping[Position, str]) -> set[Position]:
+def moved(before: Mapping[PositionKey, str], after: Mapping[PositionKey, str]) -> set[PositionKey]:
     """The positions whose preferred member differs between two assignments (a position in
     one only counts as moved)."""
     return {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}

@@ -21,7 +21,9 @@ The coordinator controls positions one by one through a duplex pipe, which the w
   only: stop consuming, publish what it holds, wait up to the drain timeout for its confirms, ack
   them and close), ``("pause", SlotRef)`` / ``("resume", SlotRef)`` (that position's pump
   drains as for a stop but stays, paused, holding no connection, until resumed: issue 23),
-  ``("exit",)`` (the coordinator has no position left for this process);
+  ``("exit",)`` (the coordinator has no position left for this process),
+  ``("gate", {SlotRef: (take, release)})`` (in a group with a coordination broker: the group's
+  answers for those positions' :class:`SteeredGate`, sent when they change);
 * worker -> coordinator: ``("ended", SlotRef, exit_status, error)`` when a position's pump has
   returned (``error`` is the text of an unexpected exception, None otherwise). The exit status
   is :data:`pumpd.exitcodes.OK` after a requested stop or a delete_after limit,
@@ -83,6 +85,15 @@ class PositionSpec:
     drain_timeout: float
     lease: LeaseSpec | None = None  # a position of a group (--cluster): run while holding it
     paused: bool = False  # its shovel is paused: start without connecting, until resumed
+    # Steered by the group's answers over the pipe (daemon/membership.py); before the first one
+    # the position tries its lease only after this many seconds. None: the lease alone decides.
+    steered_grace: float | None = None
+    member: str | None = None  # in a group: this daemon's member id, in connection names
+
+    @property
+    def client_name(self) -> str:
+        """Its connections' name: ``pumpd NAME#I``, and in a group ``... member ID``."""
+        return f"pumpd {self.tag}" + (f" member {self.member}" if self.member else "")
 
     @property
     def tag(self) -> str:
@@ -138,11 +149,33 @@ class SlotSink:
         self._writer.write_body(self._body)
 
 
-def make_pump(spec: PositionSpec, sink: SlotSink) -> Pump:
+class SteeredGate:
+    """A :class:`~pumpd.engine.lease.LeaseGate` that answers what the coordinator last said
+    (``("gate", ...)`` messages). Before its first answer it behaves as for a position this
+    member is not preferred for: it tries the lease only once ``grace`` seconds have passed, so
+    a position never waits on a coordinator that cannot say (the lease still fences)."""
+
+    def __init__(self, grace: float) -> None:
+        self._take_at = time.monotonic() + grace
+        self._answer: tuple[bool, bool] | None = None
+
+    def answer(self, take: bool, release: bool) -> None:
+        self._answer = (take, release)
+
+    def take_now(self) -> bool:
+        if self._answer is None:
+            return time.monotonic() >= self._take_at
+        return self._answer[0]
+
+    def release_now(self) -> bool:
+        return self._answer is not None and self._answer[1]
+
+
+def make_pump(spec: PositionSpec, sink: SlotSink, gate: SteeredGate | None = None) -> Pump:
     from ..engine.pump import Pump
 
     return Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
-                client_name=f"pumpd {spec.tag}", lease=spec.lease, paused=spec.paused)
+                client_name=spec.client_name, lease=spec.lease, gate=gate, paused=spec.paused)
 
 
 async def run_pump(spec: PositionSpec, sink: SlotSink, pump: Pump, stop: asyncio.Event) -> int:
@@ -167,6 +200,7 @@ class RunningPosition:
     pump: Pump
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[int] | None = None
+    gate: SteeredGate | None = None
 
 
 class Worker:
@@ -183,7 +217,8 @@ class Worker:
         self._done = asyncio.Event()
         self._control: dict[str, Callable[..., None]] = {
             "start": self.handle_start, "stop": self.handle_stop, "exit": self.handle_exit,
-            "pause": self.handle_pause, "resume": self.handle_resume}
+            "pause": self.handle_pause, "resume": self.handle_resume,
+            "gate": self.handle_gate}
 
     # ------------------------------------------------------------------ the process's life
 
@@ -271,7 +306,9 @@ class Worker:
             self._report(("ended", ps.slot, 0, "the worker process is stopping"))
             return
         sink = SlotSink(self._writer(ps.slot), self.implementation)
-        running = RunningPosition(ps, sink, make_pump(ps, sink))
+        gate = SteeredGate(ps.steered_grace) \
+            if ps.lease is not None and ps.steered_grace is not None else None
+        running = RunningPosition(ps, sink, make_pump(ps, sink, gate), gate=gate)
         self.positions[ps.slot] = running
         context = contextvars.copy_context()  # its log lines name its shovel (daemon.log)
         context.run(HOSTED.set, (ps.shovel.name, ps.index))
@@ -294,6 +331,13 @@ class Worker:
         running = self.positions.get(slot)
         if running is not None:
             running.pump.resume()
+
+    def handle_gate(self, answers: dict[SlotRef, tuple[bool, bool]]) -> None:
+        """The group's answers (take, release) for some of this process's positions."""
+        for slot, (take, release) in answers.items():
+            running = self.positions.get(slot)
+            if running is not None and running.gate is not None:
+                running.gate.answer(take, release)
 
     def handle_exit(self) -> None:
         self.stop_all("the coordinator has no more work for this process")

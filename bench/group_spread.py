@@ -1,0 +1,204 @@
+"""Even spread and failover of a group of daemons with a coordination broker (issue 23's
+targets: 3 daemons, 30 shovels, spread 10 +- 1 each within 60 s of the last member starting;
+``kill -9`` of a member: its positions running elsewhere within 10 s).
+
+``--members`` daemons (default 3) run the same configuration: ``--shovels`` shovels (default 30)
+from their own queue to their own queue on one private RabbitMQ node, and a ``cluster`` clause
+whose ``coordination_uri`` is that node (default timing: poll 1 s, settle 10 s, grace 10 s;
+``--poll``, ``--settle``, ``--grace``). Each member runs its positions in worker processes of
+``--per-process`` positions (default 10: 3 x 30 one-position processes would measure the
+machine, not pumpd). A publisher sends numbered messages round robin to the source queues at
+``--rate`` messages/s from before the first member starts. The members start ``--stagger``
+seconds apart (default 2).
+
+Everything is read from the broker, never from pumpd's status: a pump's connections are named
+``pumpd SHOVEL#I member ID``, so ``rabbitmqctl list_consumers`` -> ``list_channels`` ->
+``list_connections`` says which member consumes each source queue.
+
+Reported: seconds from the last member's start until every source queue has exactly one
+consumer and every member consumes within 1 of P / M (``seconds_to_spread``); the most consumers any source queue had at any check
+(``most_consumers_per_queue``: 1 means never two at once); after ``kill -9`` of member 0 (the
+coordinator and its workers): seconds until every source queue has one consumer again
+(``seconds_to_all_consumed_after_kill``), and until the survivors are spread +-1 again; then
+messages sent, lost and duplicated once the source queues are empty.
+
+    python bench/group_spread.py
+    python bench/group_spread.py --members 3 --shovels 30 --settle 5 --grace 5
+
+Every run is a JSON line in ``bench/results/group-spread-<time>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pika
+from pumpd.testing.localnode import LocalNode
+
+from failover import RESULTS, Member, Publisher, queue_rows, shovel
+
+
+def rows(node: LocalNode, *args: str) -> list[list[str]]:
+    out = node.ctl(*args, "-q", "--no-table-headers")
+    return [line.split("\t") for line in out.splitlines() if line]
+
+
+def consumers(node: LocalNode, vhost: str) -> dict[str, list[str]]:
+    """For each queue, the member of each of its consumers, as the broker lists them."""
+    channels = dict(rows(node, "list_channels", "pid", "connection"))
+    names = {}
+    for pid, props in rows(node, "list_connections", "pid", "client_properties"):
+        m = re.search(r'"connection_name","pumpd [^"]* member ([^" ]+)', props)
+        names[pid] = m.group(1) if m else "?"
+    out: dict[str, list[str]] = {}
+    for queue, channel in rows(node, "list_consumers", "-p", vhost, "queue_name", "channel_pid"):
+        out.setdefault(queue, []).append(names.get(channels.get(channel, ""), "?"))
+    return out
+
+
+def spread(by_queue: dict[str, list[str]], srcs: list[str], members: int) -> Counter[str] | None:
+    """The load per member when each source queue has one consumer and every one of
+    ``members`` members is within 1 of the even share; else None."""
+    holders = [by_queue.get(q, []) for q in srcs]
+    if any(len(h) != 1 for h in holders):
+        return None
+    load = Counter(h[0] for h in holders)
+    share = len(srcs) / members
+    if len(load) != members or any(abs(n - share) > 1 for n in load.values()):
+        return None
+    return load
+
+
+def until_spread(node: LocalNode, vhost: str, srcs: list[str], members: int, start: float,
+                 limit: float, most: list[int]) -> float | None:
+    """Seconds from ``start`` until :func:`spread` holds (None: not within ``limit``)."""
+    while time.monotonic() - start < limit:
+        by_queue = consumers(node, vhost)
+        most[0] = max(most[0], *(len(by_queue.get(q, [])) for q in srcs))
+        if spread(by_queue, srcs, members) is not None:
+            return round(time.monotonic() - start, 2)
+        time.sleep(0.25)
+    return None
+
+
+def arrivals(uri: str, sent: list[int]) -> tuple[int, int]:
+    """Messages lost (sent, never arrived) and duplicated, over the destination queues."""
+    lost = dups = 0
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    for i, n_sent in enumerate(sent):
+        got: Counter[bytes] = Counter()
+        while True:
+            method, _props, body = ch.basic_get(f"dst{i}", auto_ack=True)
+            if method is None:
+                break
+            got[body] += 1
+        lost += sum(1 for n in range(n_sent) if b"%d" % n not in got)
+        dups += sum(got.values()) - len(got)
+    conn.close()
+    return lost, dups
+
+
+def run(node: LocalNode, ns: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    vhost = f"group-spread-{os.getpid()}-{int(time.time())}"
+    node.add_vhost(vhost)
+    uri = node.uri(vhost)
+    config = workdir / "group.json"
+    config.write_text(json.dumps({
+        "cluster": {"name": "bench", "coordination_uri": uri, "poll_interval": ns.poll,
+                    "settle": ns.settle, "grace": ns.grace, "lease_retry": ns.lease_retry},
+        "shovels": {f"s{i}": shovel(uri, uri, i) for i in range(ns.shovels)}}))
+    srcs = [f"src{i}" for i in range(ns.shovels)]
+    conn = pika.BlockingConnection(pika.URLParameters(uri))  # the publisher starts first
+    for q in srcs:
+        conn.channel().queue_declare(q, durable=True)
+    conn.close()
+    pub = Publisher(uri, ns.shovels, ns.rate)
+    pub.start()
+    members: list[Member] = []
+    most = [0]
+    try:
+        for n in range(ns.members):
+            members.append(Member(workdir, n, config, ("--shovels-per-process",
+                                                       str(ns.per_process))))
+            if n < ns.members - 1:
+                time.sleep(ns.stagger)
+        last_start = time.monotonic()
+        to_spread = until_spread(node, vhost, srcs, ns.members, last_start, ns.limit, most)
+        time.sleep(ns.warmup)
+        members[0].kill()
+        killed = time.monotonic()
+        to_consumed = None
+        while time.monotonic() - killed < ns.limit:
+            r = queue_rows(node, vhost)
+            most[0] = max(most[0], *(r[q][1] for q in srcs))
+            if all(r[q][1] == 1 for q in srcs):
+                to_consumed = round(time.monotonic() - killed, 2)
+                break
+            time.sleep(0.1)
+        to_respread = until_spread(node, vhost, srcs, ns.members - 1, killed, ns.limit, most)
+        time.sleep(ns.warmup)
+        pub.halt.set()
+        pub.join(30)
+        deadline = time.monotonic() + 120
+        while any(queue_rows(node, vhost)[q][0] for q in srcs) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for m in members[1:]:
+            m.stop()
+        lost, dups = arrivals(uri, pub.sent)
+        return {"bench": "group_spread", "members": ns.members, "shovels": ns.shovels,
+                "poll_s": ns.poll, "settle_s": ns.settle, "grace_s": ns.grace,
+                "stagger_s": ns.stagger, "rate": ns.rate,
+                "seconds_to_spread": to_spread, "most_consumers_per_queue": most[0],
+                "seconds_to_all_consumed_after_kill": to_consumed,
+                "seconds_to_spread_after_kill": to_respread,
+                "sent": sum(pub.sent), "lost": lost, "duplicates": dups}
+    finally:
+        pub.halt.set()
+        for m in members:
+            if m.proc.poll() is None:
+                m.kill()
+        node.delete_vhost(vhost)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--members", type=int, default=3)
+    p.add_argument("--shovels", type=int, default=30)
+    p.add_argument("--per-process", type=int, default=10)
+    p.add_argument("--rate", type=float, default=300.0, help="messages/s in all")
+    p.add_argument("--stagger", type=float, default=2.0)
+    p.add_argument("--poll", type=float, default=1.0)
+    p.add_argument("--settle", type=float, default=10.0)
+    p.add_argument("--grace", type=float, default=10.0)
+    p.add_argument("--lease-retry", type=float, default=2.0)
+    p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--limit", type=float, default=120.0, help="seconds to wait for a spread")
+    ns = p.parse_args()
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / time.strftime("group-spread-%Y%m%dT%H%M%S.jsonl")
+    with LocalNode(name=f"pumpd-bench-spread-{os.getpid()}") as node, \
+            tempfile.TemporaryDirectory() as tmp:
+        version = node.ctl("version").strip()
+        print(f"RabbitMQ {version} private node, {os.cpu_count()} CPUs", flush=True)
+        r = run(node, ns, Path(tmp))
+        r.update({"rabbitmq": version, "cpus": os.cpu_count(),
+                  "load_1min": os.getloadavg()[0], "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        with out.open("a") as f:
+            f.write(json.dumps(r) + "\n")
+        print(json.dumps(r), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
