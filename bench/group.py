@@ -35,7 +35,8 @@ from typing import Any
 
 import uvloop
 from pumpd.config.uri import parse_uri
-from pumpd.daemon.group import Group, MemberInfo
+from pumpd.daemon.group import Group
+from pumpd.daemon.group_view import MemberInfo
 from pumpd.daemon.spread import Position, assign, loads, moved, weight
 from pumpd.testing.localnode import LocalNode
 
@@ -47,7 +48,8 @@ VICTIM = """
 import asyncio, os, sys
 import uvloop
 from pumpd.config.uri import parse_uri
-from pumpd.daemon.group import Group, MemberInfo
+from pumpd.daemon.group import Group
+from pumpd.daemon.group_view import MemberInfo
 
 async def main():
     g = Group([parse_uri(sys.argv[1])], "bench", MemberInfo("victim", "h", os.getpid()),

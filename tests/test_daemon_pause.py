@@ -24,7 +24,8 @@ from pumpd import exitcodes
 from pumpd.config.uri import parse_uri
 from pumpd.daemon import statefile
 from pumpd.daemon.definitions import parse_runtime
-from pumpd.daemon.group import Group, MemberInfo
+from pumpd.daemon.group import Group
+from pumpd.daemon.group_view import MemberInfo
 from pumpd.daemon.pausing import MarkersOnLoop, Pauses
 from pumpd.daemon.positions import Shovel
 from pumpd.engine.link import LinkError

@@ -21,8 +21,8 @@ import uvloop
 from pumpd.config.cluster import check_cluster_name
 from pumpd.config.model import BrokerURI
 from pumpd.config.uri import parse_uri
-from pumpd.daemon.group import (
-    Group,
+from pumpd.daemon.group import Group
+from pumpd.daemon.group_view import (
     GroupView,
     Member,
     MemberInfo,
@@ -368,7 +368,8 @@ MEMBER_SCRIPT = """
 import asyncio, os, sys, time
 import uvloop
 from pumpd.config.uri import parse_uri
-from pumpd.daemon.group import Group, MemberInfo
+from pumpd.daemon.group import Group
+from pumpd.daemon.group_view import MemberInfo
 
 async def main():
     g = Group([parse_uri(sys.argv[1])], "g", MemberInfo("killed", "h", os.getpid()),

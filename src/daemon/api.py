@@ -13,8 +13,7 @@ from typing import Any, Literal, Protocol
 from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
 from ..version import __version__
-from . import confinement, statefile
-from . import definitions as daemon_config
+from . import confinement, definitions, statefile
 from . import membership as group_status
 from .definitions import ShovelDefinition
 from .http_api import Reply, error
@@ -201,13 +200,13 @@ class CoordinatorApi:
             if refusal is not None:
                 return refusal
         try:
-            new = daemon_config.parse_put_body(name, body, sup.opts.default_workers)
+            new = definitions.parse_put_body(name, body, sup.opts.default_workers)
             confinement.check(new.cfg, sup.opts.tls_dirs, sup.opts.protected_files)
-        except (daemon_config.BodyNotJson, ConfigError, confinement.Refused) as exc:
+        except (definitions.BodyNotJson, ConfigError, confinement.Refused) as exc:
             return error(400, str(exc))
         before = dict(sup.runtime_definitions())
         try:  # the daemon's totals, before anything is written
-            daemon_config.check_totals({**{s.name: s.definition for s in sup.shovels.values()
+            definitions.check_totals({**{s.name: s.definition for s in sup.shovels.values()
                                            if not s.removing}, name: new},
                                        f"PUT /api/shovels/{name}")
         except ConfigError as exc:

@@ -50,7 +50,8 @@ import orjson
 
 from ..config.model import ClusterConfig
 from ..engine.lease import LeaseSpec, lease_name
-from .group import Group, GroupView, MemberInfo
+from .group import Group
+from .group_view import GroupView, MemberInfo
 from .handover import Handover
 from .pausing import MarkersOnLoop, Pauses
 from .positions import Position, Shovel, WorkerProcess

@@ -110,12 +110,9 @@ def _names(opts: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
-    """Check every read option (names case-insensitive).
-
-    :raises ValueError: naming the option that is unknown, missing or malformed
-    """
-    opts = _names(options)
+def _uris(opts: Mapping[str, str]) -> tuple[str, ...]:
+    """The option uri: one or more AMQP URIs (comma or space separated), each with the option
+    password when it is given."""
     raw_uri = opts.get("uri", "").strip()
     if not raw_uri:
         raise ValueError('pumpd: option "uri" is required (amqp://user:pass@host:port/vhost)')
@@ -127,6 +124,16 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
             parse_uri(u)
         except Exception as exc:
             raise ValueError(f"pumpd option uri: {exc}") from None
+    return uris
+
+
+def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
+    """Check every read option (names case-insensitive).
+
+    :raises ValueError: naming the option that is unknown, missing or malformed
+    """
+    opts = _names(options)
+    uris = _uris(opts)
     streams = tuple(s.strip() for s in opts.get("stream", "").split(",") if s.strip())
     super_stream = opts.get("superstream", "").strip()
     queue = opts.get("queue", "").strip()
