@@ -143,15 +143,8 @@ class Probes:
         """Send one request on a spare channel; its reply frame, or :class:`_Refused` with the
         broker's code when it closed the channel instead (the channel is then gone)."""
         ch = await self._channel()
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[ch.channel_number] = fut
-
-        def reply(frame: Any) -> None:
-            if not fut.done():
-                fut.set_result(frame)
-
         try:
-            start(ch, reply)
+            fut = self._expect(ch, start)
         except Exception as exc:  # pika refuses to send on a closing channel or connection
             self._pending.pop(ch.channel_number, None)
             raise LinkError(f"{what} on {self.link.uri.redacted()}: {describe(exc)}") from exc
@@ -169,6 +162,20 @@ class Probes:
         self._pending.pop(ch.channel_number, None)
         self._give_back(ch)
         return frame
+
+    def _expect(self, ch: Any,
+                start: Callable[[Any, Callable[[Any], None]], None]) -> asyncio.Future[Any]:
+        """The future of ``ch``'s reply, registered before ``start`` sends the request (which
+        may raise: pika refuses to send on a closing channel or connection)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[ch.channel_number] = fut
+
+        def reply(frame: Any) -> None:
+            if not fut.done():
+                fut.set_result(frame)
+
+        start(ch, reply)
+        return fut
 
     def _refused(self, what: str, refusal: _Refused) -> LinkError:
         return LinkError(f"{what} on {self.link.uri.redacted()}: {refusal}",
@@ -267,16 +274,8 @@ class Probes:
         # The request's channel is handed back only after the reject is sent: a channel
         # from the pool carries no unsettled delivery into the next request.
         ch = await self._channel()
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[ch.channel_number] = fut
-
-        def reply(frame: Any) -> None:
-            if not fut.done():
-                fut.set_result(frame)
-
         try:
-            start(ch, reply)
-            await self._wait(fut, what)
+            await self._wait(self._expect(ch, start), what)
         except _Refused as refusal:
             if refusal.code == NOT_FOUND:
                 return None
