@@ -17,7 +17,10 @@ source queues at ``--rate`` messages/s in all (confirmed). Then member 0 is hit 
 
 Reported per fault: seconds from the fault until every source queue has exactly one consumer
 again *and* the other members report every position running (the broker's consumer count alone
-cannot tell a frozen consumer from a live one); the most consumers any source queue had at any
+cannot tell a frozen consumer from a live one); seconds until the broker let go of the victim's
+first consumer (at once for ``kill``; for ``stop``, when its heartbeat check closed the frozen
+connection) and from then to the end of the failover (what pumpd adds: ``lease_retry`` and a
+connection); the most consumers any source queue had at any
 check (sampled every 0.25 s from the broker by passive declares: 1 means never two at once);
 messages sent, lost (sent, never arrived) and duplicated (arrived more than once), once
 everything has settled.
@@ -194,11 +197,13 @@ def one_run(node: LocalNode, fault: str, ns: argparse.Namespace, workdir: Path) 
             victim.kill()
         else:
             os.killpg(victim.proc.pid, signal.SIGSTOP)
-        recovered = None
+        recovered = dropped = None
         resumed = False
         while time.monotonic() - began < ns.freeze + 60:
             rows = queue_rows()
             most = max(most, *(rows[q][1] for q in srcs))
+            if dropped is None and any(rows[q][1] == 0 for q in srcs):
+                dropped = time.monotonic() - began  # the broker let go of the victim's consumers
             if recovered is None and all(rows[q][1] == 1 for q in srcs) \
                     and sum(m.running() for m in others) == ns.shovels:
                 recovered = time.monotonic() - began
@@ -237,6 +242,9 @@ def one_run(node: LocalNode, fault: str, ns: argparse.Namespace, workdir: Path) 
                 "shovels": ns.shovels, "heartbeat_s": ns.heartbeat,
                 "freeze_s": ns.freeze if fault == "stop" else None, "rate": ns.rate,
                 "seconds_to_all_consumed": None if recovered is None else round(recovered, 2),
+                "seconds_to_broker_drop": None if dropped is None else round(dropped, 2),
+                "seconds_after_broker_drop": None if recovered is None or dropped is None
+                else round(recovered - dropped, 2),
                 "most_consumers_per_queue": most, "sent": sum(pub.sent), "lost": lost,
                 "duplicates": dups, "victim_running_after_resume": victim_running}
     finally:
