@@ -8,7 +8,11 @@ before in its buffers once it resumes, and possibly confirms from the destinatio
 flush them before it reads the source's end: they would be published twice. So a session stops
 publishing once its source link is closed, or once the event loop stood still for half the
 heartbeat timeout (the other half is margin: the broker cannot have given up sooner). A timer
-proves every quarter of the timeout that the loop runs; a flush asks the clock once.
+proves every quarter of the timeout that the loop runs.
+
+The session's flush reads the fence's three facts itself (:attr:`Fence.fenced`,
+:attr:`Fence.source_closed`, :attr:`Fence.deadline`: two attribute reads and a clock read, no
+call), on the path every message takes, and calls :meth:`Fence.trip` when one says so.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from .ending import SessionEnded
 from .link import Link
 
 FENCE_FRACTION = 0.5  # of the source heartbeat timeout: a longer stand-still fences the session
@@ -28,29 +33,42 @@ def fence_after(heartbeat: int) -> float:
     return heartbeat * FENCE_FRACTION if heartbeat > 0 else NO_HEARTBEAT_FENCE
 
 
+class _NotYet:
+    """Stands for the source link's ``closed`` future until the fence starts."""
+
+    @staticmethod
+    def done() -> bool:
+        return False
+
+
 class Fence:
     """One session's fence on its source link.
 
-    :param on_stood_still: told how long the loop stood still, once, when that fenced the
-        session (a closed source link says why itself)
+    :param end: ends the session, once, when a stand-still fenced it (a closed source link
+        says why itself)
     """
 
-    def __init__(self, on_stood_still: Callable[[float, float], None]) -> None:
-        self._on_stood_still = on_stood_still
+    def __init__(self, end: Callable[[SessionEnded], None]) -> None:
+        self._end = end
         self._source: Link | None = None
         self.after = fence_after(0)
         self._tick_at = time.monotonic()
         self._ticker: asyncio.TimerHandle | None = None
-        self.fenced = False
+        self.fenced = False  # nothing more may be published
+        # the source link's end: done once it closed (its deliveries are requeued)
+        self.source_closed: asyncio.Future[BaseException] | _NotYet = _NotYet()
+        self.deadline = float("inf")  # a flush later than this (monotonic) means a stand-still
 
     def start(self, source: Link) -> None:
         """The session forwards from ``source`` now: the loop must prove it runs."""
         self._source = source
+        self.source_closed = source.closed
         self.after = fence_after(source.heartbeat)
         self._schedule()
 
     def _schedule(self) -> None:
         self._tick_at = time.monotonic()
+        self.deadline = self._tick_at + self.after
         self._ticker = asyncio.get_running_loop().call_later(self.after / 2, self._tick)
 
     def _tick(self) -> None:
@@ -60,15 +78,6 @@ class Fence:
             return
         self._schedule()
 
-    def closed(self) -> bool:
-        """Whether nothing more may be published (then the session is being ended)."""
-        if self._source is None:
-            return False
-        if self.fenced or not self._source.is_open or time.monotonic() - self._tick_at > self.after:
-            self.trip()
-            return True
-        return False
-
     def trip(self) -> None:
         """Publish nothing more; when the loop stood still with the source link open, say so
         (the session ends) and abort the link."""
@@ -77,7 +86,12 @@ class Fence:
         self.fenced = True
         self.cancel()
         if self._source.is_open:
-            self._on_stood_still(time.monotonic() - self._tick_at, self.after)
+            still = time.monotonic() - self._tick_at
+            self._end(SessionEnded(
+                f"source: the event loop stood still for {still:.1f}s, more than {self.after:g}s "
+                "(half the source heartbeat timeout): the source broker may have closed the "
+                "connection and redelivered what it held; none of it is published",
+                side="source"))
             self._source.abort()
 
     def cancel(self) -> None:

@@ -89,7 +89,7 @@ class Session:
         self._position: StreamPosition | None = None
         # Fencing (engine/fence.py). With no_ack the source has let go of every delivery
         # already: publishing it is the only copy, so it is never fenced.
-        self._fence = Fence(self._stood_still) if cfg.ack_mode != AckMode.NO_ACK else None
+        self._fence = Fence(self.end) if cfg.ack_mode != AckMode.NO_ACK else None
 
     @property
     def careful_left(self) -> int:
@@ -303,7 +303,10 @@ class Session:
         relay = self.relay
         if relay is None or self.source is None or self.destination is None:
             return
-        if self._fence is not None and self._fence.closed():
+        fence = self._fence  # engine/fence.py: read here, no call on every message's path
+        if fence is not None and (fence.fenced or fence.source_closed.done()
+                                  or time.monotonic() > fence.deadline):
+            fence.trip()
             return
         if not self._blocked:
             publishes = relay.take_publishes()
@@ -325,12 +328,6 @@ class Session:
                 self._ack_timer = self._loop.call_later(wait, self._acks_due)
         if self._position is not None:
             self._position.offer(relay)
-
-    def _stood_still(self, still: float, limit: float) -> None:
-        self.end(SessionEnded(
-            f"source: the event loop stood still for {still:.1f}s, more than {limit:g}s (half "
-            "the source heartbeat timeout): the source broker may have closed the connection "
-            "and redelivered what it held; none of it is published", side="source"))
 
     def _acks_due(self) -> None:
         self._ack_timer = None
