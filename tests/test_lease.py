@@ -24,6 +24,7 @@ from pumpd.engine.fence import fence_after
 from pumpd.engine.lease import LEASE_PREFIX, LeaseSpec, lease_name
 from pumpd.engine.link import LinkError
 from pumpd.engine.status import State
+from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import drain_queue
@@ -352,10 +353,13 @@ class Publisher:
 
 
 def _group(start_daemon: Any, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
-           vhost_b: str, member: str, *args: str) -> Daemon:
+           vhost_b: str, member: str, *args: str, source_port: int | None = None) -> Daemon:
     """A member of group ``g``: heartbeats of 3 s on the source (the broker drops a silent
-    connection, and its lease, within seconds), messages marked with the member's name."""
+    connection, and its lease, within seconds), messages marked with the member's name; its
+    source through ``source_port`` (a proxy) when given."""
     src = node_a.uri(vhost_a)
+    if source_port is not None:
+        src = src.replace(f":{node_a.amqp_port}/", f":{source_port}/")
     src += ("&" if "?" in src else "?") + "heartbeat=3"
     d = start_daemon({"s": shovel_def(src, "src", node_b.uri(vhost_b), "dst",
                                       reconnect_delay=1, prefetch_count=100,
@@ -443,3 +447,38 @@ def test_a_frozen_holder_publishes_nothing_after_it_resumes_and_stands_by(
     assert after == [], f"a published {len(after)} messages after it resumed"
     assert _consumers(node_a, vhost_a, "src") == 1
     assert sent > 0
+
+
+def test_a_holder_cut_off_from_the_source_loses_its_lease_and_the_other_member_loses_nothing(
+        pumpd_daemon, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
+        vhost_b: str) -> None:
+    """A partition between the holder and the source broker (its source connection goes silent
+    in both directions, the destination stays reachable): the broker drops the silent connection
+    and the lease with it, the other member takes over, nothing is lost, and the cut-off member,
+    once pika has given up on the silent connection too, finds the lease taken and stands by."""
+    with TcpProxy("127.0.0.1", node_a.amqp_port) as cut:
+        a = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "a", source_port=cut.port)
+        a.wait_for(lambda: _state(a) == "running", 30, "a running")
+        b = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "b")
+        b.wait_for(lambda: _state(b) == "standby", 30, "b standby")
+        with Publisher(node_a.uri(vhost_a), "src") as pub:
+            time.sleep(2)
+            # the open connections go silent, and new ones hang: a partition, not a reset
+            assert cut.stall_open() >= 1
+            cut.set_mode("stall")
+            silenced = time.monotonic()
+            # the broker's heartbeat check: 2-3 timeouts of 3 s after the last byte
+            b.wait_for(lambda: _state(b) == "running", 30, "b running")
+            took = time.monotonic() - silenced
+            cut.set_mode("pass")  # the partition heals
+            a.wait_for(lambda: _state(a) == "standby", 30, "a standby, its lease taken")
+            time.sleep(1)
+            sent = pub.stop()
+    assert took < 3 * 3 + 5, f"b took over {took:.1f}s after the cut"
+    _settled(node_a, vhost_a)
+    bodies = Counter(d.body for d in drain_queue(node_b.uri(vhost_b), "dst", None))
+    assert set(bodies) == {b"%d" % i for i in range(sent)}, "lost messages"
+    # what a had published without its acks reaching the source comes again, through b
+    assert sum(bodies.values()) - sent <= 100
+    assert _consumers(node_a, vhost_a, "src") == 1
+
