@@ -19,8 +19,10 @@ Reported per fault: seconds from the fault until every source queue has exactly 
 again *and* the other members report every position running (the broker's consumer count alone
 cannot tell a frozen consumer from a live one); seconds until the broker let go of the victim's
 first consumer (at once for ``kill``; for ``stop``, when its heartbeat check closed the frozen
-connection) and from then to the end of the failover (what pumpd adds: ``lease_retry`` and a
-connection); the most consumers any source queue had at any
+connection) and from then to the end of the failover; and, per source queue, the longest a
+queue went without a consumer, from the broker letting go of the victim's (each connection at
+its own heartbeat phase) until another member's consumer came (what pumpd adds: ``lease_retry``
+and a connection); the most consumers any source queue had at any
 check (sampled every 0.25 s from the broker by passive declares: 1 means never two at once);
 messages sent, lost (sent, never arrived) and duplicated (arrived more than once), once
 everything has settled.
@@ -199,11 +201,21 @@ def one_run(node: LocalNode, fault: str, ns: argparse.Namespace, workdir: Path) 
             os.killpg(victim.proc.pid, signal.SIGSTOP)
         recovered = dropped = None
         resumed = False
+        # per source queue: when the broker let go of the victim's consumer on it (the broker's
+        # heartbeat check closes each connection at its own phase), and when one came back
+        gone: dict[str, float] = {}
+        back: dict[str, float] = {}
         while time.monotonic() - began < ns.freeze + 60:
             rows = queue_rows()
             most = max(most, *(rows[q][1] for q in srcs))
-            if dropped is None and any(rows[q][1] == 0 for q in srcs):
-                dropped = time.monotonic() - began  # the broker let go of the victim's consumers
+            now = time.monotonic() - began
+            for q in srcs:
+                if q not in gone and rows[q][1] == 0:
+                    gone[q] = now
+                elif q in gone and q not in back and rows[q][1] == 1:
+                    back[q] = now
+            if dropped is None and gone:
+                dropped = min(gone.values())  # the broker let go of the victim's first consumer
             if recovered is None and all(rows[q][1] == 1 for q in srcs) \
                     and sum(m.running() for m in others) == ns.shovels:
                 recovered = time.monotonic() - began
@@ -245,6 +257,8 @@ def one_run(node: LocalNode, fault: str, ns: argparse.Namespace, workdir: Path) 
                 "seconds_to_broker_drop": None if dropped is None else round(dropped, 2),
                 "seconds_after_broker_drop": None if recovered is None or dropped is None
                 else round(recovered - dropped, 2),
+                "most_seconds_unconsumed_per_queue": round(max(
+                    (back[q] - gone[q] for q in back), default=0.0), 2),
                 "most_consumers_per_queue": most, "sent": sum(pub.sent), "lost": lost,
                 "duplicates": dups, "victim_running_after_resume": victim_running}
     finally:
