@@ -162,3 +162,16 @@ def test_sigterm_drains_and_exits_0(node_a: LocalNode, node_b: LocalNode, vhost_
     assert 5000 <= arrived < n
     with amqp.blocking_connection(src) as c:  # nothing left unacknowledged: all of the rest is ready
         assert c.channel().queue_declare("q", passive=True).method.message_count == left
+
+
+@pytest.mark.parametrize("command", ["", "status", "pause", "resume", "delete-shovel", "check",
+                                     "plan-migration", "import-erlang", "import-definitions"])
+def test_no_help_text_is_mistaken_for_a_secret(command: str) -> None:
+    """Everything pumpd prints goes through the redactor, which hides what looks like a URI's
+    password: a help text must not look like one ("[https://]HOST:PORT" once printed as
+    "HOST:***")."""
+    args = [sys.executable, "-m", "pumpd", *([command] if command else []), "--help"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "usage: pumpd" in out.stdout
+    assert "***" not in out.stdout, out.stdout

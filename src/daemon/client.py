@@ -90,9 +90,12 @@ def json_safe(text: str) -> str:
 
 def connect_args(p: argparse.ArgumentParser) -> None:
     """The options every command that talks to a running daemon takes."""
-    p.add_argument("--http", default=f"{DEFAULT_HOST}:{DEFAULT_PORT}", metavar="[https://]HOST:PORT",
-                   help=f"the daemon's status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT}; "
-                        "https when the daemon serves TLS, found by itself for a local daemon)")
+    # Not "[https://]HOST:PORT": everything printed is redacted, and a URI's "HOST:WORD" reads
+    # as a user and password there (the redactor errs on the side of hiding).
+    p.add_argument("--http", default=f"{DEFAULT_HOST}:{DEFAULT_PORT}", metavar="HOST:PORT",
+                   help=f"the daemon's status endpoint (default {DEFAULT_HOST}:{DEFAULT_PORT}); "
+                        "prefix it with https:// when the daemon serves TLS (found by itself for "
+                        "a local daemon)")
     p.add_argument("--http-token-file", metavar="FILE",
                    help=f"the daemon's token file (default: ${tokenfile.ENV_TOKEN_FILE}, else "
                         "the one the daemon on that port announced to its local user)")
