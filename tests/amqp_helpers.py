@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -211,3 +212,54 @@ def raw_get(port: int, vhost: str, queue: str, n: int) -> list[tuple[bytes, byte
         return out
     finally:
         sock.close()
+
+
+class SteadyPublisher:
+    """Numbered messages (``b"0"``, ``b"1"``, ...) at a steady pace, round robin over
+    ``queues``, persistent and confirmed, from a thread, until stopped (``with`` or
+    :meth:`stop`, which returns how many were sent and raises what the thread raised)."""
+
+    def __init__(self, uri: str, queues: list[str], per_second: int = 200) -> None:
+        self.uri, self.queues, self.per_second = uri, queues, per_second
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            conn = pika.BlockingConnection(pika.URLParameters(self.uri))
+            ch = conn.channel()
+            ch.confirm_delivery()
+            props = pika.BasicProperties(delivery_mode=2)
+            start = time.monotonic()
+            while not self._stop.is_set():
+                due = int((time.monotonic() - start) * self.per_second)
+                while self.sent < due:
+                    queue = self.queues[self.sent % len(self.queues)]
+                    ch.basic_publish("", queue, b"%d" % self.sent, props)
+                    self.sent += 1
+                conn.sleep(0.01)
+            conn.close()
+        except BaseException as exc:
+            self.error = exc
+
+    def __enter__(self) -> SteadyPublisher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop()
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(10)
+        if self.error is not None:
+            raise self.error
+        return self.sent
+
+
+def via(node: Any, vhost: str, proxy: Any, query: str = "") -> str:
+    """``node``'s URI for ``vhost``, through ``proxy`` (a :class:`pumpd.testing.TcpProxy`)."""
+    return node.uri(vhost).replace(f":{node.amqp_port}/", f":{proxy.port}/") + query
+

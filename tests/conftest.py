@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode, LocalNodeError
 
 import hypothesis_profiles  # noqa: F401  # registers the profiles, loads HYPOTHESIS_PROFILE
@@ -88,3 +89,18 @@ def vhost_a(node_a: LocalNode, request: pytest.FixtureRequest) -> Iterator[str]:
 def vhost_b(node_b: LocalNode, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh vhost on ``node_b`` for this test only (guest has full permissions)."""
     yield from _fresh_vhost(node_b, request)
+
+
+@pytest.fixture
+def proxy_a(node_a: LocalNode) -> Iterator[TcpProxy]:
+    """A fault proxy in front of node A (``amqp_helpers.via`` makes a URI through it)."""
+    with TcpProxy("127.0.0.1", node_a.amqp_port) as p:
+        yield p
+
+
+@pytest.fixture
+def proxy_b(node_b: LocalNode) -> Iterator[TcpProxy]:
+    """A fault proxy in front of node B."""
+    with TcpProxy("127.0.0.1", node_b.amqp_port) as p:
+        yield p
+

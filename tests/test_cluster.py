@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-import pika
 import pytest
 from pumpd.daemon.client import main as status_main
 from pumpd.daemon.client import printable
@@ -30,7 +28,7 @@ from pumpd.daemon.cluster_status import render_members
 from pumpd.daemon.membership import member_id
 from pumpd.testing.localnode import LocalNode, find_free_port
 
-from amqp_helpers import drain_queue
+from amqp_helpers import SteadyPublisher, drain_queue
 from daemon_helpers import Daemon, pumpd_daemon, shovel_def
 
 __all__ = ["pumpd_daemon"]
@@ -113,48 +111,6 @@ def _wait_spread(node: LocalNode, vhost: str, members: list[str], timeout: float
         time.sleep(0.5)
     raise AssertionError(f"{what}: no even spread within {timeout}s: "
                          f"{_consumers_by_queue(node, vhost)}")
-
-
-class Publisher:
-    """Numbered messages, round robin over the nine source queues, at a steady pace."""
-
-    def __init__(self, uri: str, per_second: int = 100) -> None:
-        self.uri, self.per_second = uri, per_second
-        self.sent = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.error: BaseException | None = None
-
-    def _run(self) -> None:
-        try:
-            conn = pika.BlockingConnection(pika.URLParameters(self.uri))
-            ch = conn.channel()
-            ch.confirm_delivery()
-            props = pika.BasicProperties(delivery_mode=2)
-            start = time.monotonic()
-            while not self._stop.is_set():
-                due = int((time.monotonic() - start) * self.per_second)
-                while self.sent < due:
-                    ch.basic_publish("", f"in{self.sent % SHOVELS}", b"%d" % self.sent, props)
-                    self.sent += 1
-                conn.sleep(0.01)
-            conn.close()
-        except BaseException as exc:
-            self.error = exc
-
-    def __enter__(self) -> Publisher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.stop()
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(10)
-        if self.error is not None:
-            raise self.error
-        return self.sent
 
 
 def _every_source_consumed_once(node: LocalNode, vhost: str, gone: str,
@@ -276,7 +232,7 @@ def test_a_member_killed_hands_its_positions_to_the_others_and_one_joining_takes
     ids = [_ident(d) for d in members]
     _wait_spread(node_a, vhost_a, ids, 90, "three members")
     a, b, c = members
-    with Publisher(node_a.uri(vhost_a)) as pub:
+    with SteadyPublisher(node_a.uri(vhost_a), [f"in{i}" for i in range(SHOVELS)], 100) as pub:
         time.sleep(2)
         held_by_c = [q for q, who in _consumers_by_queue(node_a, vhost_a).items()
                      if who == [ids[2]]]

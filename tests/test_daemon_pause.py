@@ -32,7 +32,7 @@ from pumpd.engine.link import LinkError
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode, find_free_port
 
-from amqp_helpers import declare_queue, drain_queue, queue_depth
+from amqp_helpers import declare_queue, drain_queue, queue_depth, via
 from daemon_helpers import (
     Daemon,
     fill_queue,
@@ -60,10 +60,6 @@ def slow_b(node_b: LocalNode) -> Iterator[TcpProxy]:
     # confirms take a 40 ms round trip: with a prefetch of 20 a backlog of 5000 takes ~10 s
     with TcpProxy("127.0.0.1", node_b.amqp_port, delay_ms=20) as p:
         yield p
-
-
-def via(node: LocalNode, vhost: str, proxy: TcpProxy) -> str:
-    return node.uri(vhost).replace(f":{node.amqp_port}/", f":{proxy.port}/")
 
 
 def state_of(d: Daemon, name: str) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,7 +20,7 @@ from pumpd.engine.status import State
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode, find_free_port
 
-from amqp_helpers import declare_queue, drain_queue, queue_depth
+from amqp_helpers import declare_queue, drain_queue, queue_depth, via
 from daemon_helpers import Daemon, fill_queue, pumpd_daemon, running_state
 from harness import RunningPumps, running, shovel
 
@@ -34,11 +34,6 @@ FAULTS = (
     "reset-source-holding-acks",
 )
 BATCH = 400  # messages published before each fault
-
-
-def via(node: LocalNode, vhost: str, proxy: TcpProxy, query: str = "") -> str:
-    """``node``'s URI for ``vhost``, through ``proxy``."""
-    return node.uri(vhost).replace(f":{node.amqp_port}/", f":{proxy.port}/") + query
 
 
 def proxied_q_to_out(node_a: LocalNode, vhost_a: str, proxy_a: TcpProxy, node_b: LocalNode,
@@ -58,18 +53,6 @@ def unacked(node: LocalNode, vhost: str, queue: str) -> int:
                    "messages_unacknowledged")
     counts = dict(line.split() for line in out.splitlines() if line.strip())
     return int(counts.get(queue, 0))
-
-
-@pytest.fixture
-def proxy_a(node_a: LocalNode) -> Iterator[TcpProxy]:
-    with TcpProxy("127.0.0.1", node_a.amqp_port) as p:
-        yield p
-
-
-@pytest.fixture
-def proxy_b(node_b: LocalNode) -> Iterator[TcpProxy]:
-    with TcpProxy("127.0.0.1", node_b.amqp_port) as p:
-        yield p
 
 
 def inject(fault: str, pumps: RunningPumps, src_proxy: TcpProxy, dst_proxy: TcpProxy,

@@ -16,7 +16,6 @@ import time
 from collections import Counter
 from typing import Any
 
-import pika
 import pytest
 from pumpd.cli import main as cli_main
 from pumpd.config.parse import ConfigError, parse_config
@@ -27,7 +26,7 @@ from pumpd.engine.status import State
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
 
-from amqp_helpers import drain_queue
+from amqp_helpers import SteadyPublisher, drain_queue
 from daemon_helpers import Daemon, fill_queue, pumpd_daemon, shovel_def
 from harness import RunningPumps, shovel
 
@@ -310,48 +309,6 @@ def test_a_session_whose_source_is_gone_publishes_nothing_it_held(
 # -- real daemons ------------------------------------------------------------------------------
 
 
-class Publisher:
-    """Publishes numbered messages to ``queue`` at a steady pace until stopped."""
-
-    def __init__(self, uri: str, queue: str, per_second: int = 200) -> None:
-        self.uri, self.queue, self.per_second = uri, queue, per_second
-        self.sent = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.error: BaseException | None = None
-
-    def _run(self) -> None:
-        try:
-            conn = pika.BlockingConnection(pika.URLParameters(self.uri))
-            ch = conn.channel()
-            ch.confirm_delivery()
-            props = pika.BasicProperties(delivery_mode=2)
-            start = time.monotonic()
-            while not self._stop.is_set():
-                due = int((time.monotonic() - start) * self.per_second)
-                while self.sent < due:
-                    ch.basic_publish("", self.queue, b"%d" % self.sent, props)
-                    self.sent += 1
-                conn.sleep(0.01)
-            conn.close()
-        except BaseException as exc:
-            self.error = exc
-
-    def __enter__(self) -> Publisher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.stop()
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(10)
-        if self.error is not None:
-            raise self.error
-        return self.sent
-
-
 def _group(start_daemon: Any, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
            vhost_b: str, member: str, *args: str, source_port: int | None = None) -> Daemon:
     """A member of group ``g``: heartbeats of 3 s on the source (the broker drops a silent
@@ -399,7 +356,7 @@ def test_kill_9_of_the_holder_moves_its_position_to_the_other_member_and_loses_n
     b = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "b")
     b.wait_for(lambda: _state(b) == "standby", 30, "b standby")
     assert "standby" in b.shovel("s")["state"]  # type: ignore[index]  # the shovel as a whole
-    with Publisher(node_a.uri(vhost_a), "src") as pub:
+    with SteadyPublisher(node_a.uri(vhost_a), ["src"]) as pub:
         time.sleep(2)
         assert _consumers(node_a, vhost_a, "src") == 1
         a.kill_everything()
@@ -424,7 +381,7 @@ def test_a_frozen_holder_publishes_nothing_after_it_resumes_and_stands_by(
     b = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "b")
     b.wait_for(lambda: _state(b) == "standby", 30, "b standby")
     worker = a.worker_pids("s")[0]
-    with Publisher(node_a.uri(vhost_a), "src") as pub:
+    with SteadyPublisher(node_a.uri(vhost_a), ["src"]) as pub:
         time.sleep(2)
         os.kill(worker, signal.SIGSTOP)
         try:
@@ -461,7 +418,7 @@ def test_a_holder_cut_off_from_the_source_loses_its_lease_and_the_other_member_l
         a.wait_for(lambda: _state(a) == "running", 30, "a running")
         b = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "b")
         b.wait_for(lambda: _state(b) == "standby", 30, "b standby")
-        with Publisher(node_a.uri(vhost_a), "src") as pub:
+        with SteadyPublisher(node_a.uri(vhost_a), ["src"]) as pub:
             time.sleep(2)
             # the open connections go silent, and new ones hang: a partition, not a reset
             assert cut.stall_open() >= 1

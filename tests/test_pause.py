@@ -17,19 +17,9 @@ from pumpd.engine.status import State
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
 
-from amqp_helpers import declare_queue, drain_queue, queue_depth
+from amqp_helpers import declare_queue, drain_queue, queue_depth, via
 from daemon_helpers import fill_queue, settled
 from harness import RunningPumps, running, shovel
-
-
-def via(node: LocalNode, vhost: str, proxy: TcpProxy) -> str:
-    return node.uri(vhost).replace(f":{node.amqp_port}/", f":{proxy.port}/")
-
-
-@pytest.fixture
-def proxy_a(node_a: LocalNode) -> Iterator[TcpProxy]:
-    with TcpProxy("127.0.0.1", node_a.amqp_port) as p:
-        yield p
 
 
 @pytest.fixture

@@ -13,36 +13,18 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pika
-import pytest
 from pumpd.engine.status import State
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
 
-from amqp_helpers import declare_queue, drain_queue, queue_depth
+from amqp_helpers import declare_queue, drain_queue, queue_depth, via
 from daemon_helpers import fill_queue
 from harness import RunningPumps, running, shovel
 
 STALL_TIMEOUT = 3
-
-
-def via(node: LocalNode, vhost: str, proxy: TcpProxy) -> str:
-    return node.uri(vhost).replace(f":{node.amqp_port}/", f":{proxy.port}/")
-
-
-@pytest.fixture
-def proxy_a(node_a: LocalNode) -> Iterator[TcpProxy]:
-    with TcpProxy("127.0.0.1", node_a.amqp_port) as p:
-        yield p
-
-
-@pytest.fixture
-def proxy_b(node_b: LocalNode) -> Iterator[TcpProxy]:
-    with TcpProxy("127.0.0.1", node_b.amqp_port) as p:
-        yield p
 
 
 def q_to_out(src: str, dst: str, **clauses: Any) -> Any:
