@@ -447,3 +447,15 @@ class Pumpd:
         finally:
             self.log.close()
         return time.monotonic() - began
+
+
+def record(out: Path, result: dict[str, Any], rabbitmq: str) -> None:
+    """One result line: ``result`` with the broker's version, the CPU count, the load and the
+    time, appended to ``out`` (JSON lines) and printed."""
+    result.update({"rabbitmq": rabbitmq, "cpus": os.cpu_count(),
+                   "load_1min": round(os.getloadavg()[0], 2),
+                   "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    with out.open("a") as f:
+        f.write(json.dumps(result) + "\n")
+    print(json.dumps(result), flush=True)
+

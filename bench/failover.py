@@ -52,7 +52,7 @@ from typing import Any
 import pika
 from pumpd.testing.localnode import LocalNode, find_free_port
 
-from common import process_tree
+from common import process_tree, record
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -304,12 +304,7 @@ def main() -> int:
         version = node.ctl("version").strip()
         print(f"RabbitMQ {version} private node, {os.cpu_count()} CPUs", flush=True)
         for fault in ns.faults.split(","):
-            r = one_run(node, fault, ns, Path(tmp))
-            r.update({"rabbitmq": version, "cpus": os.cpu_count(),
-                      "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
-            with out.open("a") as f:
-                f.write(json.dumps(r) + "\n")
-            print(json.dumps(r), flush=True)
+            record(out, one_run(node, fault, ns, Path(tmp)), version)
     return 0
 
 

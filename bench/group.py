@@ -37,7 +37,7 @@ import uvloop
 from pumpd.config.uri import parse_uri
 from pumpd.daemon.group import Group
 from pumpd.daemon.group_view import MemberInfo
-from pumpd.daemon.spread import Position, assign, loads, moved, weight
+from pumpd.daemon.spread import PositionKey, assign, loads, moved, weight
 from pumpd.testing.localnode import LocalNode
 
 from common import find_descendant, process_cpu_seconds
@@ -65,7 +65,7 @@ uvloop.run(main())
 
 def spread(trials: int) -> dict[str, Any]:
     rnd = random.Random(23)
-    positions = [Position(f"shovel-{i}", 0) for i in range(30)]
+    positions = [PositionKey(f"shovel-{i}", 0) for i in range(30)]
     load_sets: dict[str, int] = {}
     plain_spread, joins, leaves = [], [], []
     for _ in range(trials):
@@ -79,7 +79,7 @@ def spread(trials: int) -> dict[str, Any]:
         joins.append(len(moved(before, assign([*members, "newcomer"], positions))))
         leaves.append(len(moved(before, assign(members[1:], positions))))
     big_members = [f"m{i}" for i in range(64)]
-    big_positions = [Position(f"s{i}", 0) for i in range(1000)]
+    big_positions = [PositionKey(f"s{i}", 0) for i in range(1000)]
     t = time.perf_counter()
     for _ in range(100):
         assign(["a", "b", "c"], positions)

@@ -44,7 +44,20 @@ from typing import Any
 import pika
 from pumpd.testing.localnode import LocalNode
 
-from failover import RESULTS, Member, Publisher, queue_rows, shovel
+from common import record
+from failover import RESULTS, Member, Publisher, shovel
+
+
+def queue_rows(node: LocalNode, vhost: str) -> dict[str, tuple[int, int]]:
+    """``{queue: (messages, consumers)}`` from the broker itself (``rabbitmqctl``: the consumer
+    count as the broker keeps it, whoever the consumers are)."""
+    out = node.ctl("list_queues", "-q", "--no-table-headers", "-p", vhost, "name", "messages",
+                   "consumers")
+    rows = {}
+    for line in out.splitlines():
+        name, messages, consumers = line.split("\t")
+        rows[name] = (int(messages), int(consumers))
+    return rows
 
 
 def rows(node: LocalNode, *args: str) -> list[list[str]]:
@@ -191,12 +204,7 @@ def main() -> int:
             tempfile.TemporaryDirectory() as tmp:
         version = node.ctl("version").strip()
         print(f"RabbitMQ {version} private node, {os.cpu_count()} CPUs", flush=True)
-        r = run(node, ns, Path(tmp))
-        r.update({"rabbitmq": version, "cpus": os.cpu_count(),
-                  "load_1min": os.getloadavg()[0], "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
-        with out.open("a") as f:
-            f.write(json.dumps(r) + "\n")
-        print(json.dumps(r), flush=True)
+        record(out, run(node, ns, Path(tmp)), version)
     return 0
 
 

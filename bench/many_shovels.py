@@ -23,7 +23,6 @@ Every run is a JSON line in ``bench/results/many_shovels-<time>.jsonl``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -42,6 +41,7 @@ from common import (
     memory_kib,
     prefill,
     process_tree,
+    record,
     shovels_doc,
     tree_cpu_seconds,
 )
@@ -149,11 +149,7 @@ def main() -> int:
         for r in results:
             r.update(common_fields("many_shovels", str(r["case"]), "pumpd", 1,
                                    r.get("msg_per_s")))
-            r.update({"rabbitmq": version, "cpus": os.cpu_count(),
-                      "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
-            with out.open("a") as f:
-                f.write(json.dumps(r) + "\n")
-            print(json.dumps(r), flush=True)
+            record(out, r, version)
     return 0
 
 
