@@ -62,20 +62,23 @@ spark-pipeline-demo: install
 	$(VPY) -m pumpd.spark.pipeline_demo
 
 # The shovel benchmark, the confirm-strategy benchmark, the Spark data source's (writing and
-# reading), the latency benchmark, then the PySpark report (about 50 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
+# reading), the latency benchmark, the failover benchmarks, then the PySpark report (about 55 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
 # the analysis needs a JRE 17+. A benchmark with a failed run still goes on to the report.
 bench: install
-	@echo "== 1/6 shovel benchmark: bench/shovel.py (about 12 minutes)"
+	@echo "== 1/7 shovel benchmark: bench/shovel.py (about 12 minutes)"
 	-$(VPY) bench/shovel.py
-	@echo "== 2/6 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
+	@echo "== 2/7 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
 	-$(VPY) bench/confirms.py --persistent
-	@echo "== 3/6 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
+	@echo "== 3/7 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
 	-$(VPY) bench/spark.py --rows 300000 --individual-rows 3000
-	@echo "== 4/6 Spark readers (streams, queues) against rstream and pika: bench/spark_read.py (about 10 minutes)"
+	@echo "== 4/7 Spark readers (streams, queues) against rstream and pika: bench/spark_read.py (about 10 minutes)"
 	-$(VPY) bench/spark_read.py
-	@echo "== 5/6 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
+	@echo "== 5/7 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
 	-$(VPY) bench/latency.py
-	@echo "== 6/6 analysis in PySpark: bench/analyse.py"
+	@echo "== 6/7 failover: a broker of the list down (bench/broker_failover.py), a member of a group killed and frozen (bench/failover.py) (about 4 minutes)"
+	-$(VPY) bench/broker_failover.py --reps 1
+	-$(VPY) bench/failover.py
+	@echo "== 7/7 analysis in PySpark: bench/analyse.py"
 	$(VPY) bench/analyse.py
 	@echo "the report: bench/report/README.md"
 
