@@ -169,6 +169,24 @@ def unacked(node: LocalNode, vhost: str) -> int:
     return sum(int(line) for line in out.split())
 
 
+def arrivals(uri: str, sent: list[int]) -> tuple[int, int]:
+    """Messages lost (sent, never arrived) and duplicated, over the destination queues."""
+    lost = dups = 0
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    for i, n_sent in enumerate(sent):
+        got: Counter[bytes] = Counter()
+        while True:
+            method, _props, body = ch.basic_get(f"dst{i}", auto_ack=True)
+            if method is None:
+                break
+            got[body] += 1
+        lost += sum(1 for n in range(n_sent) if b"%d" % n not in got)
+        dups += sum(got.values()) - len(got)
+    conn.close()
+    return lost, dups
+
+
 def one_run(node: LocalNode, fault: str, ns: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     vhost = f"failover-{fault}-{os.getpid()}-{int(time.time())}"
     node.add_vhost(vhost)
@@ -237,19 +255,7 @@ def one_run(node: LocalNode, fault: str, ns: argparse.Namespace, workdir: Path) 
         victim_running = victim.running() if fault == "stop" else 0
         for m in members:
             m.stop()
-        lost = dups = 0
-        conn = pika.BlockingConnection(pika.URLParameters(uri))
-        ch = conn.channel()
-        for i in range(ns.shovels):
-            got: Counter[bytes] = Counter()
-            while True:
-                method, _props, body = ch.basic_get(f"dst{i}", auto_ack=True)
-                if method is None:
-                    break
-                got[body] += 1
-            lost += sum(1 for n in range(pub.sent[i]) if b"%d" % n not in got)
-            dups += sum(got.values()) - len(got)
-        conn.close()
+        lost, dups = arrivals(uri, pub.sent)
         return {"bench": "failover", "case": fault, "members": ns.members,
                 "shovels": ns.shovels, "heartbeat_s": ns.heartbeat,
                 "freeze_s": ns.freeze if fault == "stop" else None, "rate": ns.rate,

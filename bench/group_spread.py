@@ -45,7 +45,7 @@ import pika
 from pumpd.testing.localnode import LocalNode
 
 from common import record
-from failover import RESULTS, Member, Publisher, shovel
+from failover import RESULTS, Member, Publisher, arrivals, shovel
 
 
 def queue_rows(node: LocalNode, vhost: str) -> dict[str, tuple[int, int]]:
@@ -101,24 +101,6 @@ def until_spread(node: LocalNode, vhost: str, srcs: list[str], members: int, sta
             return round(time.monotonic() - start, 2)
         time.sleep(0.25)
     return None
-
-
-def arrivals(uri: str, sent: list[int]) -> tuple[int, int]:
-    """Messages lost (sent, never arrived) and duplicated, over the destination queues."""
-    lost = dups = 0
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    ch = conn.channel()
-    for i, n_sent in enumerate(sent):
-        got: Counter[bytes] = Counter()
-        while True:
-            method, _props, body = ch.basic_get(f"dst{i}", auto_ack=True)
-            if method is None:
-                break
-            got[body] += 1
-        lost += sum(1 for n in range(n_sent) if b"%d" % n not in got)
-        dups += sum(got.values()) - len(got)
-    conn.close()
-    return lost, dups
 
 
 def run(node: LocalNode, ns: argparse.Namespace, workdir: Path) -> dict[str, Any]:

@@ -329,6 +329,18 @@ def _group(start_daemon: Any, node_a: LocalNode, vhost_a: str, node_b: LocalNode
     return d.start()
 
 
+def _holder_and_standby(start_daemon: Any, node_a: LocalNode, vhost_a: str,
+                        node_b: LocalNode, vhost_b: str,
+                        source_port: int | None = None) -> tuple[Daemon, Daemon]:
+    """Members "a" (running the position; its source through ``source_port`` when given) and
+    "b" (standing by), started in that order."""
+    a = _group(start_daemon, node_a, vhost_a, node_b, vhost_b, "a", source_port=source_port)
+    a.wait_for(lambda: _state(a) == "running", 30, "a running")
+    b = _group(start_daemon, node_a, vhost_a, node_b, vhost_b, "b")
+    b.wait_for(lambda: _state(b) == "standby", 30, "b standby")
+    return a, b
+
+
 def _state(d: Daemon) -> str:
     doc = d.shovel("s")
     assert doc is not None
@@ -351,10 +363,7 @@ def _settled(node_a: LocalNode, vhost_a: str, timeout: float = 60) -> None:
 def test_kill_9_of_the_holder_moves_its_position_to_the_other_member_and_loses_nothing(
         pumpd_daemon, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
         vhost_b: str) -> None:
-    a = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "a")
-    a.wait_for(lambda: _state(a) == "running", 30, "a running")
-    b = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "b")
-    b.wait_for(lambda: _state(b) == "standby", 30, "b standby")
+    a, b = _holder_and_standby(pumpd_daemon, node_a, vhost_a, node_b, vhost_b)
     assert "standby" in b.shovel("s")["state"]  # type: ignore[index]  # the shovel as a whole
     with SteadyPublisher(node_a.uri(vhost_a), ["src"]) as pub:
         time.sleep(2)
@@ -376,10 +385,7 @@ def test_kill_9_of_the_holder_moves_its_position_to_the_other_member_and_loses_n
 def test_a_frozen_holder_publishes_nothing_after_it_resumes_and_stands_by(
         pumpd_daemon, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
         vhost_b: str) -> None:
-    a = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "a")
-    a.wait_for(lambda: _state(a) == "running", 30, "a running")
-    b = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "b")
-    b.wait_for(lambda: _state(b) == "standby", 30, "b standby")
+    a, b = _holder_and_standby(pumpd_daemon, node_a, vhost_a, node_b, vhost_b)
     worker = a.worker_pids("s")[0]
     with SteadyPublisher(node_a.uri(vhost_a), ["src"]) as pub:
         time.sleep(2)
@@ -414,10 +420,8 @@ def test_a_holder_cut_off_from_the_source_loses_its_lease_and_the_other_member_l
     and the lease with it, the other member takes over, nothing is lost, and the cut-off member,
     once pika has given up on the silent connection too, finds the lease taken and stands by."""
     with TcpProxy("127.0.0.1", node_a.amqp_port) as cut:
-        a = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "a", source_port=cut.port)
-        a.wait_for(lambda: _state(a) == "running", 30, "a running")
-        b = _group(pumpd_daemon, node_a, vhost_a, node_b, vhost_b, "b")
-        b.wait_for(lambda: _state(b) == "standby", 30, "b standby")
+        a, b = _holder_and_standby(pumpd_daemon, node_a, vhost_a, node_b, vhost_b,
+                                   source_port=cut.port)
         with SteadyPublisher(node_a.uri(vhost_a), ["src"]) as pub:
             time.sleep(2)
             # the open connections go silent, and new ones hang: a partition, not a reset
