@@ -59,6 +59,14 @@ def read_pika(uri: str, queue: str, n: int, arguments: dict[str, Any] | None = N
     while got < n:
         conn.process_data_events(time_limit=0.1)
     conn._impl.close()  # no cancel: pika's cancel rejects, which a stream refuses
+    # ...but wait for close-ok: a connection left half-closed keeps the prefetched, unacked
+    # deliveries from the queue until the broker times it out (minutes), and the next run
+    # would miss them
+    try:
+        while not conn._impl.is_closed:
+            conn.process_data_events(time_limit=0.05)
+    except pika.exceptions.AMQPError:  # closed: what pika raises once it is
+        pass
     return got
 
 

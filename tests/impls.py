@@ -32,3 +32,9 @@ def confirm_window_class(impl: str) -> Any:
 
 def relay_class(impl: str) -> Any:
     return relay_ref.Relay if impl == "reference" else native().Relay
+
+
+def delivery_reader_class(impl: str) -> Any:
+    from pumpd.dataplane import deliveries_ref
+
+    return deliveries_ref.DeliveryReader if impl == "reference" else native().DeliveryReader

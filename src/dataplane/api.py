@@ -41,6 +41,11 @@ class Returned(NamedTuple):
     body: bytes
 
 
+# A consumer's delivery as a delivery reader hands it out: (delivery_tag, redelivered, exchange,
+# routing_key, raw properties, body).
+Delivery = tuple[int, bool, bytes, bytes, bytes, bytes]
+
+
 # (sequence number, reply_code, reply_text, exchange, routing_key, raw properties) of a message
 # returned to the Publisher; its body is not kept.
 PublishReturn = tuple[int, int, bytes, bytes, bytes, bytes]
@@ -154,3 +159,24 @@ class PublishPlaneClass(Protocol):
     def __call__(self, *, channel: int, frame_max: int, exchange: bytes = b"",
                  mandatory: bool = False) -> PublishPlane: ...
 
+
+
+class DeliveryReader(Protocol):
+    """A consumer's deliveries taken out of the bytes read off its connection (its channel's
+    ``basic.deliver`` and content frames); every other frame handed back, in order, for pika."""
+
+    @property
+    def channel(self) -> int: ...
+    @property
+    def delivered(self) -> int: ...
+    @property
+    def pending(self) -> int: ...
+    def feed(self, data: bytes) -> bytes: ...
+    def take(self, most: int) -> list[Delivery]: ...
+    def clear(self) -> None: ...
+
+
+class DeliveryReaderClass(Protocol):
+    """A delivery reader's constructor."""
+
+    def __call__(self, channel: int, frame_max: int = 0) -> DeliveryReader: ...

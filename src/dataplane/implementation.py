@@ -16,7 +16,7 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
-from . import api, confirms, publish_ref, relay_ref
+from . import api, confirms, deliveries_ref, publish_ref, relay_ref
 
 if TYPE_CHECKING:
     from .. import _fastpath
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     ConfirmWindow = confirms.ConfirmWindow
     Relay = relay_ref.Relay
     PublishPlane = publish_ref.PublishPlane
+    DeliveryReader = deliveries_ref.DeliveryReader
     IMPLEMENTATION: str
 
     # The contract, checked for both implementations.
@@ -35,13 +36,17 @@ if TYPE_CHECKING:
     _native_relay: type[api.Relay] = _fastpath.Relay
     _native_plane: type[api.PublishPlane] = _fastpath.PublishPlane
     _native_plane_class: api.PublishPlaneClass = _fastpath.PublishPlane
+    _reference_reader: type[api.DeliveryReader] = deliveries_ref.DeliveryReader
+    _reference_reader_class: api.DeliveryReaderClass = deliveries_ref.DeliveryReader
+    _native_reader: type[api.DeliveryReader] = _fastpath.DeliveryReader
+    _native_reader_class: api.DeliveryReaderClass = _fastpath.DeliveryReader
 else:
     if os.environ.get("PUMPD_IMPLEMENTATION", "native") == "reference":
         ConfirmWindow, Relay, IMPLEMENTATION = confirms.ConfirmWindow, relay_ref.Relay, "reference"
-        PublishPlane = publish_ref.PublishPlane
+        PublishPlane, DeliveryReader = publish_ref.PublishPlane, deliveries_ref.DeliveryReader
     else:
         try:
-            from .._fastpath import ConfirmWindow, PublishPlane, Relay
+            from .._fastpath import ConfirmWindow, DeliveryReader, PublishPlane, Relay
 
             IMPLEMENTATION = "native"
         except ImportError as exc:
@@ -56,7 +61,7 @@ else:
                 relay_ref.Relay,
                 "reference",
             )
-            PublishPlane = publish_ref.PublishPlane
+            PublishPlane, DeliveryReader = publish_ref.PublishPlane, deliveries_ref.DeliveryReader
 
 
 def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
@@ -77,4 +82,5 @@ def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
     raise ValueError(f"implementation must be native or reference, not {name!r}")
 
 
-__all__ = ["IMPLEMENTATION", "ConfirmWindow", "PublishPlane", "Relay", "publish_plane_class"]
+__all__ = ["IMPLEMENTATION", "ConfirmWindow", "DeliveryReader", "PublishPlane", "Relay",
+           "publish_plane_class"]

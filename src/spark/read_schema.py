@@ -38,7 +38,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 SCHEMA_DDL = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
 
-_PLAIN = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
+PLAIN_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
           "message_id", "type", "user_id", "app_id", "cluster_id")
 
 
