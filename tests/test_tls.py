@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -13,33 +12,12 @@ from pumpd.testing.localnode import LocalNode, TLSListener
 
 from amqp_helpers import Message, declare_queue, drain_queue, publish_messages
 from harness import running, shovel
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_ca(d: Path, name: str) -> None:
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
-            "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
-
-
-def make_cert(d: Path, ca: str, name: str, ext: str) -> None:
-    (d / f"{name}.ext").write_text(ext)
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+from tls_helpers import amqps_uri, make_certs
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
-    make_ca(d, "ca")
-    make_ca(d, "other-ca")
-    make_cert(d, "ca", "server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    make_cert(d, "ca", "client", "extendedKeyUsage=clientAuth\n")
-    return d
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +28,7 @@ def tls_node(certs: Path) -> Iterator[LocalNode]:
 
 
 def amqps(node: LocalNode, certs: Path, ca: str = "ca") -> str:
-    q = {"cacertfile": certs / f"{ca}.pem", "certfile": certs / "client.pem",
-         "keyfile": certs / "client.key", "verify": "verify_peer", "fail_if_no_peer_cert": "true"}
-    query = "&".join(f"{k}={quote(str(v), safe='/')}" for k, v in q.items())
-    return f"amqps://guest:guest@127.0.0.1:{node.tls_port}/%2F?{query}"
+    return amqps_uri(node.tls_port, certs, ca)
 
 
 def test_amqps_with_client_certificates_moves_messages(tls_node: LocalNode, certs: Path) -> None:

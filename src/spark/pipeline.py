@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exchange", required=True)
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--stream-port", type=int,
-                    help="the streams protocol's port (default 5552; read over AMQP 0-9-1 when "
-                         "it does not answer)")
+                    help="the streams protocol's port (default 5552, 5551 for amqps; read over "
+                         "AMQP 0-9-1 when it does not answer)")
     ap.add_argument("--max-records-per-trigger", type=int, default=10_000)
     ap.add_argument("--available-now", action="store_true",
                     help="read what the stream holds now, then stop (Trigger.AvailableNow)")

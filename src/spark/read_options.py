@@ -22,6 +22,8 @@ PROTOCOLS: tuple[Protocol, ...] = ("auto", "stream", "amqp")
 # first / last / next are RabbitMQ's x-stream-offset words; earliest / latest are Kafka's
 STARTS = {"first": "first", "earliest": "first", "last": "last", "next": "next", "latest": "next"}
 
+# RabbitMQ's streams listeners: stream.listeners.tcp / stream.listeners.ssl
+STREAM_PORT, STREAM_TLS_PORT = 5552, 5551
 PREFETCH_MAX = 65535  # basic.qos's prefetch_count is 16 bits
 QUEUE_BATCH_MAX = PREFETCH_MAX // 2  # the queue reader's prefetch is twice its micro-batch
 
@@ -32,7 +34,7 @@ READ_OPTIONS: dict[str, tuple[str, str]] = {
     "superstream": ("superStream", "(stream, superStream or queue required)"),
     "queue": ("queue", "(stream, superStream or queue required)"),
     "protocol": ("protocol", "auto"),
-    "streamport": ("streamPort", "5552"),
+    "streamport": ("streamPort", "5552 (5551 for amqps)"),
     "startingoffsets": ("startingOffsets", "first"),
     "startingtimestamp": ("startingTimestamp", "(none)"),
     "endingoffsets": ("endingOffsets", "next"),
@@ -56,7 +58,7 @@ class ReadOptions:
     super_stream: str = ""  # its partitions become ``streams`` on the driver (reading.py)
     queue: str = ""
     protocol: Protocol = "auto"
-    stream_port: int = 5552
+    stream_port: int = STREAM_PORT  # STREAM_TLS_PORT by default for an amqps URI
     starting: str = "first"
     starting_timestamp: int | None = None  # milliseconds since the epoch
     ending: str = "next"
@@ -93,6 +95,14 @@ def _offset_spec(name: str, value: str, words: tuple[str, ...]) -> str:
     if n < 0:
         raise ValueError(f"pumpd option {name}: an offset must be at least 0, got {n}")
     return str(n)
+
+
+def _stream_port(opts: Mapping[str, str], uri: str) -> int:
+    """The option streamPort, else the streams TLS port for an amqps URI (the streams
+    connection is TLS exactly when the AMQP one would be), else the plain one."""
+    if "streamport" in opts:
+        return option_int("streamPort", opts["streamport"], 1, 65535)
+    return STREAM_TLS_PORT if parse_uri(uri).scheme == "amqps" else STREAM_PORT
 
 
 def _names(opts: Mapping[str, Any]) -> dict[str, str]:
@@ -167,7 +177,7 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         super_stream=super_stream,
         queue=queue,
         protocol=protocol,  # type: ignore[arg-type]  # checked against PROTOCOLS above
-        stream_port=option_int("streamPort", opts.get("streamport", "5552"), 1, 65535),
+        stream_port=_stream_port(opts, uris[0]),
         starting=_offset_spec("startingOffsets", opts.get("startingoffsets", "first"),
                               ("first", "last", "next")),
         starting_timestamp=None if ts is None else option_int("startingTimestamp", ts, 0, (1 << 63) - 1),

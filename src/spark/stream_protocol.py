@@ -1,5 +1,5 @@
-"""A stream read over the streams protocol (``rabbitmq_stream``, port 5552 by default), for the
-read tasks on the executors, and the driver's probes over it.
+"""A stream read over the streams protocol (``rabbitmq_stream``, port 5552 by default, 5551 over
+TLS for an ``amqps`` URI), for the read tasks on the executors, and the driver's probes over it.
 
 A task subscribes at its range's first offset with :class:`~pumpd.spark.streams_wire.
 StreamsConnection` and hands each delivered chunk to
@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from ..config.tls import ssl_context, tls_server_name
 from ..config.uri import parse_uri
 from .read_options import ReadOptions
 from .stream_amqp import STALL_SECONDS
@@ -37,19 +38,19 @@ PROBE_IDLE = 20.0
 
 def connect(options: ReadOptions, name: str, timeout: float = STALL_SECONDS
             ) -> StreamsConnection:
+    """A streams connection to the URI's host at ``streamPort``: over TLS for an amqps URI,
+    with the context and the name verified that the AMQP 0-9-1 side would use."""
     u = parse_uri(options.uri)
-    if u.scheme == "amqps":
-        raise ValueError("pumpd option protocol=stream: TLS to the streams port is not "
-                         "supported yet; use protocol=amqp with an amqps URI")
+    tls = ssl_context(u) if u.scheme == "amqps" else None
     return StreamsConnection(u.effective_host, options.stream_port, u.username, u.password,
-                             u.vhost, name=name, timeout=timeout)
+                             u.vhost, name=name, timeout=timeout, tls=tls,
+                             server_hostname=tls_server_name(u) if tls is not None else None)
 
 
 def streams_port_open(options: ReadOptions, timeout: float = 2.0) -> bool:
-    """Whether the streams port answers (``protocol=auto``)."""
+    """Whether the streams port answers (``protocol=auto``); TCP only, so an amqps URI's
+    TLS problems are reported by the connection that needs it, not hidden by a fallback."""
     u = parse_uri(options.uri)
-    if u.scheme == "amqps":
-        return False
     try:
         with socket.create_connection((u.effective_host, options.stream_port), timeout):
             return True

@@ -1,5 +1,5 @@
-"""A small blocking client of RabbitMQ's streams protocol (port 5552): what a read task and the
-driver need, and nothing else.
+"""A small blocking client of RabbitMQ's streams protocol (port 5552, or 5551 over TLS): what a
+read task and the driver need, and nothing else.
 
 Why not rstream for this: a read task is a plain generator on one thread, and rstream is asyncio
 with a per-message callback; its frame decoding, its per-message context objects and its
@@ -11,6 +11,10 @@ own (``PROTOCOL.adoc`` of rabbitmq-server's ``rabbitmq_stream`` plugin): peer pr
 PLAIN, tune, open, ``subscribe`` at an offset with credit, ``credit``, ``partitions``, ``close``.
 (``partitions`` works with RabbitMQ 3.10, whose answer carries the request's key.)
 
+Over TLS the caller brings the ``ssl.SSLContext`` (:func:`pumpd.config.tls.ssl_context`, the
+one the AMQP 0-9-1 side uses); the handshake happens before the first frame, within the
+connection's timeout.
+
 The connection reads from the node it is given (every node with a replica of the stream serves
 consumers); a stream with no replica there answers ``subscribe`` with an error, which is raised.
 """
@@ -18,6 +22,7 @@ consumers); a stream with no replica there answers ``subscribe`` with an error, 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import zlib
 from collections.abc import Iterator
@@ -41,6 +46,11 @@ DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (afte
 
 class StreamsError(RuntimeError):
     """The broker answered a request with an error code."""
+
+
+class StreamsConnectError(ConnectionError):
+    """No streams connection to ``host:port``: refused, timed out, or the TLS handshake failed.
+    The message names the address and the cause, never the credentials."""
 
 
 class Chunk(NamedTuple):
@@ -71,15 +81,105 @@ def _strings_at(b: bytes, p: int) -> tuple[list[str], int]:
     return out, p
 
 
+def _open(host: str, port: int, timeout: float, tls: ssl.SSLContext | None,
+          server_hostname: str | None) -> socket.socket:
+    """A connected socket, TLS done when ``tls`` is given; every failure names ``host:port``."""
+    where = f"{host}:{port}"
+    try:
+        sock = socket.create_connection((host, port), timeout)
+    except OSError as exc:
+        raise StreamsConnectError(f"streams protocol: cannot connect to {where}: "
+                                  f"{_reason(exc)}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls is None:
+        return sock
+    try:
+        return tls.wrap_socket(sock, server_hostname=server_hostname)
+    except (ssl.SSLError, OSError) as exc:
+        sock.close()
+        raise StreamsConnectError(f"streams protocol: TLS handshake with {where} failed: "
+                                  f"{_handshake_failure(exc)}") from None
+
+
+def _handshake_failure(exc: BaseException) -> str:
+    """What went wrong in a TLS handshake, in words a user can act on (ssl's own text for an
+    alert is a reason code; for a certificate it is OpenSSL's verify message)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"the server's certificate was refused ({exc.verify_message}); check the URI's "
+                "cacertfile, and the host name or server_name_indication")
+    # a peer that ends the handshake without a word, or answers it with something that is not
+    # TLS, is most likely a plain-text listener
+    plain = (isinstance(exc, ssl.SSLEOFError | ssl.SSLZeroReturnError | ConnectionResetError
+                        | BrokenPipeError | TimeoutError)
+             or (isinstance(exc, ssl.SSLError) and exc.reason in ("WRONG_VERSION_NUMBER",
+                                                                 "RECORD_LAYER_FAILURE")))
+    what = _reason(exc)
+    if plain:
+        return (f"{what}: is it the plain-text streams port? The TLS one "
+                "(stream.listeners.ssl) is 5551 by default, option streamPort")
+    return what
+
+
+# OpenSSL's reason codes a user is likeliest to meet, in words (others are shown as they are)
+_SSL_REASONS = {
+    "WRONG_VERSION_NUMBER": "the server's answer is not TLS",
+    "RECORD_LAYER_FAILURE": "the server's answer is not TLS",
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "the server requires a client certificate (certfile "
+                                         "and keyfile in the URI)",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "the server refused the client certificate",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "the server refused the client certificate",
+    "TLSV1_ALERT_UNKNOWN_CA": "the server does not trust the client certificate's CA",
+    "SSLV3_ALERT_HANDSHAKE_FAILURE": "the server refused the handshake (no TLS version or "
+                                     "cipher in common, or a client certificate it wants)",
+}
+
+
+def _reason(exc: BaseException) -> str:
+    """An OSError / SSLError in a phrase (str() of an SSLError is a tuple's repr)."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, ssl.SSLEOFError | ssl.SSLZeroReturnError | ConnectionResetError
+                  | BrokenPipeError):
+        return "the server closed the connection"
+    if isinstance(exc, ssl.SSLError):
+        reason = str(exc.reason or exc.strerror or type(exc).__name__)
+        return _SSL_REASONS.get(reason, reason)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+# a server that hangs up on the first request, or answers it in TLS, is most likely a TLS port
+_TLS_HINT = (": is it the streams TLS port? Read it with an amqps URI (or give streamPort the "
+             "plain-text port, 5552 by default)")
+
+
 class StreamsConnection:
     """One authenticated connection; a context manager (closing it is best effort)."""
 
     def __init__(self, host: str, port: int, username: str, password: str, vhost: str,
-                 name: str = "pumpd", timeout: float = 30.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                 name: str = "pumpd", timeout: float = 30.0,
+                 tls: ssl.SSLContext | None = None, server_hostname: str | None = None
+                 ) -> None:
+        """With ``tls``, the connection is TLS, verified against ``server_hostname`` when the
+        context checks host names (None: no SNI, as the AMQP side does with SNI disabled)."""
+        self.address = f"{host}:{port}"
+        self.sock = _open(host, port, timeout, tls, server_hostname)
         self.file = self.sock.makefile("rb", buffering=1 << 20)
         self._corr = 0
+        self._tls = tls is not None
+        try:
+            self._login(username, password, vhost, name)
+        except BaseException as exc:
+            self.file.close()
+            self.sock.close()
+            if isinstance(exc, ssl.SSLError):  # TLS 1.3: the server's verdict on the client's
+                # certificate comes after the client's handshake ended, with the first read
+                raise StreamsConnectError(f"streams protocol: TLS handshake with {self.address} "
+                                          f"failed: {_handshake_failure(exc)}") from None
+            raise
+
+    def _login(self, username: str, password: str, vhost: str, name: str) -> None:
         props = [("connection_name", name), ("product", "pumpd")]
         self._request(_PEER_PROPERTIES, struct.pack(">i", len(props))
                       + b"".join(_string(k) + _string(v) for k, v in props))
@@ -111,7 +211,11 @@ class StreamsConnection:
         while True:
             size = self.file.read(4)
             if len(size) < 4:
-                raise ConnectionError("streams protocol: the broker closed the connection")
+                raise ConnectionError(f"streams protocol: {self.address} closed the connection"
+                                      + ("" if self._tls or self._corr > 1 else _TLS_HINT))
+            if size[0] == 0x15 and size[1] == 0x03 and not self._tls:  # a TLS alert record
+                raise StreamsConnectError(f"streams protocol: {self.address} answered with a "
+                                          f"TLS alert{_TLS_HINT}")
             frame: bytes = size + self.file.read(struct.unpack(">I", size)[0])
             key = _HEAD.unpack_from(frame)[1]
             if key == _HEARTBEAT:

@@ -110,9 +110,11 @@ class LocalNode(NodeControl):
         tls: TLSListener | None = None,
     ) -> None:
         self.plugins: tuple[str, ...] = tuple(plugins)
-        #: With ``tls``, the node also listens for AMQPS on :attr:`tls_port`.
+        #: With ``tls``, the node also listens for AMQPS on :attr:`tls_port` (and, with
+        #: ``rabbitmq_stream``, for the streams protocol over TLS on :attr:`stream_tls_port`).
         self.tls = tls
         self.tls_port: int | None = None
+        self.stream_tls_port: int | None = None
         self.name = name or f"pumpd-{os.getpid()}-{secrets.token_hex(4)}"
         self.nodename = f"{self.name}@localhost"
         self.start_timeout = start_timeout
@@ -152,6 +154,8 @@ class LocalNode(NodeControl):
             self.stream_port = find_free_port()
         if self.tls is not None:
             self.tls_port = find_free_port()
+            if self.stream_port is not None:
+                self.stream_tls_port = find_free_port()
 
     def _ports(self) -> list[int]:
         ports = [self.amqp_port, self.dist_port]
@@ -159,12 +163,14 @@ class LocalNode(NodeControl):
             ports.append(self.management_port)
         if self.stream_port is not None:
             ports.append(self.stream_port)
+        ports += [p for p in (self.tls_port, self.stream_tls_port) if p is not None]
         return ports
 
     def _write_files(self) -> None:
         self.files.write(rabbitmq_conf(self.amqp_port, management_port=self.management_port,
                                        stream_port=self.stream_port, tls=self.tls,
-                                       tls_port=self.tls_port), self.plugins)
+                                       tls_port=self.tls_port,
+                                       stream_tls_port=self.stream_tls_port), self.plugins)
 
     # --------------------------------------------------------------------------- lifecycle
 

@@ -84,8 +84,9 @@ class NodeFiles:
 
 def rabbitmq_conf(amqp_port: int, *, management_port: int | None = None,
                   stream_port: int | None = None, tls: TLSListener | None = None,
-                  tls_port: int | None = None) -> list[str]:
-    """The lines of a node's ``rabbitmq.conf``: every listener on 127.0.0.1, at the given ports."""
+                  tls_port: int | None = None, stream_tls_port: int | None = None) -> list[str]:
+    """The lines of a node's ``rabbitmq.conf``: every listener on 127.0.0.1, at the given ports.
+    The streams TLS listener (``stream_tls_port``) uses the AMQPS listener's ``ssl_options``."""
     conf = [
         f"listeners.tcp.1 = {LOCALHOST}:{amqp_port}",
         "loopback_users = none",
@@ -111,6 +112,12 @@ def rabbitmq_conf(amqp_port: int, *, management_port: int | None = None,
             f"ssl_options.keyfile = {tls.keyfile}",
             "ssl_options.verify = verify_peer",
             f"ssl_options.fail_if_no_peer_cert = {str(tls.require_client_cert).lower()}",
+        ]
+    if tls is not None and stream_tls_port is not None:
+        conf += [
+            f"stream.listeners.ssl.1 = {LOCALHOST}:{stream_tls_port}",
+            f"stream.advertised_tls_host = {LOCALHOST}",
+            f"stream.advertised_tls_port = {stream_tls_port}",
         ]
     return conf
 
