@@ -120,6 +120,10 @@ def test_read_options_are_checked_and_named() -> None:
         parse_read_options({**base, "stream": "s", "prefetch": "70000"})
     assert parse_read_options({**base, "stream": "s", "maxRecordsPerTrigger": "50000"}
                               ).max_records_per_trigger == 50000
+    # a queue's micro-batch is the prefetch unless bounded: the largest allowed by default
+    assert parse_read_options({**base, "queue": "q"}).prefetch == 32767
+    assert parse_read_options({**base, "queue": "q", "prefetch": "500"}).prefetch == 500
+    assert parse_read_options({**base, "stream": "s"}).prefetch == 1000
     with pytest.raises(ValueError, match="unknown read option 'strem'"):
         parse_read_options({**base, "strem": "s"})
     o = parse_read_options({**base, "STREAM": "a, b", "startingoffsets": "earliest",

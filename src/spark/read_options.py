@@ -41,7 +41,7 @@ READ_OPTIONS: dict[str, tuple[str, str]] = {
     "maxrecordspertrigger": ("maxRecordsPerTrigger", "(none)"),
     "failondataloss": ("failOnDataLoss", "true"),
     "minpartitions": ("minPartitions", "1"),
-    "prefetch": ("prefetch", "1000"),
+    "prefetch": ("prefetch", "1000 (32767 for a queue)"),
     "pollTimeoutMs".lower(): ("pollTimeoutMs", "1000"),
 }
 
@@ -160,7 +160,10 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
                          f"{opts['protocol']!r}")
     max_records = opts.get("maxrecordspertrigger")
     ts = opts.get("startingtimestamp")
-    prefetch = option_int("prefetch", opts.get("prefetch", "1000"), 1, 1 << 31)
+    # a queue's micro-batch is bounded by the prefetch when maxRecordsPerTrigger is not given,
+    # and each costs Spark a few hundred ms whatever its size: the largest by default
+    prefetch = option_int("prefetch", opts.get("prefetch", str(QUEUE_BATCH_MAX) if queue
+                                               else "1000"), 1, 1 << 31)
     if prefetch > PREFETCH_MAX:
         raise ValueError(f"pumpd option prefetch: at most {PREFETCH_MAX} (basic.qos), got "
                          f"{prefetch}")
