@@ -14,7 +14,10 @@ runs taken side by side):
   partition at once, counting messages (no rows made): one process's ceiling, as
   ``raw-rstream`` is for the single stream.
 
-Each line carries ``partitions`` and ``tasks`` beside the common fields and the load average.
+Each line carries ``partitions`` and ``tasks`` beside the common fields and the load average,
+and where the CPU went during the run: ``client_us_per_msg`` (this process and everything below
+it: Spark's JVM and its Python workers, or rstream), ``broker_us_per_msg`` (the node's
+``beam.smp``) and ``host_busy_cores`` (every process of the machine, other people's included).
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ import orjson
 import pika
 
 import stream_clients
-from common import common_fields
+from common import (
+    common_fields,
+    host_busy_seconds,
+    process_cpu_seconds,
+    process_tree,
+    tree_cpu_seconds,
+)
 
 PUMPD, RAW = "pumpd-superstream-noop", "raw-rstream-all"
 BODY = b"s" * 64
@@ -75,13 +84,39 @@ def super_stream_frame(spark: Any, uri: str, port: int, partitions: int,
             .option("minPartitions", min_partitions).load())
 
 
+class CpuMeter:
+    """CPU seconds of this process's tree, of the broker and of the whole host, between
+    :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, broker_pid: int | None) -> None:
+        self.broker_pid = broker_pid
+        self.began: tuple[dict[int, float], float, float] = ({}, 0.0, 0.0)
+
+    def _broker(self) -> float:
+        return 0.0 if self.broker_pid is None else process_cpu_seconds(self.broker_pid)
+
+    def start(self) -> None:
+        self.began = (tree_cpu_seconds(process_tree(os.getpid())), self._broker(),
+                      host_busy_seconds())
+
+    def stop(self, rows: int, seconds: float) -> dict[str, float]:
+        tree0, broker0, host0 = self.began
+        tree1 = tree_cpu_seconds(process_tree(os.getpid()))
+        # a process started during the run (a new Python worker) counts from zero
+        client = sum(t - tree0.get(pid, 0.0) for pid, t in tree1.items())
+        return {"client_us_per_msg": round(client / rows * 1e6, 2),
+                "broker_us_per_msg": round((self._broker() - broker0) / rows * 1e6, 2),
+                "host_busy_cores": round((host_busy_seconds() - host0) / seconds, 2)}
+
+
 class Curve:
     """The runs of one ``--partitions`` benchmark: each is timed, printed and appended to
     ``out`` as one JSON line."""
 
     def __init__(self, spark: Any, uri: str, port: int, n: int, min_partitions: int,
-                 out: Path) -> None:
+                 out: Path, broker_pid: int | None) -> None:
         self.spark, self.uri, self.port, self.n = spark, uri, port, n
+        self.cpu = CpuMeter(broker_pid)
         self.min_partitions, self.out = min_partitions, out
         self.streams: dict[int, list[str]] = {}
         # (system, P) -> rows/s of each repetition; P -> the load average before each run
@@ -119,9 +154,11 @@ class Curve:
     def run(self, rep: int, p: int, raw: bool) -> None:
         for system, run in self.systems(p, raw).items():
             load = os.getloadavg()[0]
+            self.cpu.start()
             t0 = time.perf_counter()
             rows = run()
             seconds = time.perf_counter() - t0
+            cpu = self.cpu.stop(rows, seconds)
             rate = rows / seconds
             self.rates.setdefault((system, p), []).append(rate)
             if system == PUMPD:
@@ -129,7 +166,7 @@ class Curve:
             tasks = p * self.min_partitions if system == PUMPD else None
             line = {**common_fields("spark_read", f"super stream {p} x 64 B", system, rep, rate),
                     "partitions": p, "tasks": tasks, "messages": self.n, "rows": rows,
-                    "seconds": round(seconds, 3), "loadavg_1min": round(load, 2)}
+                    "seconds": round(seconds, 3), "loadavg_1min": round(load, 2), **cpu}
             print(orjson.dumps(line).decode(), flush=True)
             with self.out.open("ab") as f:
                 f.write(orjson.dumps(line) + b"\n")
@@ -154,8 +191,8 @@ class Curve:
 
 
 def run_curve(spark: Any, uri: str, port: int, n: int, counts: Sequence[int], reps: int,
-              min_partitions: int, raw: bool, out: Path) -> None:
-    curve = Curve(spark, uri, port, n, min_partitions, out)
+              min_partitions: int, raw: bool, out: Path, broker_pid: int | None) -> None:
+    curve = Curve(spark, uri, port, n, min_partitions, out, broker_pid)
     curve.fill(counts)
     for rep in range(1, reps + 1):
         for p in counts:
