@@ -58,7 +58,7 @@ from pumpd.testing.localnode import LocalNode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import spark_read_curve
 import stream_clients
-from common import common_fields, find_descendant
+from common import common_fields
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 STREAM, QUEUE = stream_clients.STREAM, "bench-queue"
@@ -107,8 +107,7 @@ def run_partitions(args: argparse.Namespace, out: Path) -> None:
         try:
             spark_read_curve.run_curve(spark, node.uri(), node.stream_port, args.messages,
                                        counts, args.reps, args.min_partitions,
-                                       not args.no_raw, out,
-                                       find_descendant(node.pid or 0, "beam.smp"))
+                                       not args.no_raw, out, node.pid)
         finally:
             spark.stop()
     print(f"\nresults: {out}")

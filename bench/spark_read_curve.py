@@ -16,7 +16,7 @@ runs taken side by side):
 
 Each line carries ``partitions`` and ``tasks`` beside the common fields and the load average,
 and where the CPU went during the run: ``client_us_per_msg`` (this process and everything below
-it: Spark's JVM and its Python workers, or rstream), ``broker_us_per_msg`` (the node's
+it but the node: Spark's JVM and its Python workers, or rstream), ``broker_us_per_msg`` (the node's
 ``beam.smp``) and ``host_busy_cores`` (every process of the machine, other people's included).
 """
 
@@ -35,6 +35,7 @@ import pika
 import stream_clients
 from common import (
     common_fields,
+    find_descendant,
     host_busy_seconds,
     process_cpu_seconds,
     process_tree,
@@ -85,23 +86,27 @@ def super_stream_frame(spark: Any, uri: str, port: int, partitions: int,
 
 
 class CpuMeter:
-    """CPU seconds of this process's tree, of the broker and of the whole host, between
-    :meth:`start` and :meth:`stop`."""
+    """CPU seconds of this process's tree (the node's processes left out), of the broker and of
+    the whole host, between :meth:`start` and :meth:`stop`."""
 
-    def __init__(self, broker_pid: int | None) -> None:
-        self.broker_pid = broker_pid
+    def __init__(self, node_pid: int | None) -> None:
+        # LocalNode starts the broker below this process: its tree is not the client's
+        self.node = set(process_tree(node_pid)) if node_pid else set()
+        self.broker_pid = find_descendant(node_pid, "beam.smp") if node_pid else None
         self.began: tuple[dict[int, float], float, float] = ({}, 0.0, 0.0)
 
     def _broker(self) -> float:
         return 0.0 if self.broker_pid is None else process_cpu_seconds(self.broker_pid)
 
+    def _client(self) -> dict[int, float]:
+        return tree_cpu_seconds([p for p in process_tree(os.getpid()) if p not in self.node])
+
     def start(self) -> None:
-        self.began = (tree_cpu_seconds(process_tree(os.getpid())), self._broker(),
-                      host_busy_seconds())
+        self.began = (self._client(), self._broker(), host_busy_seconds())
 
     def stop(self, rows: int, seconds: float) -> dict[str, float]:
         tree0, broker0, host0 = self.began
-        tree1 = tree_cpu_seconds(process_tree(os.getpid()))
+        tree1 = self._client()
         # a process started during the run (a new Python worker) counts from zero
         client = sum(t - tree0.get(pid, 0.0) for pid, t in tree1.items())
         return {"client_us_per_msg": round(client / rows * 1e6, 2),
@@ -114,9 +119,9 @@ class Curve:
     ``out`` as one JSON line."""
 
     def __init__(self, spark: Any, uri: str, port: int, n: int, min_partitions: int,
-                 out: Path, broker_pid: int | None) -> None:
+                 out: Path, node_pid: int | None) -> None:
         self.spark, self.uri, self.port, self.n = spark, uri, port, n
-        self.cpu = CpuMeter(broker_pid)
+        self.cpu = CpuMeter(node_pid)
         self.min_partitions, self.out = min_partitions, out
         self.streams: dict[int, list[str]] = {}
         # (system, P) -> rows/s of each repetition; P -> the load average before each run
@@ -191,8 +196,8 @@ class Curve:
 
 
 def run_curve(spark: Any, uri: str, port: int, n: int, counts: Sequence[int], reps: int,
-              min_partitions: int, raw: bool, out: Path, broker_pid: int | None) -> None:
-    curve = Curve(spark, uri, port, n, min_partitions, out, broker_pid)
+              min_partitions: int, raw: bool, out: Path, node_pid: int | None) -> None:
+    curve = Curve(spark, uri, port, n, min_partitions, out, node_pid)
     curve.fill(counts)
     for rep in range(1, reps + 1):
         for p in counts:
