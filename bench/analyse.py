@@ -199,7 +199,8 @@ def curve_table(df: Any) -> Any:
     c = df.where((F.col("bench") == "spark_read") & F.col("case").startswith(CURVE))
     m = (c.groupBy("partitions", "system")
          .agg(F.count("*").alias("runs"), F.median("msg_s").alias("msg_s"),
-              F.max("tasks").alias("tasks"),
+              F.max("tasks").alias("tasks"), F.median("client_us").alias("client_us"),
+              F.median("broker_us").alias("broker_us"),
               F.sort_array(F.collect_list(F.struct("rep", "msg_s", "load_1min"))).alias("each")))
     first = Window.partitionBy("system").orderBy("partitions")
     raw = m.where(F.col("system").startswith("raw")).select(
@@ -338,17 +339,19 @@ def _curve_section(df: Any, out_dir: Path) -> list[str]:
     raw = next((r["system"] for r in rows if r["system"].startswith("raw")), None)
     table = _table(
         ["P", "system", "tasks", "runs", "rows/s", "each run (load 1 min)", "x smallest P",
-         f"x {raw}" if raw else "x raw"],
+         f"x {raw}" if raw else "x raw", "client µs/msg", "broker µs/msg"],
         [[str(r["partitions"]), r["system"], _fmt(r["tasks"]), str(r["runs"]), _fmt(r["msg_s"]),
           " / ".join(f"{_fmt(e['msg_s'])} ({_fmt(e['load_1min'], '.1f')})" for e in r["each"]),
-          _fmt(r["speedup"], ".2f"), "-" if r["system"] == raw else _fmt(r["of_raw"], ".0%")]
+          _fmt(r["speedup"], ".2f"), "-" if r["system"] == raw else _fmt(r["of_raw"], ".0%"),
+          _fmt(r["client_us"], ".1f"), _fmt(r["broker_us"], ".1f")]
          for r in rows])
     return ["## Spark: rows/s against a super stream's partitions", "",
             "`bench/spark_read.py --partitions`: a super stream of P partitions holding the same "
             "messages in total, read whole into `noop` by the stream reader (one task per "
             "partition unless `--min-partitions`), and by rstream in one process subscribed to "
             "every partition (the raw ceiling). Medians over the repetitions, P alternating "
-            "within each; the load average before each run in brackets.", "",
+            "within each; the load average before each run in brackets; client CPU is the "
+            "reader's whole tree (Spark's JVM and Python workers) or rstream's process.", "",
             table, "", f"![super stream curve]({_curve_chart(rows, out_dir).name})", ""]
 
 

@@ -103,6 +103,6 @@ def test_the_report_and_its_charts(spark: Any, df: Any, tmp_path: Path) -> None:
     assert "| local | async | 4,054 | 62,500 | 500,000 |" in text
     assert "| remote | individual | 231,541 | 500,000 | 500,000 |" in text
     assert "| 64B-transient-on_confirm | pumpd | 20 | 1.82 | 4.0 | 30.0 |" in text
-    assert "| 2 | pumpd-superstream-noop | 2 | 3 | 160 | 150 (1.0) / 180 (2.0) / 160 (3.0) | 1.60 | 320% |" in text
+    assert "| 2 | pumpd-superstream-noop | 2 | 3 | 160 | 150 (1.0) / 180 (2.0) / 160 (3.0) | 1.60 | 320% | - | - |" in text
     for png in ("confirms.png", "shovel.png", "super_stream_curve.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
