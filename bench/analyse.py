@@ -153,12 +153,16 @@ def spark_session() -> Any:
 def load(spark: Any, rows: list[dict[str, Any]], latest_only: bool = True) -> Any:
     """The rows as a DataFrame; with ``latest_only``, only the newest file of each benchmark,
     the super-stream curve of ``spark_read`` counting as a benchmark of its own (it runs alone,
-    ``--partitions``, so the newest file of the other readers need not hold it)."""
+    ``--partitions``, so the newest file of the other readers need not hold it). The curve is
+    the reader's with its own split, one task per partition: a curve run with
+    ``--min-partitions`` above 1 (more tasks than partitions) is left out of it."""
     from pyspark.sql import functions as F
 
     schema = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
     df = spark.createDataFrame([tuple(r[c] for c, _ in COLUMNS) for r in rows], schema)
     if latest_only:
+        split = df.where(F.col("case").startswith(CURVE) & (F.col("tasks") > F.col("partitions")))
+        df = df.join(split.select("file").distinct(), "file", "left_anti")
         df = df.withColumn("kind", F.col("case").startswith(CURVE))
         newest = df.groupBy("bench", "kind").agg(F.max("file").alias("file"))
         df = df.join(newest, ["bench", "kind", "file"]).drop("kind")
