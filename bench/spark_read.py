@@ -117,7 +117,7 @@ def run_partitions(args: argparse.Namespace, out: Path) -> None:
 RATIOS = (("pumpd-stream-noop", "raw-rstream"), ("pumpd-queue-reader", "pika-batch-ack"))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000)
@@ -133,7 +133,25 @@ def main() -> None:
                     help="with --partitions: the reader's minPartitions (ranges per partition)")
     ap.add_argument("--no-raw", action="store_true",
                     help="with --partitions: leave out rstream's one-process ceiling")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def print_summary(rates: dict[str, list[float]], reps: int) -> None:
+    """Each system's median and runs, and each pumpd reader against its yardstick."""
+    print(f"\n| system | rows/s (median of {reps}) | each run |\n|---|---|---|")
+    for system, r in rates.items():
+        print(f"| {system} | {statistics.median(r):,.0f} | "
+              f"{', '.join(f'{x:,.0f}' for x in r)} |")
+    for mine, yardstick in RATIOS:
+        if mine in rates and yardstick in rates:
+            each = [a / b for a, b in zip(rates[mine], rates[yardstick], strict=True)]
+            of_medians = statistics.median(rates[mine]) / statistics.median(rates[yardstick])
+            print(f"{mine} / {yardstick}: {of_medians:.0%} of the medians; per rep "
+                  f"{', '.join(f'{x:.0%}' for x in each)} (median {statistics.median(each):.0%})")
+
+
+def main() -> None:
+    args = parse_args()
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"spark_read-{dt.datetime.now():%Y%m%d-%H%M%S}.jsonl"
     if args.partitions:
@@ -216,16 +234,7 @@ def main() -> None:
                         with pika.BlockingConnection(pika.URLParameters(uri)) as c:
                             c.channel().queue_purge(QUEUE)
         spark.stop()
-    print(f"\n| system | rows/s (median of {args.reps}) | each run |\n|---|---|---|")
-    for system, r in rates.items():
-        print(f"| {system} | {statistics.median(r):,.0f} | "
-              f"{', '.join(f'{x:,.0f}' for x in r)} |")
-    for mine, yardstick in RATIOS:
-        if mine in rates and yardstick in rates:
-            each = [a / b for a, b in zip(rates[mine], rates[yardstick], strict=True)]
-            of_medians = statistics.median(rates[mine]) / statistics.median(rates[yardstick])
-            print(f"{mine} / {yardstick}: {of_medians:.0%} of the medians; per rep "
-                  f"{', '.join(f'{x:.0%}' for x in each)} (median {statistics.median(each):.0%})")
+    print_summary(rates, args.reps)
     print(f"\nresults: {out}")
 
 
