@@ -62,7 +62,7 @@ spark-pipeline-demo: install
 	$(VPY) -m pumpd.spark.pipeline_demo
 
 # The shovel benchmark, the confirm-strategy benchmark, the Spark data source's (writing and
-# reading), the latency benchmark, the failover benchmarks, then the PySpark report (about 55 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
+# reading), the latency benchmark, the failover benchmarks, then the PySpark report (about 60 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
 # the analysis needs a JRE 17+. A benchmark with a failed run still goes on to the report.
 bench: install
 	@echo "== 1/7 shovel benchmark: bench/shovel.py (about 12 minutes)"
@@ -71,8 +71,9 @@ bench: install
 	-$(VPY) bench/confirms.py --persistent
 	@echo "== 3/7 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
 	-$(VPY) bench/spark.py --rows 300000 --individual-rows 3000
-	@echo "== 4/7 Spark readers (streams, queues) against rstream and pika: bench/spark_read.py (about 10 minutes)"
+	@echo "== 4/7 Spark readers (streams, queues) against rstream and pika: bench/spark_read.py, then rows/s against a super stream's partitions: --partitions 1,2,4 (about 16 minutes)"
 	-$(VPY) bench/spark_read.py
+	-$(VPY) bench/spark_read.py --partitions 1,2,4 --reps 3
 	@echo "== 5/7 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
 	-$(VPY) bench/latency.py
 	@echo "== 6/7 failover: a broker of the list down (bench/broker_failover.py), a member of a group killed and frozen (bench/failover.py) (about 4 minutes)"

@@ -11,7 +11,10 @@ Spark, for the newest results file of each benchmark:
 * shovel: pumpd (and pika) against the plugin, as the ratio of the median rates;
 * confirms: per RTT, message kind and strategy, each client's median rate, ms per 50,000
   messages and its ratio to pumpd's; the seeds' Java figures as reference rows, and the seeds'
-  three-line comparison side by side with each client's, local and remote.
+  three-line comparison side by side with each client's, local and remote;
+* the Spark reader against a super stream's partition count (``bench/spark_read.py
+  --partitions``, from the newest file holding such runs): per P its median rows/s, each run
+  with its load average, the speed-up over the smallest P and the ratio to raw rstream.
 
 It writes ``bench/report/README.md`` (the tables) and PNG charts beside it (matplotlib). This is
 the only module of pumpd that imports pyspark, and only inside the functions that need it; it
@@ -38,7 +41,9 @@ import orjson
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 REPORT_DIR = BENCH_DIR / "report"
-BENCHES = ("shovel", "workers", "confirms", "spark")
+# "spark_read" before "spark": a file of either is named by the first that starts its name
+BENCHES = ("shovel", "workers", "confirms", "spark_read", "spark")
+CURVE = "super stream "  # how the cases of bench/spark_read.py --partitions begin
 # The seeds' Java figures for 50,000 messages, in ms: (strategy, where, ms).
 SEEDS = [("individual", "local", 5549.0), ("batch", "local", 2331.0), ("async", "local", 4054.0),
          ("individual", "remote", 231541.0), ("batch", "remote", 7232.0),
@@ -50,7 +55,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("file", "string"), ("bench", "string"), ("case", "string"), ("system", "string"),
     ("rep", "int"), ("msg_s", "double"), ("client_us", "double"), ("broker_us", "double"),
     ("strategy", "string"), ("rtt_ms", "double"), ("persistent", "boolean"),
-    ("messages", "long"), ("seconds", "double"),
+    ("messages", "long"), ("seconds", "double"), ("partitions", "int"), ("tasks", "int"),
+    ("load_1min", "double"),
 ]
 
 
@@ -88,7 +94,8 @@ def normalise(rec: dict[str, Any], file: str) -> dict[str, Any] | None:
         "broker_us": _float(rec.get("broker_us_per_msg", rec.get("broker_cpu_us_per_msg"))),
         "strategy": rec.get("strategy"), "rtt_ms": _float(rec.get("rtt_ms")),
         "persistent": rec.get("persistent"), "messages": rec.get("messages"),
-        "seconds": _float(rec.get("seconds")),
+        "seconds": _float(rec.get("seconds")), "partitions": rec.get("partitions"),
+        "tasks": rec.get("tasks"), "load_1min": _float(_first(rec, "loadavg_1min", "load_1min")),
     }
 
 
@@ -144,14 +151,21 @@ def spark_session() -> Any:
 
 
 def load(spark: Any, rows: list[dict[str, Any]], latest_only: bool = True) -> Any:
-    """The rows as a DataFrame; with ``latest_only``, only the newest file of each benchmark."""
+    """The rows as a DataFrame; with ``latest_only``, only the newest file of each benchmark,
+    the super-stream curve of ``spark_read`` counting as a benchmark of its own (it runs alone,
+    ``--partitions``, so the newest file of the other readers need not hold it). The curve is
+    the reader's with its own split, one task per partition: a curve run with
+    ``--min-partitions`` above 1 (more tasks than partitions) is left out of it."""
     from pyspark.sql import functions as F
 
     schema = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
     df = spark.createDataFrame([tuple(r[c] for c, _ in COLUMNS) for r in rows], schema)
     if latest_only:
-        newest = df.groupBy("bench").agg(F.max("file").alias("file"))
-        df = df.join(newest, ["bench", "file"])
+        split = df.where(F.col("case").startswith(CURVE) & (F.col("tasks") > F.col("partitions")))
+        df = df.join(split.select("file").distinct(), "file", "left_anti")
+        df = df.withColumn("kind", F.col("case").startswith(CURVE))
+        newest = df.groupBy("bench", "kind").agg(F.max("file").alias("file"))
+        df = df.join(newest, ["bench", "kind", "file"]).drop("kind")
     return df
 
 
@@ -177,6 +191,28 @@ def shovel_ratios(df: Any) -> Any:
     return (m.join(plugin, "case").withColumn("ratio", F.col("msg_s") / F.col("plugin"))
             .select("case", "system", "msg_s", "ratio", "client_us", "broker_us")
             .orderBy("case", "system"))
+
+
+def curve_table(df: Any) -> Any:
+    """bench/spark_read.py --partitions: per partition count P and system, the median rows/s,
+    each run in repetition order, and the reader's speed-up over the smallest P and ratio to
+    the raw client's median at the same P."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    c = df.where((F.col("bench") == "spark_read") & F.col("case").startswith(CURVE))
+    m = (c.groupBy("partitions", "system")
+         .agg(F.count("*").alias("runs"), F.median("msg_s").alias("msg_s"),
+              F.max("tasks").alias("tasks"), F.median("client_us").alias("client_us"),
+              F.median("broker_us").alias("broker_us"),
+              F.sort_array(F.collect_list(F.struct("rep", "msg_s", "load_1min"))).alias("each")))
+    first = Window.partitionBy("system").orderBy("partitions")
+    raw = m.where(F.col("system").startswith("raw")).select(
+        "partitions", F.col("msg_s").alias("raw_msg_s"))
+    return (m.withColumn("speedup", F.col("msg_s") / F.first("msg_s").over(first))
+            .join(raw, "partitions", "left")
+            .withColumn("of_raw", F.col("msg_s") / F.col("raw_msg_s"))
+            .orderBy("system", "partitions"))
 
 
 def confirm_table(df: Any) -> Any:
@@ -277,6 +313,7 @@ def write_report(spark: Any, df: Any, out_dir: Path, files: list[str]) -> Path:
                            _fmt(r["client_us"], ".1f"), _fmt(r["broker_us"], ".1f")]
                           for r in shovel]), ""]
         parts += [f"![shovel]({_shovel_chart(shovel, out_dir).name})", ""]
+    parts += _curve_section(df, out_dir)
     latency = out_dir / "latency.md"
     if latency.exists():
         parts += ["## Latency", "", "What a shovel adds from publisher to consumer, with no "
@@ -285,7 +322,7 @@ def write_report(spark: Any, df: Any, out_dir: Path, files: list[str]) -> Path:
     allm = [r.asDict() for r in medians(
         df.where("bench not in ('confirms', 'latency')")).collect()]
     if allm:
-        parts += ["## Every case and system (shovel, workers)", "",
+        parts += ["## Every case and system (all but confirms and latency)", "",
                   _table(["bench", "case", "system", "runs", "msg/s", "min", "max", "spread",
                           "client µs/msg", "broker µs/msg"],
                          [[r["bench"], r["case"], r["system"], str(r["runs"]), _fmt(r["msg_s"]),
@@ -294,6 +331,58 @@ def write_report(spark: Any, df: Any, out_dir: Path, files: list[str]) -> Path:
                           for r in allm]), ""]
     path = out_dir / "README.md"
     path.write_text("\n".join(parts))
+    return path
+
+
+def _curve_section(df: Any, out_dir: Path) -> list[str]:
+    """The rows/s curve against a super stream's partitions (bench/spark_read.py
+    --partitions): a table and a chart, or nothing without such results."""
+    rows = [r.asDict(recursive=True) for r in curve_table(df).collect()]
+    if not rows:
+        return []
+    raw = next((r["system"] for r in rows if r["system"].startswith("raw")), None)
+    table = _table(
+        ["P", "system", "tasks", "runs", "rows/s", "each run (load 1 min)", "x smallest P",
+         f"x {raw}" if raw else "x raw", "client µs/msg", "broker µs/msg"],
+        [[str(r["partitions"]), r["system"], _fmt(r["tasks"]), str(r["runs"]), _fmt(r["msg_s"]),
+          " / ".join(f"{_fmt(e['msg_s'])} ({_fmt(e['load_1min'], '.1f')})" for e in r["each"]),
+          _fmt(r["speedup"], ".2f"), "-" if r["system"] == raw else _fmt(r["of_raw"], ".0%"),
+          _fmt(r["client_us"], ".1f"), _fmt(r["broker_us"], ".1f")]
+         for r in rows])
+    return ["## Spark: rows/s against a super stream's partitions", "",
+            "`bench/spark_read.py --partitions`: a super stream of P partitions holding the same "
+            "messages in total, read whole into `noop` by the stream reader (one task per "
+            "partition unless `--min-partitions`), and by rstream in one process subscribed to "
+            "every partition (the raw ceiling). Medians over the repetitions, P alternating "
+            "within each; the load average before each run in brackets; client CPU is the "
+            "reader's whole tree (Spark's JVM and Python workers) or rstream's process.", "",
+            table, "", f"![super stream curve]({_curve_chart(rows, out_dir).name})", ""]
+
+
+def _curve_chart(rows: list[dict[str, Any]], out_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for system in sorted({r["system"] for r in rows}):
+        mine = sorted((r for r in rows if r["system"] == system), key=lambda r: r["partitions"])
+        ps = [r["partitions"] for r in mine]
+        (line,) = ax.plot(ps, [r["msg_s"] for r in mine], marker="o",
+                          label=f"{system} (median)")
+        for r in mine:  # each run, so the spread shows beside the median
+            ax.scatter([r["partitions"]] * len(r["each"]), [e["msg_s"] for e in r["each"]],
+                       s=10, alpha=0.4, color=line.get_color())
+        ax.set_xticks(ps)
+    ax.set_xlabel("partitions of the super stream (P)")
+    ax.set_ylabel("rows/s")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path = out_dir / "super_stream_curve.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
     return path
 
 

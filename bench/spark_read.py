@@ -19,6 +19,12 @@ Queue (``--queue-messages`` bodies of 64 B in a classic queue):
 - ``pika-batch-ack``: pika's BlockingConnection consumer, prefetch 2,000, one
   ``basic.ack(multiple)`` per 1,000.
 
+Super stream (``--partitions 1,2,4``: this mode alone, see ``bench/spark_read_curve.py``): for
+each partition count P a super stream of P partitions holding ``--messages`` bodies of 64 B in
+total, read whole by ``option("superStream", ...)`` into ``noop`` (``pumpd-superstream-noop``)
+and by rstream subscribed to every partition in this process (``raw-rstream-all``); P alternates
+within each repetition; a markdown table of the curve at the end.
+
 Results: JSON lines in bench/results/spark_read-<time>.jsonl (``bench`` = "spark_read", the
 common fields, ``rows``, ``seconds``) and a table on stdout. The machine is shared: figures
 vary with what else runs.
@@ -26,6 +32,7 @@ vary with what else runs.
     python bench/spark_read.py                      # 1,000,000 / 200,000 messages, 1 repetition
     python bench/spark_read.py --messages 200000 --queue-messages 50000
     python bench/spark_read.py --reps 3 --systems raw-rstream,pumpd-stream-noop
+    python bench/spark_read.py --messages 1000000 --partitions 1,2,4 --reps 3
 
 Systems run in turn within each repetition, so a ratio (printed for the stream reader against
 raw rstream and the queue reader against pika) compares runs taken side by side; each line also
@@ -50,6 +57,7 @@ import pika
 from pumpd.testing.localnode import LocalNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import spark_read_curve
 import stream_clients
 from common import common_fields
 
@@ -90,11 +98,26 @@ def queue_reader(spark: Any, uri: str, n: int) -> int:
         q.stop()
 
 
+def run_partitions(args: argparse.Namespace, out: Path) -> None:
+    """``--partitions``: the super-stream curve alone, on a node of its own."""
+    counts = spark_read_curve.parse_counts(args.partitions)
+    with LocalNode(plugins=["rabbitmq_stream"]) as node:
+        assert node.stream_port is not None
+        spark = session()
+        try:
+            spark_read_curve.run_curve(spark, node.uri(), node.stream_port, args.messages,
+                                       counts, args.reps, args.min_partitions,
+                                       not args.no_raw, out, node.pid)
+        finally:
+            spark.stop()
+    print(f"\nresults: {out}")
+
+
 # what each pumpd reader is compared with: (pumpd system, its yardstick)
 RATIOS = (("pumpd-stream-noop", "raw-rstream"), ("pumpd-queue-reader", "pika-batch-ack"))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000)
@@ -103,9 +126,37 @@ def main() -> None:
     ap.add_argument("--systems", default="",
                     help="comma-separated systems to run (default: all), e.g. "
                          "raw-rstream,pumpd-stream-noop")
-    args = ap.parse_args()
+    ap.add_argument("--partitions", default="",
+                    help="comma-separated partition counts, e.g. 1,2,4: only the super-stream "
+                         "curve, --messages in total per super stream")
+    ap.add_argument("--min-partitions", type=int, default=1,
+                    help="with --partitions: the reader's minPartitions (ranges per partition)")
+    ap.add_argument("--no-raw", action="store_true",
+                    help="with --partitions: leave out rstream's one-process ceiling")
+    return ap.parse_args()
+
+
+def print_summary(rates: dict[str, list[float]], reps: int) -> None:
+    """Each system's median and runs, and each pumpd reader against its yardstick."""
+    print(f"\n| system | rows/s (median of {reps}) | each run |\n|---|---|---|")
+    for system, r in rates.items():
+        print(f"| {system} | {statistics.median(r):,.0f} | "
+              f"{', '.join(f'{x:,.0f}' for x in r)} |")
+    for mine, yardstick in RATIOS:
+        if mine in rates and yardstick in rates:
+            each = [a / b for a, b in zip(rates[mine], rates[yardstick], strict=True)]
+            of_medians = statistics.median(rates[mine]) / statistics.median(rates[yardstick])
+            print(f"{mine} / {yardstick}: {of_medians:.0%} of the medians; per rep "
+                  f"{', '.join(f'{x:.0%}' for x in each)} (median {statistics.median(each):.0%})")
+
+
+def main() -> None:
+    args = parse_args()
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"spark_read-{dt.datetime.now():%Y%m%d-%H%M%S}.jsonl"
+    if args.partitions:
+        run_partitions(args, out)
+        return
     n, qn = args.messages, args.queue_messages
     wanted = {x.strip() for x in args.systems.split(",") if x.strip()}
     rates: dict[str, list[float]] = {}
@@ -183,16 +234,7 @@ def main() -> None:
                         with pika.BlockingConnection(pika.URLParameters(uri)) as c:
                             c.channel().queue_purge(QUEUE)
         spark.stop()
-    print(f"\n| system | rows/s (median of {args.reps}) | each run |\n|---|---|---|")
-    for system, r in rates.items():
-        print(f"| {system} | {statistics.median(r):,.0f} | "
-              f"{', '.join(f'{x:,.0f}' for x in r)} |")
-    for mine, yardstick in RATIOS:
-        if mine in rates and yardstick in rates:
-            each = [a / b for a, b in zip(rates[mine], rates[yardstick], strict=True)]
-            of_medians = statistics.median(rates[mine]) / statistics.median(rates[yardstick])
-            print(f"{mine} / {yardstick}: {of_medians:.0%} of the medians; per rep "
-                  f"{', '.join(f'{x:.0%}' for x in each)} (median {statistics.median(each):.0%})")
+    print_summary(rates, args.reps)
     print(f"\nresults: {out}")
 
 

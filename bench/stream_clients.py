@@ -16,7 +16,7 @@ import asyncio
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pika
@@ -70,7 +70,9 @@ def read_pika(uri: str, queue: str, n: int, arguments: dict[str, Any] | None = N
     return got
 
 
-def read_rstream(host: str, port: int, n: int) -> int:
+def read_rstream(host: str, port: int, n: int, streams: Sequence[str] = (STREAM,)) -> int:
+    """``n`` messages from ``streams`` together (one consumer subscribed to each from its
+    first offset, all in this process), counted and not decoded."""
     from rstream import Consumer, ConsumerOffsetSpecification, OffsetType
 
     async def run() -> int:
@@ -84,9 +86,10 @@ def read_rstream(host: str, port: int, n: int) -> int:
                 done.set()
 
         async with Consumer(host, port, username="guest", password="guest") as consumer:
-            await consumer.subscribe(STREAM, take, decoder=lambda b: b,
-                                     offset_specification=ConsumerOffsetSpecification(
-                                         OffsetType.FIRST, None))
+            for stream in streams:
+                await consumer.subscribe(stream, take, decoder=lambda b: b,
+                                         offset_specification=ConsumerOffsetSpecification(
+                                             OffsetType.FIRST, None))
             await done.wait()
         return got
 

@@ -33,7 +33,13 @@ def df(spark: Any) -> Any:
 
 def test_only_the_newest_file_of_each_benchmark_and_only_used_runs_are_read(df: Any) -> None:
     files = {r[0] for r in df.select("file").distinct().collect()}
-    assert files == {"confirms-20260101-000000.jsonl", "shovel-20260101-000000.jsonl"}
+    # spark_read: the newest file for the single-stream cases, and for the super-stream curve
+    # the newest file that holds one (the newer file has none) with one task per partition (the
+    # newest, --min-partitions 2, is left out)
+    assert files == {"confirms-20260101-000000.jsonl", "shovel-20260101-000000.jsonl",
+                     "spark_read-20260101-000000.jsonl", "spark_read-20260102-000000.jsonl"}
+    assert df.where("file = 'spark_read-20260102-000000.jsonl'").count() == 2
+    assert df.where("file = 'spark_read-20260101-000000.jsonl'").count() == 12
     # 19 confirm lines, one failed; 7 shovel lines, one not used
     assert df.where("bench = 'confirms'").count() == 18
     assert df.where("bench = 'shovel'").count() == 6
@@ -78,11 +84,26 @@ def test_shovel_ratios_against_the_plugin_from_old_format_lines(df: Any) -> None
     assert spread["pumpd"] == pytest.approx(1.0)  # (30 - 10) / 20
 
 
+def test_the_super_stream_curve(df: Any) -> None:
+    rows = {(r["system"], r["partitions"]): r.asDict(recursive=True)
+            for r in analyse.curve_table(df).collect()}
+    one, two = rows[("pumpd-superstream-noop", 1)], rows[("pumpd-superstream-noop", 2)]
+    assert (one["runs"], one["msg_s"], one["tasks"], one["speedup"]) == (3, 100.0, 1, 1.0)
+    assert [(e["rep"], e["msg_s"], e["load_1min"]) for e in one["each"]] == [
+        (1, 100.0, 1.0), (2, 120.0, 2.0), (3, 90.0, 3.0)]  # in repetition order
+    assert (two["msg_s"], two["tasks"]) == (160.0, 2)
+    assert two["speedup"] == pytest.approx(1.6)
+    assert one["of_raw"] == pytest.approx(2.0)  # raw's median at P=1: 50
+    assert two["of_raw"] == pytest.approx(3.2)
+    assert rows[("raw-rstream-all", 2)]["speedup"] == pytest.approx(1.0)
+
+
 def test_the_report_and_its_charts(spark: Any, df: Any, tmp_path: Path) -> None:
     path = analyse.write_report(spark, df, tmp_path, ["confirms-20260101-000000.jsonl"])
     text = path.read_text()
     assert "| local | async | 4,054 | 62,500 | 500,000 |" in text
     assert "| remote | individual | 231,541 | 500,000 | 500,000 |" in text
     assert "| 64B-transient-on_confirm | pumpd | 20 | 1.82 | 4.0 | 30.0 |" in text
-    for png in ("confirms.png", "shovel.png"):
+    assert "| 2 | pumpd-superstream-noop | 2 | 3 | 160 | 150 (1.0) / 180 (2.0) / 160 (3.0) | 1.60 | 320% | - | - |" in text
+    for png in ("confirms.png", "shovel.png", "super_stream_curve.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
