@@ -11,7 +11,8 @@ Stream (``--messages`` bodies of 64 B in one stream on a private node with ``rab
   ``foreachPartition``, each read with pika's ``x-stream-offset`` consumer (rows not returned);
 - ``pumpd-stream-noop-tasksN``: the tasks curve, 1, 2 and 4 offset ranges per read.
 
-Queue (``--queue-messages`` bodies of 64 B in a classic queue):
+Queue (``--queue-messages`` bodies of 64 B in a classic queue; an untimed query of 10,000 first
+warms Spark's Python worker, as the stream runs are warmed):
 
 - ``pumpd-queue-reader``: ``readStream`` with option ``queue`` (acks on commit, its default
   micro-batch of 32,767 rows) into ``noop``, timed from ``start()`` until every row went
@@ -29,7 +30,7 @@ Results: JSON lines in bench/results/spark_read-<time>.jsonl (``bench`` = "spark
 common fields, ``rows``, ``seconds``) and a table on stdout. The machine is shared: figures
 vary with what else runs.
 
-    python bench/spark_read.py                      # 1,000,000 / 200,000 messages, 1 repetition
+    python bench/spark_read.py                      # 1,000,000 messages each, 1 repetition
     python bench/spark_read.py --messages 200000 --queue-messages 50000
     python bench/spark_read.py --reps 3 --systems raw-rstream,pumpd-stream-noop
     python bench/spark_read.py --messages 1000000 --partitions 1,2,4 --reps 3
@@ -85,14 +86,24 @@ def fill_queue(uri: str, n: int) -> None:
     stream_clients.publish(uri, QUEUE, n, b"q" * 64)
 
 
+# seconds from start() to the first micro-batch's progress report, per queue reader run: the
+# query's start-up, which a long-lived query pays once (reported beside the rate)
+QUEUE_STARTUP: list[float] = []
+
+
 def queue_reader(spark: Any, uri: str, n: int) -> int:
+    t0 = time.perf_counter()
     q = (spark.readStream.format("pumpd").option("uri", uri).option("queue", QUEUE).load()
          .writeStream.format("noop").trigger(processingTime="0 seconds").start())
+    first = None
     try:
         while sum(p["numInputRows"] for p in q.recentProgress) < n:
             if q.exception() is not None:
                 raise RuntimeError(str(q.exception()))
-            time.sleep(0.05)
+            if first is None and q.recentProgress:
+                first = time.perf_counter() - t0
+            time.sleep(0.02)
+        QUEUE_STARTUP.append(first if first is not None else time.perf_counter() - t0)
         return int(sum(p["numInputRows"] for p in q.recentProgress))
     finally:
         q.stop()
@@ -121,7 +132,7 @@ def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000)
-    ap.add_argument("--queue-messages", type=int, default=200_000)
+    ap.add_argument("--queue-messages", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--systems", default="",
                     help="comma-separated systems to run (default: all), e.g. "
@@ -210,6 +221,13 @@ def main() -> None:
             print(f"filling stream {STREAM!r} with {n:,} messages ...", flush=True)
             stream_clients.fill(uri, n)
             spark_noop(minPartitions=2, endingOffsets="10000")  # warm the Python workers
+        if queue_runs:  # the query's Python worker warm too, as for the stream runs
+            fill_queue(uri, 10_000)
+            queue_reader(spark, uri, 10_000)
+            QUEUE_STARTUP.clear()
+            with pika.BlockingConnection(pika.URLParameters(uri)) as c:
+                # its last micro-batch was never acked (no next one committed it): requeued
+                c.channel().queue_purge(QUEUE)
         for rep in range(1, args.reps + 1):
             for case, runs, size in ((f"stream {n} x 64 B", stream_runs, n),
                                      (f"queue {qn} x 64 B", queue_runs, qn)):
@@ -227,6 +245,8 @@ def main() -> None:
                     line = {**common_fields("spark_read", case, system, rep, rate),
                             "rows": rows, "seconds": round(seconds, 3),
                             "loadavg_1min": round(load, 2)}
+                    if system == "pumpd-queue-reader":
+                        line["first_batch_seconds"] = round(QUEUE_STARTUP[-1], 3)
                     print(orjson.dumps(line).decode(), flush=True)
                     with out.open("ab") as f:
                         f.write(orjson.dumps(line) + b"\n")

@@ -60,6 +60,8 @@ class PumpdQueueReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
         return self._consumer
 
     def initialOffset(self) -> dict[str, int]:
+        # the consumer starts now, so the first micro-batch arrives while Spark plans it
+        self._consuming()
         return {"delivered": 0}
 
     def read(self, start: dict[str, int]) -> tuple[Iterator[Any], dict[str, int]]:

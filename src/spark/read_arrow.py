@@ -68,23 +68,26 @@ def deliveries_batch(deliveries: Sequence[Delivery], source: str) -> Any:
     objects, without a tuple per row or Spark's conversion of each tuple."""
     import pyarrow as pa
 
-    seen: dict[bytes, Any] = {_NO_PROPERTIES: pika.spec.BasicProperties()}
-    props = [_decoded(d[4], seen) for d in deliveries]
     n = len(deliveries)
     values: dict[str, list[Any]] = {
         "body": [d[5] for d in deliveries],
         "routing_key": [d[3].decode("utf-8", "replace") for d in deliveries],
         "exchange": [d[2].decode("utf-8", "replace") for d in deliveries],
-        "headers": [None if (h := headers_map(p.headers)) is None else list(h.items())
-                    for p in props],
-        # AMQP timestamps are whole seconds; the column is microseconds since the epoch
-        "timestamp": [None if p.timestamp is None else p.timestamp * 1_000_000 for p in props],
-        "offset": [None] * n,
         "stream": [source] * n,
         "redelivered": [d[1] for d in deliveries],
     }
-    for name in (*PLAIN_PROPERTIES, "delivery_mode", "priority"):
-        values[name] = [getattr(p, name) for p in props]
+    # messages without properties (common for bulk traffic): those columns are all null
+    if any(d[4] != _NO_PROPERTIES for d in deliveries):
+        seen: dict[bytes, Any] = {_NO_PROPERTIES: pika.spec.BasicProperties()}
+        props = [_decoded(d[4], seen) for d in deliveries]
+        values["headers"] = [None if (h := headers_map(p.headers)) is None else list(h.items())
+                             for p in props]
+        # AMQP timestamps are whole seconds; the column is microseconds since the epoch
+        values["timestamp"] = [None if p.timestamp is None else p.timestamp * 1_000_000
+                               for p in props]
+        for name in (*PLAIN_PROPERTIES, "delivery_mode", "priority"):
+            values[name] = [getattr(p, name) for p in props]
     schema = arrow_schema()
-    return pa.RecordBatch.from_arrays([pa.array(values[f.name], type=f.type) for f in schema],
-                                      schema=schema)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(values[f.name], type=f.type) if f.name in values else pa.nulls(n, f.type)
+         for f in schema], schema=schema)
