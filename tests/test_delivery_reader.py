@@ -108,3 +108,22 @@ def test_broken_frames_are_refused(reader_class: Any, case: str) -> None:
         match = "basic.deliver truncated"
     with pytest.raises(FrameError, match=match):
         reader.feed(data)
+
+
+def test_take_stops_at_a_byte_bound_and_counts_what_waits(reader_class: Any) -> None:
+    reader = reader_class(CH)
+    sizes = [10, 30, 5, 100, 1]
+    reader.feed(b"".join(f for i, n in enumerate(sizes)
+                         for f in deliver_frames(i + 1, b"x" * n, channel=CH)))
+    assert reader.pending == 5 and reader.pending_bytes == 146
+    # the bound is reached by the second body: two taken
+    assert [len(d[5]) for d in reader.take(10, max_bytes=35)] == [10, 30]
+    assert reader.pending_bytes == 106
+    # one body over the bound alone is still taken (a micro-batch always moves)
+    assert [len(d[5]) for d in reader.take(10, max_bytes=1)] == [5]
+    assert [len(d[5]) for d in reader.take(10, max_bytes=50)] == [100]
+    assert [len(d[5]) for d in reader.take(10, max_bytes=1000)] == [1]
+    assert reader.pending == 0 and reader.pending_bytes == 0
+    reader.feed(b"".join(deliver_frames(9, b"y" * 7, channel=CH)))
+    reader.clear()
+    assert reader.pending_bytes == 0

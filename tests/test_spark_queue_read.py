@@ -141,6 +141,38 @@ def test_the_consumer_gives_the_columns_pika_decodes(node: LocalNode) -> None:
     assert headers["bytes"] == "\x00\ufffdraw"  # invalid UTF-8 replaced, as documented
 
 
+def test_the_consumer_bounds_its_read_ahead_and_a_micro_batch_by_bytes(
+        node: LocalNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pumpd.spark import queue_consumer
+
+    monkeypatch.setattr(queue_consumer, "BATCH_BYTES", 250_000)
+    monkeypatch.setattr(queue_consumer, "READ_AHEAD_BYTES", 500_000)
+    uri, q = node.uri(), f"big-{uuid.uuid4().hex[:8]}"
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.queue_declare(q)
+        ch.confirm_delivery()
+        for i in range(20):
+            ch.basic_publish("", q, bytes([i]) * 100_000)
+    consumer = QueueConsumer(uri, q, prefetch=100)
+    try:
+        time.sleep(1.0)  # the broker may send all 20 (prefetch 100): the consumer stops at ~5
+        waiting = consumer.pending()
+        # the hold comes after the read that crossed the bound: at most one read beyond it
+        assert 5 <= waiting < 20
+        seen: list[int] = []
+        while len(seen) < 20:
+            consumer.wait(100, pause=0.5, timeout=10.0)
+            batch = consumer.take(100)
+            assert batch, f"nothing more after {len(seen)} of 20"
+            assert len(batch) <= 3  # 3 bodies of 100,000 reach the 250,000 bound
+            seen += [d[5][0] for d in batch]
+            consumer.ack(batch[-1][0])
+        assert seen == list(range(20))  # in order, each once: reading resumed every time
+    finally:
+        consumer.close()
+
+
 def _depth(uri: str, queue: str) -> int:
     with blocking_connection(uri) as c:
         return int(c.channel().queue_declare(queue, passive=True).method.message_count)
@@ -186,3 +218,44 @@ def test_the_queue_reader_goes_on_after_the_broker_closes_its_connection(
         assert _depth(uri, q) <= 20
     finally:
         query.stop()
+
+
+def test_the_queue_reader_waits_out_a_broker_killed_and_restarted(
+        spark: Any, node: LocalNode) -> None:
+    """Last in this module: it kills the module's node (and leaves it running again)."""
+    uri = node.uri()
+    q = f"q-{uuid.uuid4().hex[:8]}"
+
+    def publish(first: int, count: int) -> None:
+        with blocking_connection(uri) as c:
+            ch = c.channel()
+            ch.queue_declare(q, durable=True)
+            ch.confirm_delivery()
+            for i in range(first, first + count):  # persistent: they outlive the crash
+                ch.basic_publish("", q, f"m{i}".encode(),
+                                 pika.BasicProperties(message_id=f"id{i}", delivery_mode=2))
+
+    publish(0, 30)
+    table = f"t_{q.replace('-', '_')}"
+    query = (spark.readStream.format("pumpd").option("uri", uri).option("queue", q)
+             .option("maxRecordsPerTrigger", 10).load()
+             .writeStream.format("memory").queryName(table)
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 180
+        while spark.table(table).count() < 30 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        node.kill()
+        time.sleep(3)  # a few triggers find no broker: tried again, the query goes on
+        node.restart()
+        publish(30, 30)
+        ids: set[str] = set()
+        while len(ids) < 60 and time.monotonic() < deadline:
+            assert query.exception() is None
+            ids = {r.message_id for r in spark.table(table).select("message_id").collect()}
+            time.sleep(0.3)
+        assert ids == {f"id{i}" for i in range(60)}
+        assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
+        node.ensure_running()

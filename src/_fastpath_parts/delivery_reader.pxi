@@ -11,6 +11,7 @@ cdef class DeliveryReader:
     cdef readonly long long frame_max
     cdef readonly uint64_t max_body_size
     cdef readonly long long delivered
+    cdef readonly long long pending_bytes
     cdef Py_ssize_t _payload_max
     cdef bytes _carry
     cdef list _ready
@@ -132,17 +133,30 @@ cdef class DeliveryReader:
         self._ready.append((self._tag, self._redelivered, self._exchange, self._routing_key,
                             self._properties, body))
         self.delivered += 1
+        self.pending_bytes += PyBytes_GET_SIZE(body)
         self._want = IDLE
         self._body = []
         return 0
 
-    def take(self, Py_ssize_t most):
-        cdef list batch = self._ready[:most]
-        del self._ready[:most]
+    def take(self, Py_ssize_t most, long long max_bytes=0):
+        cdef Py_ssize_t n = min(most, len(self._ready)), i
+        cdef long long taken = 0
+        cdef tuple d
+        cdef list batch
+        for i in range(n):
+            d = <tuple>self._ready[i]
+            taken += PyBytes_GET_SIZE(<bytes>d[5])
+            if max_bytes and taken >= max_bytes:
+                n = i + 1
+                break
+        batch = self._ready[:n]
+        del self._ready[:n]
+        self.pending_bytes -= taken
         return batch
 
     def clear(self):
         self._ready = []
+        self.pending_bytes = 0
         self._carry = b""
         self._want = IDLE
         self._body = []

@@ -39,6 +39,7 @@ class DeliveryReader:
         self.frame_max = frame_max
         self.max_body_size = MAX_BODY_SIZE if max_body_size is None else max_body_size
         self.delivered = 0
+        self.pending_bytes = 0  # the bodies of the gathered deliveries
         self._carry = b""
         self._ready: list[Delivery] = []
         self._want = _METHOD
@@ -101,17 +102,29 @@ class DeliveryReader:
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         self._ready.append((tag, redelivered, exchange, routing_key, self._properties, body))
         self.delivered += 1
+        self.pending_bytes += len(body)
         self._want = _METHOD
 
-    def take(self, most: int) -> list[Delivery]:
-        """The first ``most`` gathered deliveries (fewer when fewer are), in order."""
-        batch = self._ready[:most]
-        del self._ready[:most]
+    def take(self, most: int, max_bytes: int = 0) -> list[Delivery]:
+        """The first ``most`` gathered deliveries (fewer when fewer are), in order; with
+        ``max_bytes``, no more once their bodies reach it (but always one, however large)."""
+        n = min(most, len(self._ready))
+        if max_bytes:
+            size = 0
+            for i in range(n):
+                size += len(self._ready[i][5])
+                if size >= max_bytes:
+                    n = i + 1
+                    break
+        batch = self._ready[:n]
+        del self._ready[:n]
+        self.pending_bytes -= sum(len(d[5]) for d in batch)
         return batch
 
     def clear(self) -> None:
         """Forget what was gathered and any unfinished message (the connection is gone: the
         broker requeues them)."""
         self._ready.clear()
+        self.pending_bytes = 0
         self._carry = b""
         self._want = _METHOD

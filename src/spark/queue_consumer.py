@@ -35,6 +35,13 @@ from ..engine.parameters import to_pika_parameters
 
 # how long the consumer waits for the connection to open before read() reports it failed
 _OPEN_TIMEOUT = 60.0
+# Memory bounds, as the prefetch (a count of messages) does not bound bytes: a micro-batch
+# takes bodies up to BATCH_BYTES (at least one message, however large), and the consumer stops
+# reading its socket while more than READ_AHEAD_BYTES of bodies wait (TCP holds the broker
+# back), reading again below half of it.
+BATCH_BYTES = 128 * 1024 * 1024
+READ_AHEAD_BYTES = 256 * 1024 * 1024
+_HOLD = "spark-read-ahead"
 
 
 class QueueConsumer:
@@ -92,7 +99,17 @@ class QueueConsumer:
     def _feed(self, data: bytes) -> bytes:
         with self._lock:
             rest: bytes = self._reader.feed(data)
+            full = self._reader.pending_bytes > READ_AHEAD_BYTES
+        if full and self._link is not None and not self._link.reading_paused:
+            self._link.pause_reading(True, _HOLD)
         return rest
+
+    def _read_again(self) -> None:
+        """On the loop's thread: read the socket again once the read-ahead has room."""
+        link = self._link
+        if link is not None and link.reading_paused and \
+                self._reader.pending_bytes <= READ_AHEAD_BYTES // 2:
+            link.pause_reading(False, _HOLD)
 
     @property
     def alive(self) -> bool:
@@ -107,7 +124,14 @@ class QueueConsumer:
         if self._reader is None:
             return []
         with self._lock:
-            batch: list[Delivery] = self._reader.take(most)
+            batch: list[Delivery] = self._reader.take(most, BATCH_BYTES)
+            held = self._reader.pending_bytes <= READ_AHEAD_BYTES // 2 and \
+                self._link is not None and self._link.reading_paused
+        if held:
+            try:
+                self._loop.call_soon_threadsafe(self._read_again)
+            except RuntimeError:  # the loop ended: the connection is gone
+                pass
         return batch
 
     def wait(self, most: int, pause: float, timeout: float) -> None:
@@ -118,7 +142,8 @@ class QueueConsumer:
         while self.alive:
             n = self.pending()
             now = time.monotonic()
-            if n >= most:
+            if n >= most or (self._reader is not None
+                             and self._reader.pending_bytes >= BATCH_BYTES):
                 return
             if n != seen:
                 seen, since = n, now

@@ -24,6 +24,8 @@ more messages come: stopping the query then requeues it (read twice: at-least-on
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +39,8 @@ from .read_options import ReadOptions
 # (longer than the broker's own hiccups under load, 50 to 100 ms here: each micro-batch costs
 # Spark a few hundred ms whatever its size, so a batch cut at a hiccup is expensive)
 _PAUSE = 0.25
+# how long the reader tries to connect again after its connection failed, before the query fails
+RECONNECT_SECONDS = 60.0
 
 
 class PumpdQueueReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
@@ -46,17 +50,34 @@ class PumpdQueueReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
         self.options = options
         self.batch_max = options.max_records_per_trigger or options.prefetch
         self._consumer: QueueConsumer | None = None
+        self._failing_since: float | None = None  # when reconnecting began to fail
         # end offset (deliveries handed to Spark) -> the last delivery tag of that batch
         self._tags: dict[int, int] = {}
 
-    def _consuming(self) -> QueueConsumer:
-        if self._consumer is None or not self._consumer.alive:
-            self._close()
+    def _consuming(self) -> QueueConsumer | None:
+        """The consumer, opened again if its connection failed. The first connection's failure
+        fails the query (a wrong URI, password or queue is said at once); a later one is tried
+        again at each trigger for ``RECONNECT_SECONDS`` (a broker restarting, a network
+        blip), with a line on stderr, and then fails the query."""
+        if self._consumer is not None and self._consumer.alive:
+            return self._consumer
+        had_one = self._consumer is not None or self._failing_since is not None
+        self._close()
+        self._tags.clear()  # the old connection's deliveries are back in the queue
+        try:
             # Spark commits a micro-batch when it plans the next one: the prefetch must leave
             # room for that next one while this one waits for its ack
             self._consumer = QueueConsumer(self.options.uri, self.options.queue,
                                            prefetch=2 * self.batch_max)
-            self._tags.clear()  # the old connection's deliveries are back in the queue
+        except Exception as exc:
+            now = time.monotonic()
+            self._failing_since = self._failing_since or now
+            if not had_one or now - self._failing_since > RECONNECT_SECONDS:
+                raise
+            print(f"pumpd: the queue reader's connection to {self.options.queue!r} failed "
+                  f"({exc}); trying again at the next trigger", file=sys.stderr, flush=True)
+            return None
+        self._failing_since = None
         return self._consumer
 
     def initialOffset(self) -> dict[str, int]:
@@ -67,11 +88,12 @@ class PumpdQueueReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
     def read(self, start: dict[str, int]) -> tuple[Iterator[Any], dict[str, int]]:
         a = int(start["delivered"])
         consumer = self._consuming()
+        if consumer is None:
+            time.sleep(self.options.poll_timeout)  # not a busy loop of connection attempts
+            return iter(()), start
         consumer.wait(self.batch_max, _PAUSE, self.options.poll_timeout)
         batch = consumer.take(self.batch_max)
-        if not batch:
-            if consumer.error is not None:  # reconnect at the next trigger
-                self._close()
+        if not batch:  # a consumer whose connection failed is opened again at the next trigger
             return iter(()), start
         end = a + len(batch)
         self._tags[end] = batch[-1][0]
