@@ -173,6 +173,19 @@ def test_the_consumer_bounds_its_read_ahead_and_a_micro_batch_by_bytes(
         consumer.close()
 
 
+def test_a_missing_queue_or_a_wrong_password_is_said_without_the_password(
+        node: LocalNode) -> None:
+    from pumpd.engine.link_errors import LinkError
+
+    with pytest.raises(LinkError, match=r"404 NOT_FOUND - no queue 'nope'"):
+        QueueConsumer(node.uri(), "nope", prefetch=10)
+    wrong = node.uri().replace("guest:guest", "guest:s3cret-pw")
+    assert "s3cret-pw" in wrong
+    with pytest.raises(LinkError, match="authentication refused") as refused:
+        QueueConsumer(wrong, "nope", prefetch=10)
+    assert "s3cret-pw" not in str(refused.value)
+
+
 def _depth(uri: str, queue: str) -> int:
     with blocking_connection(uri) as c:
         return int(c.channel().queue_declare(queue, passive=True).method.message_count)
