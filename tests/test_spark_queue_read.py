@@ -27,7 +27,7 @@ import aio_pika
 from pumpd.spark import register
 from pumpd.spark.queue_consumer import QueueConsumer
 from pumpd.spark.read_arrow import deliveries_batch
-from pumpd.spark.read_schema import COLUMNS, row_of
+from pumpd.spark.read_schema import COLUMNS, headers_map
 from pumpd.testing.localnode import LocalNode
 from pyspark import cloudpickle
 
@@ -72,6 +72,18 @@ def _publish_foreign(uri: str, exchange: str, n: int) -> None:
     asyncio.run(main())
 
 
+def row_of(method: Any, props: Any, body: bytes, source: str) -> tuple[Any, ...]:
+    """A row as pika's own objects give it (the independent view the columns are held to)."""
+    ts = props.timestamp
+    return (body, method.routing_key, method.exchange, props.content_type,
+            props.content_encoding, headers_map(props.headers), props.delivery_mode,
+            props.priority, props.correlation_id, props.reply_to, props.expiration,
+            props.message_id,
+            None if ts is None else dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc),
+            props.type, props.user_id, props.app_id, props.cluster_id, None, source,
+            bool(method.redelivered))
+
+
 def _pika_rows(uri: str, queue: str, n: int) -> list[tuple[Any, ...]]:
     """The same messages as pika decodes them, through :func:`row_of`."""
     rows: list[tuple[Any, ...]] = []
@@ -80,7 +92,7 @@ def _pika_rows(uri: str, queue: str, n: int) -> list[tuple[Any, ...]]:
         for _ in range(n):
             method, props, body = ch.basic_get(queue, auto_ack=True)
             assert method is not None
-            rows.append(row_of(method, props, body, None, queue))
+            rows.append(row_of(method, props, body, queue))
     return rows
 
 

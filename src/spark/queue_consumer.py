@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import uvloop
@@ -48,8 +49,11 @@ class QueueConsumer:
     """Deliveries of ``queue`` gathered on a thread; :meth:`take` hands them over in order."""
 
     def __init__(self, uri: str, queue: str, prefetch: int,
-                 client_name: str = "pumpd spark queue reader") -> None:
+                 client_name: str = "pumpd spark queue reader",
+                 arguments: Mapping[str, Any] | None = None) -> None:
+        """:param arguments: basic.consume's (``x-stream-offset`` for a stream)"""
         self.queue = queue
+        self._arguments = dict(arguments) if arguments else None
         self._lock = threading.Lock()
         self._reader: Any = None  # a DeliveryReader once the channel is open
         self._opened = threading.Event()
@@ -84,7 +88,7 @@ class QueueConsumer:
             self._reader = DeliveryReader(link.channel_number, link.frame_max)
             link.intercept(self._feed)
             await link.qos(prefetch)
-            await link.consume(self.queue, no_ack=False)
+            await link.consume(self.queue, no_ack=False, arguments=self._arguments)
             self._opened.set()
             stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
             closed: asyncio.Future[Any] = link.closed

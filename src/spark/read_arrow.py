@@ -1,23 +1,21 @@
-"""Rows into Arrow record batches for Spark: a read task that yields ``pyarrow.RecordBatch``es
-skips Spark's conversion of every Python tuple (the larger part of a task's time with tuples).
+"""AMQP 0-9-1 deliveries into Arrow record batches for Spark: a reader that yields
+``pyarrow.RecordBatch``es skips Spark's conversion of every Python tuple (the larger part of a
+task's time with tuples).
 
-One schema, :data:`pumpd.spark.read_schema.COLUMNS` in Arrow types; rows are gathered
-``BATCH_ROWS`` at a time and turned into columns, and a queue reader's deliveries go straight
-into columns. Needs pyarrow (the ``spark`` extra).
+One schema, :data:`pumpd.spark.read_schema.COLUMNS` in Arrow types; the deliveries of the
+queue reader and of a stream read over AMQP go straight into columns (the streams protocol's
+chunks have their own: :mod:`pumpd.spark.stream_chunk`). Needs pyarrow (the ``spark`` extra).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
+from collections.abc import Sequence
 from typing import Any
 
 import pika.spec
 
 from ..dataplane.api import Delivery
 from .read_schema import COLUMNS, PLAIN_PROPERTIES, headers_map
-
-BATCH_ROWS = 8192
 
 
 def arrow_schema() -> Any:
@@ -28,24 +26,6 @@ def arrow_schema() -> Any:
              "timestamp": pa.timestamp("us", tz="UTC"),
              "map<string,string>": pa.map_(pa.string(), pa.string())}
     return pa.schema([pa.field(name, kinds[kind]) for name, kind in COLUMNS])
-
-
-def batches(rows: Iterable[tuple[Any, ...]], size: int = BATCH_ROWS) -> Iterator[Any]:
-    """Record batches of ``size`` rows at most."""
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    it = iter(rows)
-    while chunk := list(islice(it, size)):
-        columns = list(zip(*chunk, strict=True))
-        arrays = []
-        for field, values in zip(schema, columns, strict=True):
-            if pa.types.is_map(field.type):  # Arrow maps from (key, value) lists
-                arrays.append(pa.array([None if v is None else list(v.items()) for v in values],
-                                       type=field.type))
-            else:
-                arrays.append(pa.array(values, type=field.type))
-        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 # a content header's property list with no property set: the flags word alone
@@ -62,13 +42,27 @@ def _decoded(raw: bytes, seen: dict[bytes, Any]) -> Any:
     return props
 
 
-def deliveries_batch(deliveries: Sequence[Delivery], source: str) -> Any:
-    """One record batch of queue deliveries as a delivery reader hands them out, built a column
-    at a time: the same values :func:`~pumpd.spark.read_schema.row_of` gives for pika's
-    objects, without a tuple per row or Spark's conversion of each tuple."""
+def properties_of(deliveries: Sequence[Delivery]) -> list[Any] | None:
+    """pika's decoding of each delivery's properties; None when no delivery has any (their
+    columns are then all null, with nothing decoded)."""
+    if not any(d[4] != _NO_PROPERTIES for d in deliveries):
+        return None
+    seen: dict[bytes, Any] = {_NO_PROPERTIES: pika.spec.BasicProperties()}
+    return [_decoded(d[4], seen) for d in deliveries]
+
+
+def deliveries_batch(deliveries: Sequence[Delivery], source: str,
+                     props: list[Any] | None = None,
+                     offsets: Sequence[int] | None = None) -> Any:
+    """One record batch of deliveries as a delivery reader hands them out, built a column at a
+    time: no tuple per row, and no conversion of each one by Spark. ``props``: their
+    :func:`properties_of` when the caller has it already; ``offsets``: a stream's offsets, for
+    the ``offset`` column (else null, as for a queue)."""
     import pyarrow as pa
 
     n = len(deliveries)
+    if props is None:
+        props = properties_of(deliveries)
     values: dict[str, list[Any]] = {
         "body": [d[5] for d in deliveries],
         "routing_key": [d[3].decode("utf-8", "replace") for d in deliveries],
@@ -76,10 +70,10 @@ def deliveries_batch(deliveries: Sequence[Delivery], source: str) -> Any:
         "stream": [source] * n,
         "redelivered": [d[1] for d in deliveries],
     }
-    # messages without properties (common for bulk traffic): those columns are all null
-    if any(d[4] != _NO_PROPERTIES for d in deliveries):
-        seen: dict[bytes, Any] = {_NO_PROPERTIES: pika.spec.BasicProperties()}
-        props = [_decoded(d[4], seen) for d in deliveries]
+    if offsets is not None:
+        values["offset"] = list(offsets)
+    if props is not None:
+        # the broker's x-stream-offset header is the offset column, not a header
         values["headers"] = [None if (h := headers_map(p.headers)) is None else list(h.items())
                              for p in props]
         # AMQP timestamps are whole seconds; the column is microseconds since the epoch

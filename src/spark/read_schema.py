@@ -1,4 +1,4 @@
-"""The readers' columns: one schema for streams and queues, and a delivery turned into a row.
+"""The readers' columns: one schema for streams and queues, and how header values become text.
 
 ``headers`` is a ``map<string,string>``: string values as they are, byte strings decoded as
 UTF-8 (invalid bytes replaced), every other AMQP value (numbers, booleans, tables, arrays,
@@ -10,7 +10,7 @@ keeps the type for those who need it, and ``from_json`` reads it. The broker's o
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -64,30 +64,3 @@ def headers_map(headers: dict[str, Any] | None) -> dict[str, str] | None:
     out = {k: header_text(v) for k, v in headers.items() if k != "x-stream-offset"}
     return out or None
 
-
-def row_of(method: Any, props: Any, body: bytes, offset: int | None,
-           source: str) -> tuple[Any, ...]:
-    """One row from pika's ``(method, properties, body)`` of a delivery."""
-    ts = props.timestamp
-    return (
-        body,
-        method.routing_key,
-        method.exchange,
-        props.content_type,
-        props.content_encoding,
-        headers_map(props.headers),
-        props.delivery_mode,
-        props.priority,
-        props.correlation_id,
-        props.reply_to,
-        props.expiration,
-        props.message_id,
-        None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc),
-        props.type,
-        props.user_id,
-        props.app_id,
-        props.cluster_id,
-        offset,
-        source,
-        bool(method.redelivered),
-    )

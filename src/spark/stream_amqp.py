@@ -26,8 +26,9 @@ import pika
 
 from ..config.uri import parse_uri
 from ..engine.parameters import to_pika_parameters
+from .queue_consumer import QueueConsumer
+from .read_arrow import deliveries_batch, properties_of
 from .read_options import ReadOptions
-from .read_schema import row_of
 
 # how long the deliveries of the last chunk may pause before the tail probe stops reading
 _TAIL_PAUSE = 0.05
@@ -141,28 +142,45 @@ class AmqpStreams:
             return None if d is None else _offset(d[1])
         return None
 
-    def read(self, stream: str, start: int, end: int) -> Iterator[tuple[Any, ...]]:
-        """Rows of offsets ``start`` to ``end - 1`` (those the retention left).
 
-        :raises RuntimeError: when no message comes for :data:`STALL_SECONDS`
-        """
-        if start >= end:
-            return
+def read_batches(options: ReadOptions, stream: str, start: int, end: int) -> Iterator[Any]:
+    """A read task's Arrow record batches: offsets ``start`` to ``end - 1`` of ``stream``
+    (those the retention left), read by the queue reader's consumer (pumpd's delivery reader on
+    a thread, :class:`~pumpd.spark.queue_consumer.QueueConsumer`) at ``x-stream-offset``
+    ``start``, acknowledging each half prefetch (the stream's credit).
+
+    :raises RuntimeError: when no message comes for :data:`STALL_SECONDS`, or the connection
+        fails (Spark then retries the task)
+    """
+    if start >= end:
+        return
+    every = max(options.prefetch // 2, 1)
+    consumer = QueueConsumer(options.uri, stream, prefetch=options.prefetch,
+                             client_name=f"pumpd spark read {stream}",
+                             arguments={"x-stream-offset": start})
+    try:
         idle_since: float | None = None
-        for d in self._consume(stream, start, self.options.prefetch, 1.0):
-            if d is None:
+        while True:
+            consumer.wait(every, _TAIL_PAUSE, 1.0)
+            batch = consumer.take(every)
+            if not batch:
+                if consumer.error is not None:
+                    raise RuntimeError(f"pumpd: stream {stream!r}: reading offsets {start} to "
+                                       f"{end - 1} failed: {consumer.error}")
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since > STALL_SECONDS:
                     raise RuntimeError(f"pumpd: stream {stream!r}: no message at offset {start} "
                                        f"or later for {STALL_SECONDS:.0f} s (range ends at {end})")
                 continue
             idle_since = None
-            method, props, body = d
-            offset = _offset(props)
-            if offset >= end:
+            consumer.ack(batch[-1][0])
+            props = properties_of(batch) or []  # a stream's deliveries carry their offset
+            offsets = [_offset(p) for p in props]
+            keep = [i for i, o in enumerate(offsets) if start <= o < end]
+            if keep:
+                yield deliveries_batch([batch[i] for i in keep], stream, [props[i] for i in keep],
+                                       [offsets[i] for i in keep])
+            if offsets[-1] >= end - 1:
                 return
-            if offset < start:
-                continue
-            yield row_of(method, props, body, offset, stream)
-            if offset == end - 1:
-                return
+    finally:
+        consumer.close()

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from .read_options import ReadOptions
-from .stream_amqp import AmqpStreams
+from .stream_amqp import AmqpStreams, read_batches
 
 log = logging.getLogger("pumpd.spark")
 
@@ -123,17 +123,7 @@ def read_range(options: ReadOptions, part: OffsetRange) -> Iterator[Any]:
         from .stream_protocol import read
 
         return read(options, part.stream, part.start, part.end)
-    from .read_arrow import batches
-
-    return batches(_amqp_rows(options, part))
-
-
-def _amqp_rows(options: ReadOptions, part: OffsetRange) -> Iterator[tuple[Any, ...]]:
-    client = AmqpStreams(options, client_name=f"pumpd spark read {part.stream}")
-    try:
-        yield from client.read(part.stream, part.start, part.end)
-    finally:
-        client.close()
+    return read_batches(options, part.stream, part.start, part.end)
 
 
 class PumpdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
