@@ -419,7 +419,7 @@ def test_remaining_counts_down_to_delete_after(node_a: LocalNode, vhost_a: str) 
 
 @pytest.fixture(scope="module")
 def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from test_tls import make_ca, make_cert
+    from tls_helpers import make_ca, make_cert
 
     d = tmp_path_factory.mktemp("parity-certs")
     make_ca(d, "ca")
