@@ -69,8 +69,11 @@ STREAM, QUEUE = stream_clients.STREAM, "bench-queue"
 def session() -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pumpd.spark import register
+    from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
+    # the executors' Python workers cannot import bench/ (pika-foreachPartition's reads)
+    cloudpickle.register_pickle_by_value(stream_clients)
     spark = (SparkSession.builder.master("local[2]").appName("pumpd-bench-spark-read")
              .config("spark.ui.enabled", "false").config("spark.driver.memory", "1g")
              .config("spark.ui.showConsoleProgress", "false")
