@@ -1,5 +1,6 @@
 """One consumer of a queue on its own thread, for the queue reader: it reads the socket while
 Spark works between two ``read()`` calls, so a micro-batch is waiting when Spark asks for it.
+A read task of a stream over AMQP 0-9-1 uses it too (a consumer at an ``x-stream-offset``).
 
 Why a thread: Spark calls the reader only at the start of each micro-batch and spends most of the
 micro-batch in the JVM (planning, the sink, the offset and commit logs). With the consumer on
