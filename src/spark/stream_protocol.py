@@ -101,7 +101,7 @@ def read(options: ReadOptions, stream: str, start: int, end: int) -> Iterator[An
                 raise RuntimeError(f"pumpd: stream {stream!r}: no message at offset "
                                    f"{columns.next_offset} or later for {STALL_SECONDS:.0f} s "
                                    f"(range {start} to {end})") from None
-            credit.delivered(c.records)
+            credit.delivered(c.records, end - c.first - c.records)
             columns.add_chunk(c.frame, c.first, c.entries, c.data_at)
             if len(columns) >= BATCH_ROWS:
                 yield columns.take()
@@ -111,19 +111,23 @@ def read(options: ReadOptions, stream: str, start: int, end: int) -> Iterator[An
 
 class Credit:
     """A subscription's credit, given back before the chunk is used (the broker sends the next
-    ones meanwhile), sized in messages: :data:`AHEAD_ROWS` over the mean records per chunk seen
-    so far, within :data:`CREDIT` and :data:`CREDIT_MAX`; subscribed with :data:`CREDIT`."""
+    ones meanwhile), sized in messages: :data:`AHEAD_ROWS`, or the messages the range has left
+    when fewer (what the broker sends past a range's end is thrown away), over the mean records
+    per chunk seen so far, within :data:`CREDIT` and :data:`CREDIT_MAX`; subscribed with
+    :data:`CREDIT`."""
 
     def __init__(self, conn: StreamsConnection) -> None:
         self.conn = conn
         self.granted = CREDIT  # chunks the broker may still send
         self.chunks = self.records = 0
 
-    def delivered(self, records: int) -> None:
+    def delivered(self, records: int, left: int = AHEAD_ROWS) -> None:
+        """One chunk of ``records`` messages came; ``left``: messages the range has after it."""
         self.granted -= 1
         self.chunks += 1
         self.records += records
-        want = min(CREDIT_MAX, max(CREDIT, AHEAD_ROWS * self.chunks // max(self.records, 1)))
+        ahead = min(AHEAD_ROWS, left)
+        want = min(CREDIT_MAX, max(CREDIT, ahead * self.chunks // max(self.records, 1)))
         if want - self.granted >= want // 2:
             self.conn.credit(want - self.granted)
             self.granted = want
