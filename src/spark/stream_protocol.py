@@ -29,9 +29,17 @@ from .streams_wire import FIRST, LAST, OFFSET, TIMESTAMP, Chunk, StreamsConnecti
 
 # rows per record batch handed to Spark
 BATCH_ROWS = 8192
-# chunks the broker may send ahead of the task; credit goes back half of them at a time (each
-# credit is a write, and with small chunks one per chunk was a tenth of a task's time)
+# chunks the broker may send ahead of the task at first, and at least; credit goes back half of
+# it at a time (each credit is a write, and with small chunks one per chunk was a tenth of a
+# task's time)
 CREDIT = 20
+# ...and then as many chunks as hold about this many messages, up to CREDIT_MAX. A chunk is what
+# the publisher's batching made (64 B bodies from pumpd's Publisher: about 40 messages, 5 kB), so
+# 20 chunks were 800 messages: while the task handed a batch of 8,192 rows to Spark, the broker
+# sent those and waited. The bytes actually in flight stay bounded by the sockets' buffers (TCP
+# stops the broker), whatever the credit; a range's end reached early wastes at most that.
+AHEAD_ROWS = 4 * BATCH_ROWS
+CREDIT_MAX = 1000
 # the driver's probe connection is opened again after this long unused (heartbeats: 60 s)
 PROBE_IDLE = 20.0
 
@@ -85,19 +93,44 @@ def read(options: ReadOptions, stream: str, start: int, end: int) -> Iterator[An
     columns = ChunkColumns(stream, start, end)
     with connect(options, f"pumpd spark read {stream}") as conn:
         conn.subscribe(stream, OFFSET, start, credit=CREDIT)
-        chunks = conn.chunks(credit_every=CREDIT // 2)
+        credit = Credit(conn)
         while not columns.done:
             try:
-                c = next(chunks)
+                c = conn.chunk()
             except TimeoutError:
                 raise RuntimeError(f"pumpd: stream {stream!r}: no message at offset "
                                    f"{columns.next_offset} or later for {STALL_SECONDS:.0f} s "
                                    f"(range {start} to {end})") from None
+            credit.delivered(c.records, end - c.first - c.records)
             columns.add_chunk(c.frame, c.first, c.entries, c.data_at)
             if len(columns) >= BATCH_ROWS:
                 yield columns.take()
         if len(columns):
             yield columns.take()
+
+
+class Credit:
+    """A subscription's credit, given back before the chunk is used (the broker sends the next
+    ones meanwhile), sized in messages: :data:`AHEAD_ROWS`, or the messages the range has left
+    when fewer (what the broker sends past a range's end is thrown away), over the mean records
+    per chunk seen so far, within :data:`CREDIT` and :data:`CREDIT_MAX`; subscribed with
+    :data:`CREDIT`."""
+
+    def __init__(self, conn: StreamsConnection) -> None:
+        self.conn = conn
+        self.granted = CREDIT  # chunks the broker may still send
+        self.chunks = self.records = 0
+
+    def delivered(self, records: int, left: int = AHEAD_ROWS) -> None:
+        """One chunk of ``records`` messages came; ``left``: messages the range has after it."""
+        self.granted -= 1
+        self.chunks += 1
+        self.records += records
+        ahead = min(AHEAD_ROWS, left)
+        want = min(CREDIT_MAX, max(CREDIT, ahead * self.chunks // max(self.records, 1)))
+        if want - self.granted >= want // 2:
+            self.conn.credit(want - self.granted)
+            self.granted = want
 
 
 class StreamProbe:
