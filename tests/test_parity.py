@@ -419,24 +419,18 @@ def test_remaining_counts_down_to_delete_after(node_a: LocalNode, vhost_a: str) 
 
 @pytest.fixture(scope="module")
 def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tls_helpers import make_ca, make_cert
+    from tls_helpers import make_certs
 
-    d = tmp_path_factory.mktemp("parity-certs")
-    make_ca(d, "ca")
-    make_cert(d, "ca", "server", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                                 "extendedKeyUsage=serverAuth\n")
-    make_cert(d, "ca", "client", "extendedKeyUsage=clientAuth\n")
-    return d
+    return make_certs(tmp_path_factory.mktemp("parity-certs"))
 
 
 @pytest.fixture(scope="module")
 def tls_ext_node(tls_certs: Any) -> Any:
     """TLS with client certificates optional, and EXTERNAL offered (the plugin that does it
     ships with RabbitMQ; the mechanism list is read for each new connection)."""
-    from pumpd.testing.localnode import TLSListener
+    from tls_helpers import server_listener
 
-    tls = TLSListener(str(tls_certs / "ca.pem"), str(tls_certs / "server.pem"),
-                      str(tls_certs / "server.key"), require_client_cert=False)
+    tls = server_listener(tls_certs, require_client_cert=False)
     with LocalNode(plugins=("rabbitmq_auth_mechanism_ssl",), tls=tls) as node:
         node.ctl("eval", "application:set_env(rabbit, auth_mechanisms, "
                          "['PLAIN', 'AMQPLAIN', 'EXTERNAL']).")

@@ -203,39 +203,51 @@ def _depth(uri: str, queue: str) -> int:
         return int(c.channel().queue_declare(queue, passive=True).method.message_count)
 
 
-def _publish(uri: str, queue: str, first: int, count: int) -> None:
+def _publish(uri: str, queue: str, first: int, count: int, persistent: bool = False) -> None:
+    """Messages ``m{i}`` with ids ``id{i}`` into ``queue`` (declared durable)."""
     with blocking_connection(uri) as c:
         ch = c.channel()
+        ch.queue_declare(queue, durable=True)
         ch.confirm_delivery()
         for i in range(first, first + count):
-            ch.basic_publish("", queue, f"m{i}".encode(), pika.BasicProperties(message_id=f"id{i}"))
+            ch.basic_publish("", queue, f"m{i}".encode(), pika.BasicProperties(
+                message_id=f"id{i}", delivery_mode=2 if persistent else None))
+
+
+def _memory_query(spark: Any, uri: str, queue: str, per_trigger: int) -> tuple[Any, str]:
+    """A streaming query reading ``queue`` into a memory table; the query and the table."""
+    table = f"t_{queue.replace('-', '_')}"
+    query = (spark.readStream.format("pumpd").option("uri", uri).option("queue", queue)
+             .option("maxRecordsPerTrigger", per_trigger).load()
+             .writeStream.format("memory").queryName(table)
+             .trigger(processingTime="200 milliseconds").start())
+    return query, table
+
+
+def _ids_read(spark: Any, query: Any, table: str, n: int, deadline: float) -> set[str]:
+    """The message ids in ``table`` once there are ``n`` distinct ones (or at the deadline);
+    the query must not fail meanwhile."""
+    ids: set[str] = set()
+    while len(ids) < n and time.monotonic() < deadline:
+        assert query.exception() is None
+        ids = {r.message_id for r in spark.table(table).select("message_id").collect()}
+        time.sleep(0.3)
+    return ids
 
 
 def test_the_queue_reader_goes_on_after_the_broker_closes_its_connection(
         spark: Any, node: LocalNode) -> None:
     uri = node.uri()
     q = f"q-{uuid.uuid4().hex[:8]}"
-    with blocking_connection(uri) as c:
-        c.channel().queue_declare(q, durable=True)
     _publish(uri, q, 0, 50)
-    table = f"t_{q.replace('-', '_')}"
-    query = (spark.readStream.format("pumpd").option("uri", uri).option("queue", q)
-             .option("maxRecordsPerTrigger", 20).load()
-             .writeStream.format("memory").queryName(table)
-             .trigger(processingTime="200 milliseconds").start())
+    query, table = _memory_query(spark, uri, q, 20)
     try:
         deadline = time.monotonic() + 120
-        while spark.table(table).count() < 50 and time.monotonic() < deadline:
-            time.sleep(0.3)
+        _ids_read(spark, query, table, 50, deadline)
         node.ctl("close_all_connections", "test: the reader's connection dropped")
         _publish(uri, q, 50, 50)
-        ids: set[str] = set()
-        while len(ids) < 100 and time.monotonic() < deadline:
-            assert query.exception() is None
-            ids = {r.message_id for r in spark.table(table).select("message_id").collect()}
-            time.sleep(0.3)
         # at-least-once: every message read; what was not acknowledged came again
-        assert ids == {f"id{i}" for i in range(100)}
+        assert _ids_read(spark, query, table, 100, deadline) == {f"id{i}" for i in range(100)}
         assert query.isActive and query.exception() is None
         rows = spark.table(table).count()
         assert 100 <= rows <= 100 + 40  # duplicates: at most the two unacknowledged batches
@@ -250,36 +262,16 @@ def test_the_queue_reader_waits_out_a_broker_killed_and_restarted(
     """Last in this module: it kills the module's node (and leaves it running again)."""
     uri = node.uri()
     q = f"q-{uuid.uuid4().hex[:8]}"
-
-    def publish(first: int, count: int) -> None:
-        with blocking_connection(uri) as c:
-            ch = c.channel()
-            ch.queue_declare(q, durable=True)
-            ch.confirm_delivery()
-            for i in range(first, first + count):  # persistent: they outlive the crash
-                ch.basic_publish("", q, f"m{i}".encode(),
-                                 pika.BasicProperties(message_id=f"id{i}", delivery_mode=2))
-
-    publish(0, 30)
-    table = f"t_{q.replace('-', '_')}"
-    query = (spark.readStream.format("pumpd").option("uri", uri).option("queue", q)
-             .option("maxRecordsPerTrigger", 10).load()
-             .writeStream.format("memory").queryName(table)
-             .trigger(processingTime="200 milliseconds").start())
+    _publish(uri, q, 0, 30, persistent=True)  # persistent: they outlive the crash
+    query, table = _memory_query(spark, uri, q, 10)
     try:
         deadline = time.monotonic() + 180
-        while spark.table(table).count() < 30 and time.monotonic() < deadline:
-            time.sleep(0.3)
+        _ids_read(spark, query, table, 30, deadline)
         node.kill()
         time.sleep(3)  # a few triggers find no broker: tried again, the query goes on
         node.restart()
-        publish(30, 30)
-        ids: set[str] = set()
-        while len(ids) < 60 and time.monotonic() < deadline:
-            assert query.exception() is None
-            ids = {r.message_id for r in spark.table(table).select("message_id").collect()}
-            time.sleep(0.3)
-        assert ids == {f"id{i}" for i in range(60)}
+        _publish(uri, q, 30, 30, persistent=True)
+        assert _ids_read(spark, query, table, 60, deadline) == {f"id{i}" for i in range(60)}
         assert query.isActive and query.exception() is None
     finally:
         query.stop()

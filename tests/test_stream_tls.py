@@ -14,10 +14,10 @@ import pytest
 from pumpd.spark.read_options import parse_read_options
 from pumpd.spark.stream_protocol import connect
 from pumpd.spark.streams_wire import FIRST, StreamsConnectError
-from pumpd.testing.localnode import LocalNode, TLSListener
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import blocking_connection
-from tls_helpers import amqps_uri, make_certs
+from tls_helpers import amqps_uri, make_certs, server_listener
 
 # the password of the URIs whose connections fail before they log in: no error may show it
 PASSWORD = "tls-s3cret"
@@ -30,7 +30,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def node(certs: Path) -> Iterator[LocalNode]:
-    tls = TLSListener(str(certs / "ca.pem"), str(certs / "server.pem"), str(certs / "server.key"))
+    tls = server_listener(certs)
     with LocalNode(plugins=["rabbitmq_stream"], tls=tls) as n:
         yield n
 

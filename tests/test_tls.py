@@ -8,11 +8,11 @@ from urllib.parse import quote
 
 import pytest
 from pumpd.engine.status import State
-from pumpd.testing.localnode import LocalNode, TLSListener
+from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import Message, declare_queue, drain_queue, publish_messages
 from harness import running, shovel
-from tls_helpers import amqps_uri, make_certs
+from tls_helpers import amqps_uri, make_certs, server_listener
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def tls_node(certs: Path) -> Iterator[LocalNode]:
-    tls = TLSListener(str(certs / "ca.pem"), str(certs / "server.pem"), str(certs / "server.key"))
+    tls = server_listener(certs)
     with LocalNode(tls=tls) as node:
         yield node
 

@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
+from pumpd.testing.localnode import TLSListener
+
 
 def openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
@@ -41,3 +43,9 @@ def amqps_uri(port: int | None, certs: Path, ca: str = "ca", password: str = "gu
          "keyfile": certs / "client.key", "verify": "verify_peer", "fail_if_no_peer_cert": "true"}
     query = "&".join(f"{k}={quote(str(v), safe='/')}" for k, v in q.items())
     return f"amqps://guest:{password}@127.0.0.1:{port}/%2F?{query}"
+
+
+def server_listener(certs: Path, require_client_cert: bool = True) -> TLSListener:
+    """A node's TLS listener with the server certificate :func:`make_certs` made."""
+    return TLSListener(str(certs / "ca.pem"), str(certs / "server.pem"), str(certs / "server.key"),
+                       require_client_cert=require_client_cert)

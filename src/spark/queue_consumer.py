@@ -130,9 +130,8 @@ class QueueConsumer:
             return []
         with self._lock:
             batch: list[Delivery] = self._reader.take(most, BATCH_BYTES)
-            held = self._reader.pending_bytes <= READ_AHEAD_BYTES // 2 and \
-                self._link is not None and self._link.reading_paused
-        if held:
+        # whether there is room now is decided on the loop's thread, which reads the socket
+        if self._link is not None and self._link.reading_paused:
             try:
                 self._loop.call_soon_threadsafe(self._read_again)
             except RuntimeError:  # the loop ended: the connection is gone
