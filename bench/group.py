@@ -4,7 +4,8 @@ fast members see each other come and go on a real coordination broker.
 ``spread`` (no broker): 3 members x 30 positions over ``--trials`` random member-id sets: the
 loads (always 10/10/10 under the bound); what plain rendezvous hashing would give (max - min);
 positions moved when a fourth member joins (7.5 at least for any even rule) and when one of the
-three leaves (10 must move); the time of one ``assign`` for 3 x 30 and 64 x 1,000.
+three leaves (10 must move), with the members' records (the sticky rule) and without them; the
+time of one ``assign`` for 3 x 30 and 64 x 1,000.
 
 ``membership`` (a private RabbitMQ node): two observer members in this process, a victim
 member in a subprocess, all polling every ``--poll`` seconds. Reported per repetition: seconds
@@ -67,7 +68,7 @@ def spread(trials: int) -> dict[str, Any]:
     rnd = random.Random(23)
     positions = [PositionKey(f"shovel-{i}", 0) for i in range(30)]
     load_sets: dict[str, int] = {}
-    plain_spread, joins, leaves = [], [], []
+    plain_spread, joins, leaves, cold_joins, cold_leaves = [], [], [], [], []
     for _ in range(trials):
         members = [f"host-{rnd.getrandbits(40):010x}:8080" for _ in range(3)]
         before = assign(members, positions)
@@ -76,8 +77,13 @@ def spread(trials: int) -> dict[str, Any]:
         plain = {p: max(members, key=lambda m, p=p: weight(m, p)) for p in positions}
         n = loads(plain, members).values()
         plain_spread.append(max(n) - min(n))
-        joins.append(len(moved(before, assign([*members, "newcomer"], positions))))
-        leaves.append(len(moved(before, assign(members[1:], positions))))
+        held = {m: [p for p, who in before.items() if who == m] for m in members}
+        joins.append(len(moved(before, assign([*members, "newcomer"], positions, held))))
+        leaves.append(len(moved(before, assign(members[1:], positions, held))))
+        # without the records (the rule alone, as every member computed it before the
+        # spread became sticky): what that would move
+        cold_joins.append(len(moved(before, assign([*members, "newcomer"], positions))))
+        cold_leaves.append(len(moved(before, assign(members[1:], positions))))
     big_members = [f"m{i}" for i in range(64)]
     big_positions = [PositionKey(f"s{i}", 0) for i in range(1000)]
     t = time.perf_counter()
@@ -93,6 +99,8 @@ def spread(trials: int) -> dict[str, Any]:
         "plain_hrw_spread_max": max(plain_spread),
         "join_moved_mean": round(statistics.mean(joins), 2), "join_moved_max": max(joins),
         "leave_moved_mean": round(statistics.mean(leaves), 2), "leave_moved_max": max(leaves),
+        "join_moved_without_records_mean": round(statistics.mean(cold_joins), 2),
+        "leave_moved_without_records_mean": round(statistics.mean(cold_leaves), 2),
         "assign_3x30_ms": round(small_ms, 3), "assign_64x1000_ms": round(big_ms, 1),
     }
 
