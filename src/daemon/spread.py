@@ -108,8 +108,10 @@ def assign(members: Iterable[str], positions: Iterable[PositionKey],
     placed: dict[PositionKey, str] = {}
     known = set(position_set)
     for m in member_set:
-        runs = sorted({p for p in held.get(m, ()) if p in known and p not in placed},
-                      key=lambda p, m=m: (home[p] != m, -weight(m, p), p))
+        # its home positions first, then by falling weight
+        ranked = sorted((home[p] != m, -weight(m, p), p) for p in set(held.get(m, ()))
+                        if p in known and p not in placed)
+        runs = [p for _away, _w, p in ranked]
         for p in runs[:bound[m]]:
             placed[p] = m
         load[m] = min(len(runs), bound[m])
@@ -124,7 +126,7 @@ def assign(members: Iterable[str], positions: Iterable[PositionKey],
         else:
             spill.append(p)
     for p in spill:
-        m = max((m for m in member_set if load[m] < bound[m]), key=lambda m, p=p: weight(m, p))
+        _w, m = max((weight(m, p), m) for m in member_set if load[m] < bound[m])
         placed[p] = m
         load[m] += 1
     return placed
