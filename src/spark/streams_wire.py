@@ -28,14 +28,26 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-# command keys (a response sets the high bit)
-_SUBSCRIBE, _DELIVER, _CREDIT, _UNSUBSCRIBE = 0x0007, 0x0008, 0x0009, 0x000C
-_PEER_PROPERTIES, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 0x0011, 0x0012, 0x0013
-_TUNE, _OPEN, _CLOSE, _HEARTBEAT, _PARTITIONS = 0x0014, 0x0015, 0x0016, 0x0017, 0x0019
-# the response codes this client names in its errors
-CODES = {1: "ok", 2: "stream does not exist", 6: "stream not available",
-         8: "access refused", 12: "virtual host access failure", 17: "precondition failed",
-         0x13: "offset not found"}
+from .streams_codes import (
+    CLOSE,
+    CREDIT,
+    DELIVER,
+    HEARTBEAT,
+    OK,
+    OPEN,
+    PARTITIONS,
+    PEER_PROPERTIES,
+    RESPONSE_BIT,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    SUBSCRIBE,
+    TUNE,
+    UNSUBSCRIBE,
+    code_name,
+    command_name,
+    refusal,
+)
+
 # offset specifications of subscribe
 FIRST, LAST, NEXT, OFFSET, TIMESTAMP = 1, 2, 3, 4, 5
 
@@ -45,7 +57,9 @@ DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (afte
 
 
 class StreamsError(RuntimeError):
-    """The broker answered a request with an error code."""
+    """The broker answered a request with an error code, or with a frame this client cannot
+    use. The message names the broker, the vhost, the user and the step, and the code by its
+    name (:mod:`pumpd.spark.streams_codes`); never the password."""
 
 
 class StreamsConnectError(ConnectionError):
@@ -155,7 +169,11 @@ _TLS_HINT = (": is it the streams TLS port? Read it with an amqps URI (or give s
 
 
 class StreamsConnection:
-    """One authenticated connection; a context manager (closing it is best effort)."""
+    """One authenticated connection; a context manager (closing it is best effort).
+
+    Every error names the broker (``host:port``), the vhost and the step it was at, in words;
+    a code the broker answered is given by its name with what it means (the user is named where
+    the code is about the user: authentication, permissions)."""
 
     def __init__(self, host: str, port: int, username: str, password: str, vhost: str,
                  name: str = "pumpd", timeout: float = 30.0,
@@ -164,6 +182,10 @@ class StreamsConnection:
         """With ``tls``, the connection is TLS, verified against ``server_hostname`` when the
         context checks host names (None: no SNI, as the AMQP side does with SNI disabled)."""
         self.address = f"{host}:{port}"
+        self.username = username
+        self.vhost = vhost
+        self.timeout = timeout
+        self.step = "connect"  # what the connection is doing, in words, for its errors
         self.sock = _open(host, port, timeout, tls, server_hostname)
         self.file = self.sock.makefile("rb", buffering=1 << 20)
         self._corr = 0
@@ -179,19 +201,28 @@ class StreamsConnection:
                                           f"failed: {_handshake_failure(exc)}") from None
             raise
 
+    @property
+    def where(self) -> str:
+        """How every error of this connection begins: the broker and the vhost."""
+        return f"streams protocol {self.address} (vhost {self.vhost!r})"
+
     def _login(self, username: str, password: str, vhost: str, name: str) -> None:
         props = [("connection_name", name), ("product", "pumpd")]
-        self._request(_PEER_PROPERTIES, struct.pack(">i", len(props))
-                      + b"".join(_string(k) + _string(v) for k, v in props))
-        self._request(_SASL_HANDSHAKE, b"")
+        self._request(PEER_PROPERTIES, struct.pack(">i", len(props))
+                      + b"".join(_string(k) + _string(v) for k, v in props),
+                      "exchange peer properties")
+        self._request(SASL_HANDSHAKE, b"", "list the SASL mechanisms")
         secret = b"\0" + username.encode() + b"\0" + password.encode()
-        self._request(_SASL_AUTHENTICATE, _string("PLAIN") + struct.pack(">i", len(secret))
-                      + secret)
+        self._request(SASL_AUTHENTICATE, _string("PLAIN") + struct.pack(">i", len(secret))
+                      + secret, f"log in as user {username!r} with SASL PLAIN")
+        self.step = "agree on the frame size and heartbeat (TUNE)"
         frame = self._frame()  # the server's tune: agree to its frame size and heartbeat
-        if _HEAD.unpack_from(frame)[1] != _TUNE:
-            raise StreamsError(f"streams protocol: expected tune, got {frame[4:6].hex()}")
-        self._send(_TUNE, frame[8:16], correlated=False)
-        self._request(_OPEN, _string(vhost))
+        key = _HEAD.unpack_from(frame)[1]
+        if key != TUNE:
+            raise StreamsError(f"{self.where}: cannot {self.step}: the broker sent "
+                               f"{command_name(key)} instead")
+        self._send(TUNE, frame[8:16], correlated=False)
+        self._request(OPEN, _string(vhost), f"open vhost {vhost!r}")
 
     def __enter__(self) -> StreamsConnection:
         return self
@@ -207,45 +238,53 @@ class StreamsConnection:
         return self._corr
 
     def _frame(self) -> bytes:
-        """The next frame whole (its size field included); heartbeats are answered here."""
+        """The next frame whole (its size field included); heartbeats are answered here.
+
+        :raises TimeoutError: nothing came within the socket's timeout (the step is named)
+        """
         while True:
-            size = self.file.read(4)
+            try:
+                size = self.file.read(4)
+            except TimeoutError:
+                raise TimeoutError(f"{self.where}: no answer from the broker within "
+                                   f"{self.timeout:g} s (to {self.step})") from None
             if len(size) < 4:
-                raise ConnectionError(f"streams protocol: {self.address} closed the connection"
+                raise ConnectionError(f"{self.where}: the broker closed the connection (at: "
+                                      f"{self.step})"
                                       + ("" if self._tls or self._corr > 1 else _TLS_HINT))
             if size[0] == 0x15 and size[1] == 0x03 and not self._tls:  # a TLS alert record
                 raise StreamsConnectError(f"streams protocol: {self.address} answered with a "
                                           f"TLS alert{_TLS_HINT}")
             frame: bytes = size + self.file.read(struct.unpack(">I", size)[0])
             key = _HEAD.unpack_from(frame)[1]
-            if key == _HEARTBEAT:
-                self._send(_HEARTBEAT, b"", correlated=False)
+            if key == HEARTBEAT:
+                self._send(HEARTBEAT, b"", correlated=False)
                 continue
-            if key == _CLOSE:
-                code = struct.unpack_from(">H", frame, 12)[0]
-                raise ConnectionError(f"streams protocol: the broker closed the connection "
-                                      f"(code {code}: {frame[16:].decode(errors='replace')})")
+            if key == CLOSE:
+                raise ConnectionError(f"{self.where}: the broker closed the connection (at: "
+                                      f"{self.step}): {_close_reason(frame)}")
             return frame
 
-    def _request(self, key: int, body: bytes, what: str = "") -> bytes:
-        """Send a request and return its response frame; an error code raises."""
+    def _request(self, key: int, body: bytes, step: str) -> bytes:
+        """Send a request and return its response frame; an error code raises
+        :class:`StreamsError` naming ``step`` (what the request was for, in words)."""
+        self.step = step
         corr = self._send(key, body)
         while True:
             frame = self._frame()
             got = _HEAD.unpack_from(frame)[1]
             # RabbitMQ 3.10 answers partitions with the request's own key, high bit not set
             # (rstream 1.1.1 took that answer for a request and never returned)
-            if got in (key | 0x8000, key) and struct.unpack_from(">I", frame, 8)[0] == corr:
+            if got in (key | RESPONSE_BIT, key) and struct.unpack_from(">I", frame, 8)[0] == corr:
                 code = struct.unpack_from(">H", frame, 12)[0]
-                if code != 1:
-                    raise StreamsError(f"streams protocol: {what or hex(key)}: code {code} "
-                                       f"({CODES.get(code, 'see PROTOCOL.adoc')})")
+                if code != OK:
+                    raise StreamsError(f"{self.where}: {refusal(code, step, self.username)}")
                 return frame
 
     def partitions(self, super_stream: str) -> list[str]:
         """The streams of a super stream, in the order of its bindings."""
-        frame = self._request(_PARTITIONS, _string(super_stream),
-                              f"partitions of super stream {super_stream!r}")
+        frame = self._request(PARTITIONS, _string(super_stream),
+                              f"list the partitions of super stream {super_stream!r}")
         return _strings_at(frame, 14)[0]
 
     def subscribe(self, stream: str, kind: int, value: int = 0, credit: int = 10,
@@ -254,31 +293,36 @@ class StreamsConnection:
         ``value``) with ``credit`` chunks."""
         spec = struct.pack(">H", kind) + (struct.pack(">q", value)
                                           if kind in (OFFSET, TIMESTAMP) else b"")
-        self._request(_SUBSCRIBE, struct.pack(">B", subscription) + _string(stream) + spec
-                      + struct.pack(">Hi", credit, 0), f"subscribe to stream {stream!r}")
+        self._request(SUBSCRIBE, struct.pack(">B", subscription) + _string(stream) + spec
+                      + struct.pack(">Hi", credit, 0), f"read stream {stream!r}")
 
     def unsubscribe(self, subscription: int = 0) -> None:
-        self._request(_UNSUBSCRIBE, struct.pack(">B", subscription), "unsubscribe")
+        self._request(UNSUBSCRIBE, struct.pack(">B", subscription),
+                      f"end subscription {subscription}")
 
     def credit(self, chunks: int, subscription: int = 0) -> None:
-        self._send(_CREDIT, struct.pack(">BH", subscription, chunks), correlated=False)
+        self._send(CREDIT, struct.pack(">BH", subscription, chunks), correlated=False)
 
     def chunk(self) -> Chunk:
         """The next delivered chunk (its CRC checked); the socket's timeout applies."""
         while True:
             frame = self._frame()
             key = _HEAD.unpack_from(frame)[1]
-            if key == _DELIVER:
+            if key == DELIVER:
                 break
-            if key == _CREDIT | 0x8000:  # credit is answered only when it failed
-                code = struct.unpack_from(">H", frame, 8)[0]
-                raise StreamsError(f"streams protocol: credit refused, code {code}")
+            if key == CREDIT | RESPONSE_BIT:  # credit is answered only when it failed
+                code, subscription = struct.unpack_from(">HB", frame, 8)
+                raise StreamsError(f"{self.where}: "
+                                   + refusal(code, f"give credit to subscription {subscription}",
+                                             self.username))
         (_sub, _magic, kind, entries, records, ts, _epoch, first, crc, length,
          _trailer) = _CHUNK.unpack_from(frame, 8)
         if kind != 0:
-            raise StreamsError(f"streams protocol: chunk at offset {first}: type {kind}")
+            raise StreamsError(f"{self.where}: chunk at offset {first} (to {self.step}): "
+                               f"type {kind}, not a user chunk")
         if zlib.crc32(memoryview(frame)[DATA_AT:DATA_AT + length]) != crc:
-            raise StreamsError(f"streams protocol: chunk at offset {first}: bad CRC")
+            raise StreamsError(f"{self.where}: chunk at offset {first} (to {self.step}): "
+                               "bad CRC")
         return Chunk(first, entries, records, ts, frame, DATA_AT)
 
     def chunks(self, credit_every: int) -> Iterator[Chunk]:
@@ -295,9 +339,20 @@ class StreamsConnection:
     def close(self) -> None:
         try:
             self.sock.settimeout(1.0)
-            self._send(_CLOSE, struct.pack(">H", 1) + _string("OK"))
+            self._send(CLOSE, struct.pack(">H", 1) + _string("OK"))
         except OSError:
             pass
         finally:
             self.file.close()
             self.sock.close()
+
+
+# the longest close reason quoted from the broker, in characters
+CLOSE_REASON_MAX = 500
+
+
+def _close_reason(frame: bytes) -> str:
+    """A server's CLOSE frame in words: its code by name, and its reason, quoted."""
+    code = struct.unpack_from(">H", frame, 12)[0] if len(frame) >= 14 else 0
+    reason = frame[16:].decode(errors="replace")[:CLOSE_REASON_MAX]
+    return f"{code_name(code)} ({reason!r})" if reason else code_name(code)
