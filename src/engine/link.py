@@ -13,7 +13,14 @@ What pika internals are used, and why:
   ``recv`` calls);
 - ``Connection.bytes_received`` / ``bytes_sent`` are credited with the bytes the relay reads and
   writes, because pika's heartbeat checker judges liveness by them;
-- ``Connection.params.frame_max`` holds the negotiated frame size after connection.tune.
+- ``Connection.params.frame_max`` holds the negotiated frame size after connection.tune;
+- ``Connection.connection_state`` says which handshake step a connection that ran out of time
+  was waiting for (``link_stream.py`` records it).
+
+Every step waits for the broker within a bound that the failure names (``parameters.py``:
+pika's socket and stack timeouts for the TCP connect and the handshake, :class:`StepTimeouts`
+after it), and every failure quotes the broker's own ``reply_code`` and ``reply_text`` when the
+broker closed the connection or the channel (``link_errors.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import pika
 import pika.channel
 import pika.exceptions
 from pika.adapters.asyncio_connection import AsyncioConnection
+from pika.adapters.utils.connection_workflow import AMQPConnectorStackTimeout
 
 from ..config.model import BrokerURI, Declaration
 from ..config.vocabulary import (
@@ -38,8 +46,9 @@ from ..config.vocabulary import (
     USES_LAST_QUEUE,
 )
 from ..dataplane.frames import FrameError
-from .link_errors import LinkError, closed_how, describe, quiet_pika_errors, reply_code
+from .link_errors import LinkError, closed_how, describe, quiet_pika_errors, reply_code, root_cause
 from .link_stream import InterceptedStream, InterceptingServices, Interceptor, future_callback
+from .parameters import StepTimeouts, step_timeouts
 
 __all__ = ["Interceptor", "Link", "LinkError", "open_link", "quiet_pika_errors"]
 
@@ -63,8 +72,10 @@ class Link:
         channel: pika.channel.Channel,
         stream: InterceptedStream,
         loop: asyncio.AbstractEventLoop,
+        timeouts: StepTimeouts | None = None,
     ) -> None:
         self.uri = uri
+        self.timeouts = timeouts or step_timeouts(uri)
         self.connection = connection
         self.channel = channel
         self._stream = stream
@@ -193,12 +204,25 @@ class Link:
 
     # -- control plane -----------------------------------------------------------------------
 
-    async def _call(self, start: Callable[[Callable[[Any], None]], None], what: str) -> Any:
+    async def _call(self, start: Callable[[Callable[[Any], None]], None], what: str,
+                    timeout: float) -> Any:
+        """Send one method and wait for its answer, the link's end, or ``timeout`` seconds.
+
+        :raises LinkError: the link ended (its cause, and ``what`` it was doing), or no answer
+            came within ``timeout`` (naming ``what``)
+        """
         fut: asyncio.Future[Any] = self._loop.create_future()
         start(future_callback(fut))
-        done, _ = await asyncio.wait({fut, self.closed}, return_when=asyncio.FIRST_COMPLETED)
+        return await self._answer(fut, what, timeout)
+
+    async def _answer(self, fut: asyncio.Future[Any], what: str, timeout: float) -> Any:
+        """``fut``'s result, unless the link ends first or ``timeout`` seconds pass."""
+        done, _ = await asyncio.wait({fut, self.closed}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
         if fut in done:
             return fut.result()
+        if not done:
+            raise LinkError(f"no answer to {what} within {timeout:g}s")
         cause = self.closed.result()
         if isinstance(cause, LinkError):  # already says what happened and where
             raise LinkError(f"{cause} (while {what})", reply_code=cause.reply_code)
@@ -218,7 +242,7 @@ class Link:
             self.last_declared_queue = kwargs["queue"]
             return
         start = getattr(self.channel, decl.method.replace(".", "_"))  # queue.bind: queue_bind
-        frame = await self._call(lambda cb: start(**kwargs, callback=cb), what)
+        frame = await self._call(lambda cb: start(**kwargs, callback=cb), what, self.timeouts.work)
         if decl.method == "queue.declare":
             self.last_declared_queue = frame.method.queue
 
@@ -242,9 +266,11 @@ class Link:
     async def _queue_exists(self, a: dict[str, Any]) -> bool:
         """A passive declare on a channel of its own: a missing queue closes the channel (404),
         which must not be the link's channel."""
+        where = self.uri.redacted()
         fut: asyncio.Future[Any] = self._loop.create_future()
         self.connection.channel(on_open_callback=future_callback(fut))
-        probe = await asyncio.wait_for(fut, timeout=30)
+        probe = await self._answer(fut, f"channel.open (a probe channel) on {where}",
+                                   self.timeouts.answer)
         answer: asyncio.Future[bool] = self._loop.create_future()
 
         def on_close(_ch: Any, exc: BaseException) -> None:
@@ -260,7 +286,8 @@ class Link:
                 answer.set_result(True)
 
         probe.queue_declare(queue=a["queue"], passive=True, callback=declared)
-        exists = await asyncio.wait_for(answer, timeout=30)
+        exists: bool = await self._answer(
+            answer, f"checking queue {a['queue']!r} on {where}", self.timeouts.answer)
         if exists and probe.is_open:
             probe.close()
         return exists
@@ -271,6 +298,7 @@ class Link:
             await self._call(
                 lambda cb: self.channel.queue_declare(queue=queue, durable=True, callback=cb),
                 f"declaring the park queue {queue!r} on {self.uri.redacted()}",
+                self.timeouts.work,
             )
 
     async def queue_length(self, queue: str) -> int:
@@ -278,6 +306,7 @@ class Link:
         frame = await self._call(
             lambda cb: self.channel.queue_declare(queue=queue, passive=True, callback=cb),
             f"checking queue {queue!r} on {self.uri.redacted()}",
+            self.timeouts.answer,
         )
         return int(frame.method.message_count)
 
@@ -285,6 +314,7 @@ class Link:
         await self._call(
             lambda cb: self.channel.basic_qos(prefetch_count=prefetch_count, callback=cb),
             f"basic.qos on {self.uri.redacted()}",
+            self.timeouts.answer,
         )
 
     async def consume(self, queue: str, *, no_ack: bool,
@@ -304,7 +334,8 @@ class Link:
                 arguments=dict(arguments) if arguments else None,
                 consumer_tag=consumer_tag or None,
             ),
-            f"consuming from queue {queue!r} on {self.uri.redacted()}",
+            f"basic.consume from queue {queue!r} on {self.uri.redacted()}",
+            self.timeouts.work,
         )
         return str(frame.method.consumer_tag)
 
@@ -313,6 +344,7 @@ class Link:
             await self._call(
                 lambda cb: self.channel.basic_cancel(consumer_tag=consumer_tag, callback=cb),
                 f"basic.cancel on {self.uri.redacted()}",
+                self.timeouts.answer,
             )
 
     async def confirm_select(self, on_confirm: Callable[[Any], None] | None = None) -> None:
@@ -322,6 +354,7 @@ class Link:
         await self._call(
             lambda cb: self.channel.confirm_delivery(ack_nack_callback=callback, callback=cb),
             f"confirm.select on {self.uri.redacted()}",
+            self.timeouts.answer,
         )
 
     async def close(self) -> None:
@@ -366,11 +399,21 @@ class Link:
 async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Link:
     """Connect, open one channel, and return the :class:`Link`.
 
-    :raises LinkError: when the broker cannot be reached or refuses the connection
+    Each step is bounded: the TCP connect by ``parameters.socket_timeout``, the whole handshake
+    by ``parameters.stack_timeout``, channel.open by :func:`step_timeouts`; a broker that closes
+    the connection at any step (a connection or channel limit, a refused login, a
+    connection.close right after open-ok) is quoted at once.
+
+    :raises LinkError: when the broker cannot be reached, refuses the connection or the channel,
+        or does not answer a step in time (the message names the step)
     """
     loop = asyncio.get_running_loop()
     services = InterceptingServices(loop)
+    timeouts = step_timeouts(uri)
+    where = uri.redacted()
     opened: asyncio.Future[Any] = loop.create_future()
+    # Until the Link exists: the connection's end, whatever step it came at.
+    ended: asyncio.Future[BaseException] = loop.create_future()
     closed_holder: list[Link] = []
 
     def on_open(conn: Any) -> None:
@@ -379,17 +422,27 @@ async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Li
 
     def on_open_error(_conn: Any, exc: BaseException) -> None:
         if not opened.done():
-            stream = services.stream
-            why = describe(exc, uri)
-            if stream is not None and stream.frame_error is not None:
-                why = f"closed by pumpd with 501 FRAME_ERROR: {stream.frame_error}"
-            opened.set_exception(LinkError(f"cannot connect to {uri.redacted()}: {why}"))
+            opened.set_exception(LinkError(f"cannot connect to {where}: {handshake_failure(exc)}",
+                                           reply_code=reply_code(exc)))
+
+    def handshake_failure(exc: BaseException) -> str:
+        stream = services.stream
+        if stream is not None and stream.frame_error is not None:
+            return f"closed by pumpd with 501 FRAME_ERROR: {stream.frame_error}"
+        root = root_cause(exc)
+        # pika's stack_timeout: during the AMQP handshake pika closes the connection itself
+        # (nothing else closes one that is not open yet), before it an AMQPConnectorStackTimeout
+        if isinstance(root, (AMQPConnectorStackTimeout, pika.exceptions.ConnectionOpenAborted)):
+            return f"no answer to {services.waiting_for()} within {parameters.stack_timeout:g}s"
+        if isinstance(root, TimeoutError):  # pika's socket_timeout: the TCP connect
+            return f"no answer to {services.waiting_for()} within {parameters.socket_timeout:g}s"
+        return describe(exc, uri)
 
     def on_close(_conn: Any, exc: BaseException) -> None:
         if closed_holder:
             closed_holder[0]._on_connection_closed(exc)
-        elif not opened.done():
-            opened.set_exception(LinkError(f"connection to {uri.redacted()} closed: {describe(exc)}"))
+        elif not ended.done():
+            ended.set_result(exc)
 
     connection = AsyncioConnection(
         parameters,
@@ -402,14 +455,42 @@ async def open_link(uri: BrokerURI, parameters: pika.ConnectionParameters) -> Li
         await opened
         ch_fut: asyncio.Future[Any] = loop.create_future()
         connection.channel(on_open_callback=future_callback(ch_fut))
-        channel = await asyncio.wait_for(ch_fut, timeout=30)
+        done, _ = await asyncio.wait({ch_fut, ended}, timeout=timeouts.answer,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if ch_fut not in done:
+            if ended in done:  # e.g. 530 NOT_ALLOWED: a channel limit, at channel.open
+                cause = ended.result()
+                raise LinkError(f"connection to {where} {closed_how(cause)} (at channel.open)",
+                                reply_code=reply_code(cause))
+            raise LinkError(f"connection to {where}: no answer to channel.open within "
+                            f"{timeouts.answer:g}s")
+        channel = ch_fut.result()
     except BaseException:
-        if connection.is_open:
-            connection.close()
+        _give_up(connection, services, loop)
         raise
     assert services.stream is not None
-    link = Link(uri, connection, channel, services.stream, loop)
+    link = Link(uri, connection, channel, services.stream, loop, timeouts)
     closed_holder.append(link)
     if not connection.is_open:
-        link._fail(LinkError(f"connection to {uri.redacted()} closed while opening"))
+        link._fail(LinkError(f"connection to {where} closed while opening"))
     return link
+
+
+def _give_up(connection: Any, services: InterceptingServices,
+             loop: asyncio.AbstractEventLoop) -> None:
+    """An opening that failed: close the connection politely when it is open, and drop the
+    socket a second later whatever the peer does (a peer that answered nothing in time may
+    not answer the close either)."""
+    if connection.is_open:
+        try:
+            connection.close()
+        except pika.exceptions.ConnectionWrongStateError:
+            pass
+    transport = services.stream.transport if services.stream is not None else None
+    if transport is not None and not transport.is_closing():
+        loop.call_later(1.0, _abort_unless_closed, transport)
+
+
+def _abort_unless_closed(transport: Any) -> None:
+    if not transport.is_closing():
+        transport.abort()

@@ -3,12 +3,21 @@
 pika wraps a failure in workflow exceptions and names it by its Python type; the operator needs
 the broker's reply, or "refused", "reset", "certificate rejected", and the user and vhost of a
 refused login (never the password). This module unwraps and describes them.
+
+The rule for a broker's refusal: its own ``reply_code`` and ``reply_text`` are quoted, always; a
+hint may follow them only where it cannot mislead (a refused login, a vhost the user may not
+enter), never in their place. pika replaces a ``connection.close`` received before
+``connection.open-ok`` with a guess from the handshake's state (``ProbableAccessDeniedError``
+for a connection limit, a channel limit or a missing vhost alike) and keeps the broker's close
+only in that guess's text: :func:`broker_close` recovers it from there.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import logging
+import re
 import socket
 import ssl
 from typing import Any
@@ -18,7 +27,8 @@ import pika.exceptions
 from ..config.model import BrokerURI
 from ..config.uri import EMPTY_VHOST_NOTE
 
-__all__ = ["LinkError", "closed_how", "describe", "quiet_pika_errors", "reply_code", "root_cause"]
+__all__ = ["LinkError", "broker_close", "closed_how", "describe", "quiet_pika_errors", "reply_code",
+           "root_cause"]
 
 log = logging.getLogger("pumpd.amqp_link")
 
@@ -60,21 +70,84 @@ def root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def reply_code(exc: BaseException) -> int | None:
+# pika's text for the close it replaced with a guess: repr(ConnectionClosedByBroker), i.e.
+# "ConnectionClosedByBroker: (530) 'NOT_ALLOWED - ...'" (the reply text as a Python literal).
+_REPLACED_CLOSE = re.compile(r"ConnectionClosedByBroker: \((\d{1,5})\) ('.*'|\".*\")", re.DOTALL)
+_GUESSES = (pika.exceptions.ProbableAuthenticationError, pika.exceptions.ProbableAccessDeniedError,
+            pika.exceptions.IncompatibleProtocolError)
+
+
+def broker_close(exc: BaseException) -> tuple[int, str] | None:
+    """The broker's own ``(reply_code, reply_text)`` when it closed the connection or the
+    channel, also when pika replaced that close with a guess; None when the broker said
+    nothing (a reset, a lost stream, a timeout)."""
     exc = root_cause(exc)
     if isinstance(exc, (pika.exceptions.ConnectionClosedByBroker,
                         pika.exceptions.ChannelClosedByBroker)):
-        return int(exc.reply_code)
+        return int(exc.reply_code), str(exc.reply_text)
+    if isinstance(exc, _GUESSES) and exc.args and isinstance(exc.args[0], str):
+        found = _REPLACED_CLOSE.search(exc.args[0][:1024])  # a reply text is a short string
+        if found is not None:
+            try:
+                text = ast.literal_eval(found.group(2))
+            except (ValueError, SyntaxError):
+                return None
+            if isinstance(text, str):
+                return int(found.group(1)), text
     return None
+
+
+def reply_code(exc: BaseException) -> int | None:
+    close = broker_close(exc)
+    return close[0] if close is not None else None
+
+
+# The broker's words for a vhost the user may not enter, and for one that does not exist:
+# only then may the vhost and permissions hint follow them. (A connection limit's text also
+# begins "access to vhost ..." and must not get it: the pattern is matched whole.)
+_VHOST_REFUSED = re.compile(r"NOT_ALLOWED - (access to vhost '.*' refused for user '.*'"
+                            r"|vhost .* not found)", re.DOTALL)
+# The broker's words for a refused login (RabbitMQ: "Login was refused using authentication
+# mechanism PLAIN. For details see the broker logfile.").
+_LOGIN_REFUSED = "Login was refused"
+
+
+def _login_hint(uri: BrokerURI | None) -> str:
+    if uri is None:
+        return "authentication refused (wrong username or password?)"
+    # The user and vhost are named (never the password), as the plugin's reason does.
+    return (f"authentication refused for user {uri.username!r} (vhost {uri.vhost!r}): wrong "
+            "username or password?")
+
+
+def _vhost_hint(uri: BrokerURI | None) -> str:
+    if uri is None:
+        return "access refused (does the user have access to the vhost?)"
+    text = (f"access refused to vhost {uri.vhost!r} for user {uri.username!r} (does the vhost "
+            "exist, and does the user have permissions on it?)")
+    if uri.vhost == "":
+        text += f"; {EMPTY_VHOST_NOTE}"
+    return text
+
+
+def quote_close(code: int, text: str, uri: BrokerURI | None = None) -> str:
+    """The broker's close in its own words, ``530 NOT_ALLOWED - ...``, then a hint where one
+    cannot mislead."""
+    said = f"{code} {text}"
+    if code == 403 and _LOGIN_REFUSED in text:
+        return f"{said} ({_login_hint(uri)})"
+    if code == 530 and _VHOST_REFUSED.fullmatch(text):
+        return f"{said} ({_vhost_hint(uri)})"
+    return said
 
 
 def closed_how(exc: BaseException) -> str:
     """How a connection or channel ended, in words: by the broker (with its reply), reset,
     or lost, never a Python exception's repr."""
     root = root_cause(exc)
-    if isinstance(root, (pika.exceptions.ConnectionClosedByBroker,
-                         pika.exceptions.ChannelClosedByBroker)):
-        return f"closed by the broker: {root.reply_code} {root.reply_text}"
+    close = broker_close(root)
+    if close is not None:
+        return f"closed by the broker: {quote_close(*close)}"
     if isinstance(root, pika.exceptions.StreamLostError):
         inner = root.args[0] if root.args else ""
         text = str(inner)
@@ -104,10 +177,9 @@ def describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
         return "connection refused (is the broker running on that host and port?)"
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return "timed out"
-    if isinstance(exc, pika.exceptions.ConnectionClosedByBroker):
-        return f"{exc.reply_code} {exc.reply_text}"
-    if isinstance(exc, pika.exceptions.ChannelClosedByBroker):
-        return f"{exc.reply_code} {exc.reply_text}"
+    close = broker_close(exc)
+    if close is not None:
+        return quote_close(*close, uri)
     if isinstance(exc, (pika.exceptions.StreamLostError,
                         pika.exceptions.IncompatibleProtocolError)):
         text = str(exc)
@@ -120,20 +192,13 @@ def describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
         if isinstance(exc, pika.exceptions.IncompatibleProtocolError):
             return "the peer does not speak AMQP 0-9-1"
         return "connection lost during the AMQP handshake"
+    # The broker ended the connection during the handshake without a connection.close (an
+    # old broker, or a proxy): pika's guess from the handshake's state is all there is, and is
+    # said to be one.
     if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
-        if uri is None:
-            return "authentication refused (wrong username or password?)"
-        # The user and vhost are named (never the password), as the plugin's reason does.
-        return (f"authentication refused for user {uri.username!r} (vhost {uri.vhost!r}): wrong "
-                "username or password?")
+        return f"the connection ended during the login without a reason: {_login_hint(uri)}"
     if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
-        if uri is None:
-            return "access refused (does the user have access to the vhost?)"
-        text = (f"access refused to vhost {uri.vhost!r} for user {uri.username!r} (does the vhost "
-                "exist, and does the user have permissions on it?)")
-        if uri.vhost == "":
-            text += f"; {EMPTY_VHOST_NOTE}"
-        return text
+        return f"the connection ended at connection.open without a reason: {_vhost_hint(uri)}"
     text = str(exc) or type(exc).__name__
     return text
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from pika.adapters.asyncio_connection import _AsyncioIOServicesAdapter
 from pika.adapters.utils import nbio_interface
+from pika.connection import Connection
 
 from ..dataplane.frames import CONNECTION_CLOSE_FRAME_ERROR, FrameError, connection_close_frame
 from ..dataplane.received import FrameGuard
@@ -59,6 +60,9 @@ class InterceptedStream(asyncio.Protocol):
         self.on_intercept_error: Callable[[BaseException], None] | None = None
         self.on_write_pressure: Callable[[bool], None] | None = None
         self.frame_error: FrameError | None = None
+        # pika's connection state after the last bytes it was given, until the connection is
+        # open: what the handshake waits for when it runs out of time (see waiting_for)
+        self.handshake_state: int | None = None
 
     def frame_max(self) -> int:
         """The connection's frame_max: pika's proposal until connection.tune, then the
@@ -70,6 +74,7 @@ class InterceptedStream(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.pika_transport = _PikaTransport(self.transport, self.pika_protocol)
         self.pika_protocol.connection_made(self.pika_transport)
+        self.handshake_state = self.pika_protocol.conn.connection_state
 
     def data_received(self, data: bytes) -> None:
         interceptor = self.interceptor
@@ -91,6 +96,8 @@ class InterceptedStream(asyncio.Protocol):
                 return
             data = rest
         self.pika_protocol.data_received(data)
+        if self.handshake_state is not None and self.handshake_state != _OPEN:
+            self.handshake_state = self.pika_protocol.conn.connection_state
 
     def _close_on_frame_error(self, exc: FrameError) -> None:
         """connection.close 501 FRAME_ERROR with the reason and our end of the stream, then drop
@@ -127,6 +134,15 @@ class InterceptedStream(asyncio.Protocol):
         self.pika_protocol.connection_lost(exc)
 
 
+# pika's connection states during the handshake, and what each one waits for.
+_OPEN = Connection.CONNECTION_OPEN
+_AWAITED = {
+    Connection.CONNECTION_PROTOCOL: "the AMQP protocol header (connection.start)",
+    Connection.CONNECTION_START: "the login (connection.start-ok)",
+    Connection.CONNECTION_TUNE: "connection.open",
+}
+
+
 def _refuse_all(_data: bytes) -> bytes:
     """After a frame error: whatever is still read is dropped, for pika too."""
     return b""
@@ -138,6 +154,16 @@ class InterceptingServices(_AsyncioIOServicesAdapter):  # type: ignore[misc]
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(loop)
         self.stream: InterceptedStream | None = None
+
+    def waiting_for(self) -> str:
+        """The handshake step that has not been answered yet: the TCP connect, the TLS
+        handshake, or the AMQP method last sent."""
+        stream = self.stream
+        if stream is None:
+            return "the TCP connect"
+        if stream.transport is None:
+            return "the TLS handshake"
+        return _AWAITED.get(stream.handshake_state or 0, "the AMQP handshake")
 
     def create_streaming_connection(
         self,

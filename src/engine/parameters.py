@@ -1,4 +1,5 @@
-"""Connection parameters for pika from a parsed :class:`~pumpd.config.model.BrokerURI`.
+"""Connection parameters for pika from a parsed :class:`~pumpd.config.model.BrokerURI`, and how
+long each step of a connection may wait for the broker (:class:`StepTimeouts`).
 
 Parsing a URI (:mod:`pumpd.config.uri`) never imports pika; connecting does, from here.
 """
@@ -6,6 +7,7 @@ Parsing a URI (:mod:`pumpd.config.uri`) never imports pika; connecting does, fro
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import pika
@@ -17,10 +19,36 @@ from ..config.model import BrokerURI
 from ..config.tls import ssl_context, tls_server_name
 from ..config.uri import DEFAULT_SOCKET_TIMEOUT, DEFAULT_STACK_TIMEOUT, URIError
 
-__all__ = ["local_broker_address", "to_pika_parameters"]
+__all__ = ["ANSWER_TIMEOUT", "WORK_TIMEOUT", "StepTimeouts", "local_broker_address", "step_timeouts",
+           "to_pika_parameters"]
 
 
 LOCAL_BROKER_ENV = "PUMPD_LOCAL_BROKER"
+
+# The bounds of the steps after connection.open-ok (the handshake's are pika's socket_timeout
+# and stack_timeout, set below from config/uri.py's defaults). A step that ran out fails the
+# attempt with a LinkError naming it; the pump reconnects as after any failure.
+# channel.open, confirm.select, basic.qos, basic.cancel, a passive declare: a broker answers
+# these at once, or has refused already (a channel limit closes the connection at once).
+ANSWER_TIMEOUT = 10.0
+# A declaration or basic.consume: the broker may have work to do first (a quorum queue's
+# members started, a stream's offset found, a queue deleted).
+WORK_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class StepTimeouts:
+    """Seconds one step of a link waits for the broker's answer."""
+
+    answer: float  # channel.open, confirm.select, basic.qos, basic.cancel, passive declares
+    work: float  # declarations, basic.consume
+
+
+def step_timeouts(uri: BrokerURI) -> StepTimeouts:
+    """The defaults, or the URI's ``connection_timeout`` (which bounds the bring-up) for the
+    steps that answer at once; a declaration waits at least :data:`WORK_TIMEOUT`."""
+    answer = ANSWER_TIMEOUT if uri.connection_timeout is None else uri.connection_timeout
+    return StepTimeouts(answer=answer, work=max(answer, WORK_TIMEOUT))
 
 
 def local_broker_address(uri: BrokerURI) -> tuple[str, int]:

@@ -98,12 +98,12 @@ class Pump:
 
     # -- status --------------------------------------------------------------------------------
 
-    def _enter(self, state: State, reason: str | None = None) -> None:
+    def _enter(self, state: State, reason: str | None = None, level: int = logging.INFO) -> None:
         if state != self._state or reason is not None:
             self._state = state
             self.sink.state_changed(state, reason, time.time())
             shown = f" ({reason})" if reason and reason != state.label else ""
-            log.info("shovel %s: %s%s", self.cfg.name, state.label, shown)
+            log.log(level, "shovel %s: %s%s", self.cfg.name, state.label, shown)
 
     def counters(self) -> Counters:
         c = Counters(**self._totals.as_dict())  # a copy: _levels writes to it
@@ -271,17 +271,19 @@ class Pump:
             self._sources.healthy()
             self._destinations.healthy()
         if self.cfg.reconnect_delay == 0:
-            self._terminate(f"{error}; reconnect_delay is 0, not reconnecting")
+            self._terminate(f"{error}; reconnect_delay is 0, not reconnecting", logging.WARNING)
             return False
         if self._switch.paused:  # failed while pausing: nothing is held any more
             return True
         self._totals.reconnects += 1
+        # A failed connection is a WARNING: the line names the side, the broker and the cause.
         if self._next_broker():
-            self._enter(State.STARTING, f"{error}; reconnecting now, to the next broker of the list")
+            self._enter(State.STARTING, f"{error}; reconnecting now, to the next broker of the list",
+                        logging.WARNING)
             return True
         self._failures += 1
         delay = self._backoff(self._failures)
-        self._enter(State.STARTING, f"{error}; reconnecting in {delay:.1f}s")
+        self._enter(State.STARTING, f"{error}; reconnecting in {delay:.1f}s", logging.WARNING)
         try:  # a pause or a stop ends the wait
             await asyncio.wait_for(self._switch.halt.wait(), timeout=delay)
         except asyncio.TimeoutError:
@@ -316,9 +318,9 @@ class Pump:
         return (f"delete-after-duration reached: stopped after {self._expired_after:g}s, "
                 f"{self._moved()} messages moved")
 
-    def _terminate(self, reason: str) -> None:
+    def _terminate(self, reason: str, level: int = logging.INFO) -> None:
         self.terminated_reason = reason
-        self._enter(State.TERMINATED, reason)
+        self._enter(State.TERMINATED, reason, level)
 
     def _backoff(self, failures: int) -> float:
         """The seed's delay for the first retry; repeated failures back off, with jitter so that
@@ -390,8 +392,8 @@ class Pump:
             except LinkError as exc:
                 self._failed_side = exc.side
                 return Outcome.FAILED, str(exc)
-            except OSError as exc:
-                return Outcome.FAILED, f"{exc.strerror or exc}"
+            except OSError as exc:  # not a link's (those are LinkErrors): say what it was
+                return Outcome.FAILED, exc.strerror or str(exc) or f"{type(exc).__name__} (no detail)"
             if outcome == Outcome.CAREFUL_DONE:
                 self._careful = 0
             await self._drain(session)

@@ -4,8 +4,10 @@ path, then the frames a test crafts (standard library only).
 :class:`HostilePeer` listens on a loopback port. Each connection gets the handshake a pika client
 needs (connection.start with the capabilities pika checks, tune, open-ok), then answers
 channel.open, confirm.select, basic.qos, queue.declare, exchange.declare, queue.bind,
-basic.consume and basic.cancel. After ``basic.consume-ok`` it sends ``after_consume`` (a shovel
-source); after the first complete ``basic.publish`` it sends ``after_publish`` (a shovel
+basic.consume and basic.cancel, unless ``instead_of`` names the client's method: then it sends
+those frames in place of the answer (none: it never answers, e.g. channel.open; a
+:func:`connection_close`: it refuses, as a broker at a limit does). After ``basic.consume-ok``
+it sends ``after_consume`` (a shovel source); after the first complete ``basic.publish`` it sends ``after_publish`` (a shovel
 destination, or a :class:`pumpd.Publisher`). Either may be followed by ``flood`` bytes of zeros,
 sent in 64 KiB writes until the client closes the connection: the "payload" an oversized frame
 header announced. What the client sends back (its ``connection.close`` reply code and text) and
@@ -21,7 +23,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -32,6 +34,8 @@ __all__ = [
     "basic_deliver",
     "basic_return",
     "body",
+    "connection_close",
+    "connection_open_ok",
     "content_header",
     "frame",
     "longstr",
@@ -105,6 +109,17 @@ def basic_return(channel: int, reply_code: int, reply_text: bytes, exchange: byt
 
 def basic_ack(channel: int, delivery_tag: int, multiple: bool = False) -> bytes:
     return method(channel, 60, 80, struct.pack(">QB", delivery_tag, int(multiple)))
+
+
+def connection_open_ok() -> bytes:
+    return method(0, 10, 41, shortstr(""))
+
+
+def connection_close(reply_code: int, reply_text: str, class_id: int = 0,
+                     method_id: int = 0) -> bytes:
+    """connection.close, as a broker sends it to refuse (``530``, ``"NOT_ALLOWED - ..."``)."""
+    return method(0, 10, 50, struct.pack(">H", reply_code) + shortstr(reply_text)
+                  + struct.pack(">HH", class_id, method_id))
 
 
 # -- the server ----------------------------------------------------------------------------------
@@ -212,7 +227,9 @@ class _Session:
             (50, 20): method(channel, 50, 21),
         }
         key = (class_id, method_id)
-        if key in replies:
+        if key in self.peer.instead_of:
+            self.craft(channel, self.peer.instead_of[key])
+        elif key in replies:
             self.send(replies[key])
         elif key == (10, 50):  # connection.close: record why, answer, done
             code = struct.unpack_from(">H", args)[0] if len(args) >= 2 else 0
@@ -269,12 +286,17 @@ class HostilePeer:
     :param instead_of_start: frames sent instead of connection.start (then ``flood``)
     :param frame_max: the frame_max proposed in connection.tune
     :param heartbeat: the heartbeat proposed in connection.tune (0: none)
+    :param instead_of: for a client's method ``(class_id, method_id)`` (``(20, 10)``
+        channel.open, ``(10, 40)`` connection.open, ...), the frames sent instead of its
+        answer; ``b""`` sends nothing
     """
 
     def __init__(self, *, after_consume: Crafted = b"", after_publish: Crafted = b"",
                  flood: int = 0, instead_of_start: Crafted | None = None,
-                 frame_max: int = 131072, heartbeat: int = 0) -> None:
+                 frame_max: int = 131072, heartbeat: int = 0,
+                 instead_of: Mapping[tuple[int, int], Crafted] | None = None) -> None:
         self.instead_of_start = instead_of_start
+        self.instead_of = dict(instead_of or {})
         self.after_consume = after_consume
         self.after_publish = after_publish
         self.flood = flood
