@@ -20,8 +20,9 @@ import pytest
 from pumpd.cli import main as cli_main
 from pumpd.config.parse import ConfigError, parse_config
 from pumpd.engine.fence import fence_after
-from pumpd.engine.lease import LEASE_PREFIX, LeaseSpec, lease_name
+from pumpd.engine.lease import LeaseSpec
 from pumpd.engine.link import LinkError
+from pumpd.engine.queue_names import LEASE_PREFIX, lease_queue
 from pumpd.engine.status import State
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
@@ -31,24 +32,6 @@ from daemon_helpers import Daemon, fill_queue, pumpd_daemon, shovel_def
 from harness import RunningPumps, shovel
 
 __all__ = ["pumpd_daemon"]
-
-# -- the lease's name -------------------------------------------------------------------------
-
-
-def test_lease_name_spells_out_cluster_shovel_and_index() -> None:
-    assert lease_name("eu", "orders", 3) == f"{LEASE_PREFIX}.eu.orders.3"
-
-
-def test_a_lease_name_too_long_for_a_queue_name_ends_in_a_stable_hash() -> None:
-    long_a, long_b = "é" * 200 + "a", "é" * 200 + "b"  # 401 bytes each, same first 400
-    a, b = lease_name("c", long_a, 0), lease_name("c", long_b, 0)
-    assert len(a.encode()) <= 255 and len(b.encode()) <= 255
-    assert a != b  # the hash tells them apart where the cut name does not
-    assert a == lease_name("c", long_a, 0)  # every member computes the same name
-    assert a.startswith(f"{LEASE_PREFIX}.c.éé") and a.endswith(".0")
-    assert "~" in a
-    a.encode().decode()  # cut at a character boundary
-
 
 # -- configuration ----------------------------------------------------------------------------
 
@@ -148,7 +131,7 @@ def _config(node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str,
 def test_two_pumps_with_one_lease_consume_once_and_the_other_takes_over(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     cfg = _config(node_a, vhost_a, node_b, vhost_b)
-    lease = LeaseSpec(lease_name("t", "s", 0), retry=0.5)
+    lease = LeaseSpec(lease_queue("t", "s", 0), retry=0.5)
     first = _pumps(cfg, "pumpd first", lease=lease)
     second: RunningPumps | None = None
     try:
@@ -201,7 +184,7 @@ class Gate:
 def test_a_gate_decides_when_a_pump_tries_the_lease_and_when_it_hands_over(
         node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) -> None:
     cfg = _config(node_a, vhost_a, node_b, vhost_b, prefetch_count=50)
-    lease = LeaseSpec(lease_name("t", "s", 0), retry=0.2)
+    lease = LeaseSpec(lease_queue("t", "s", 0), retry=0.2)
     gate = Gate(take=False)
     pumps = _pumps(cfg, "pumpd gated", lease=lease, gate=gate)
     try:
@@ -286,7 +269,7 @@ def test_a_session_frozen_between_a_read_and_its_flush_publishes_nothing_it_read
     src = node_a.uri(vhost_a)
     src += ("&" if "?" in src else "?") + "heartbeat=2"
     cfg = shovel("s", **shovel_def(src, "src", node_b.uri(vhost_b), "dst", reconnect_delay=1))
-    pumps = _pumps(cfg, "pumpd frozen", lease=LeaseSpec(lease_name("t", "s", 0), retry=0.5))
+    pumps = _pumps(cfg, "pumpd frozen", lease=LeaseSpec(lease_queue("t", "s", 0), retry=0.5))
     # the broker gives up on the silent connection 2-3 heartbeat timeouts (4-6 s) after its last byte
     reasons = _moved_once(pumps, node_a, vhost_a, node_b, vhost_b, lambda _s: time.sleep(10))
     assert any("stood still" in r for r in reasons), reasons

@@ -10,7 +10,8 @@ from typing import Any
 
 import pika
 from pumpd.dataplane.properties import encode_properties
-from pumpd.engine.stream_position import store_queue, stream_offset
+from pumpd.engine.queue_names import stream_position_queue
+from pumpd.engine.stream_position import stream_offset
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import blocking_connection, declare_queue, drain_queue, queue_depth
@@ -34,7 +35,7 @@ def _publish(uri: str, queue: str, first: int, n: int) -> None:
 def _record(uri: str, shovel_name: str) -> dict[str, Any] | None:
     with blocking_connection(uri) as c:
         ch = c.channel()
-        method, _props, body = ch.basic_get(store_queue(shovel_name), auto_ack=False)
+        method, _props, body = ch.basic_get(stream_position_queue(shovel_name), auto_ack=False)
         if method is None:
             return None
         ch.basic_reject(method.delivery_tag, requeue=True)
@@ -131,3 +132,33 @@ def test_another_daemon_takes_a_stream_over_where_a_lost_one_left_it(
             d.kill_everything()
     got = drain_queue(dst, "copy-takeover")
     assert [d.body for d in got] == [b"%d" % i for i in range(250)]
+
+
+def test_two_stream_shovels_whose_long_names_share_a_beginning_keep_two_positions(
+        node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str) -> None:
+    """Shovel names may be 512 bytes, queue names 255: two names that differ only past the cut
+    must still get two records, or the second shovel resumes where the first one stopped and
+    never sends what came before."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    _stream(src, "st-shared")
+    _publish(src, "st-shared", 0, 120)
+    common = "s" * 240
+    for tail in ("a", "b"):
+        _stream_all_to(src, dst, common + tail, "st-shared", f"copy-{tail}", 120)
+    assert stream_position_queue(common + "a") != stream_position_queue(common + "b")
+
+
+def _stream_all_to(src: str, dst: str, name: str, stream: str, queue: str, n: int) -> None:
+    """Run shovel ``name`` from ``stream`` (from its first message unless it has a record) into
+    ``queue`` until ``n`` messages are there and its position is recorded; then check them."""
+    declare_queue(dst, queue, durable=True)
+    s = shovel(name, sources={"broker": src}, destinations={"broker": dst}, queue=stream,
+               consumer_args={"x-stream-offset": "first"}, prefetch_count=50,
+               publish_fields={"exchange": "", "routing_key": queue})
+    with running(s) as pumps:
+        pumps.wait_for(lambda: queue_depth(dst, queue)[0] == n, 60, f"{n} at {queue}")
+        last = _last_offset(src, stream, f"id{n - 1}")
+        pumps.wait_for(lambda: _record(src, name) == {"stream": stream, "offset": last},
+                       30, "the position recorded")
+    got = drain_queue(dst, queue)
+    assert [d.body for d in got] == [b"%d" % i for i in range(n)]

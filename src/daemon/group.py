@@ -29,7 +29,7 @@ coordination broker (one vhost), named after the group (``cluster``):
   which of the given shovels have one (passive declares: there or 404).
 
 Queue names longer than AMQP's 255 bytes keep their head and end in a hash
-(:func:`pumpd.daemon.probes.queue_name`). A cluster name follows the one rule of
+(:mod:`pumpd.engine.queue_names`). A cluster name follows the one rule of
 :func:`pumpd.config.cluster.check_cluster_name` (no dots: the names stay unambiguous).
 
 Measured with ``python bench/group.py membership --reps 10`` (a private node, two observing
@@ -57,7 +57,8 @@ from ..config.cluster import check_cluster_name
 from ..config.model import BrokerURI
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
-from .group_view import GroupView, Member, MemberInfo, info_queue, member_queue, paused_queue
+from ..engine.queue_names import info_queue, member_queue, paused_queue
+from .group_view import GroupView, Member, MemberInfo
 from .probes import Probes, QueueState
 from .spread import PositionKey
 

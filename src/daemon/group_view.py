@@ -1,6 +1,6 @@
-"""What a group of daemons looks like from one member (``group.py`` keeps it up to date): the
-names of the group's queues on the coordination broker, what a member says of itself
-(:class:`MemberInfo`, its record), and the view (:class:`GroupView`): the live members, by slot.
+"""What a group of daemons looks like from one member (``group.py`` keeps it up to date): what
+a member says of itself (:class:`MemberInfo`, its record), and the view (:class:`GroupView`): the
+live members, by slot.
 Plain values, no I/O.
 """
 
@@ -10,28 +10,11 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .probes import queue_name
 from .spread import PositionKey, assign
 
-__all__ = ["MAX_RECORD_BYTES", "GroupView", "Member", "MemberInfo", "info_queue",
-           "member_queue", "paused_queue"]
+__all__ = ["MAX_RECORD_BYTES", "GroupView", "Member", "MemberInfo"]
 
 MAX_RECORD_BYTES = 1 << 20  # a member record larger than this is not read as one
-
-
-def member_queue(cluster: str, slot: int) -> str:
-    """The exclusive queue a member of ``cluster`` holds for slot ``slot``."""
-    return queue_name("pumpd.member", cluster, str(slot))
-
-
-def info_queue(cluster: str, slot: int) -> str:
-    """The last-value queue where the member of slot ``slot`` says who it is."""
-    return queue_name("pumpd.member-info", cluster, str(slot))
-
-
-def paused_queue(cluster: str, shovel: str) -> str:
-    """The queue whose existence marks ``shovel`` paused in the whole group."""
-    return queue_name("pumpd.paused", cluster, shovel)
 
 
 @dataclass(frozen=True)

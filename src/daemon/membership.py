@@ -49,7 +49,8 @@ from typing import Any, Protocol
 import orjson
 
 from ..config.model import ClusterConfig
-from ..engine.lease import LeaseSpec, lease_name
+from ..engine.lease import LeaseSpec
+from ..engine.queue_names import lease_queue
 from .group import Group
 from .group_view import GroupView, MemberInfo
 from .handover import Handover
@@ -112,7 +113,7 @@ def position_spec(opts: Options, s: Shovel, w: Position, *, steered: bool,
                             drain_timeout=opts.drain_timeout, paused=paused)
     return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
                         drain_timeout=opts.drain_timeout, paused=paused,
-                        lease=LeaseSpec(lease_name(cluster.name, s.name, w.index),
+                        lease=LeaseSpec(lease_queue(cluster.name, s.name, w.index),
                                         cluster.lease_retry),
                         steered_grace=cluster.grace if steered else None,
                         member=member_id(opts.state_path))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,26 +26,12 @@ from ..engine.link import Link, LinkError
 from ..engine.link_errors import describe, reply_code
 
 __all__ = ["NOT_FOUND", "PRECONDITION_FAILED", "RESOURCE_LOCKED", "Probes", "QueueState",
-           "lease_is_free", "queue_name"]
+           "lease_is_free"]
 
 NOT_FOUND = 404
 RESOURCE_LOCKED = 405
 PRECONDITION_FAILED = 406
 
-_MAX_QUEUE_NAME = 255  # bytes: AMQP's shortstr
-
-
-def queue_name(*parts: str) -> str:
-    """``parts`` joined with dots, as a queue name: when longer than AMQP's 255 bytes, its
-    head is kept and the rest replaced by a hash of the whole (two long names that differ only
-    at their ends stay different, as truncation alone would not keep them)."""
-    name = ".".join(parts)
-    raw = name.encode()
-    if len(raw) <= _MAX_QUEUE_NAME:
-        return name
-    digest = hashlib.blake2b(raw, digest_size=12).hexdigest()
-    head = raw[: _MAX_QUEUE_NAME - len(digest) - 1].decode("utf-8", "ignore")
-    return f"{head}~{digest}"
 
 
 class QueueState(enum.Enum):

@@ -16,38 +16,16 @@ spread); the default gate tries every position and never lets one go.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..config.model import Declaration
 from .link import Link, LinkError
 
-__all__ = ["ALWAYS", "GATE_POLL", "LEASE_PREFIX", "RESOURCE_LOCKED", "LeaseGate", "LeaseRefused", "LeaseSpec",
-           "lease_name", "take_lease", "watch_gate"]
+__all__ = ["ALWAYS", "GATE_POLL", "RESOURCE_LOCKED", "LeaseGate", "LeaseRefused", "LeaseSpec", "take_lease",
+           "watch_gate"]
 
-LEASE_PREFIX = "pumpd.lease"
 RESOURCE_LOCKED = 405  # the broker's answer to a declare of another connection's exclusive queue
-MAX_QUEUE_NAME = 255  # bytes of UTF-8: a queue name is an AMQP shortstr
-_HASH_CHARS = 16  # hex digits of SHA-256 that stand for a shovel name too long to spell out
-
-
-def lease_name(cluster: str, shovel: str, index: int) -> str:
-    """``pumpd.lease.<cluster>.<shovel>.<index>``, the lease queue of one position.
-
-    A shovel name may be up to 512 bytes, a queue name at most 255: when the whole name does not
-    fit, the shovel part is cut (at a character boundary) and followed by ``~`` and 16 hex digits
-    of the full shovel name's SHA-256, so that two long names that share a beginning still get
-    two leases, and every member computes the same name.
-    """
-    head, tail = f"{LEASE_PREFIX}.{cluster}.", f".{index}"
-    name = f"{head}{shovel}{tail}"
-    if len(name.encode()) <= MAX_QUEUE_NAME:
-        return name
-    digest = hashlib.sha256(shovel.encode()).hexdigest()[:_HASH_CHARS]
-    room = MAX_QUEUE_NAME - len(head.encode()) - len(tail.encode()) - 1 - _HASH_CHARS
-    cut = shovel.encode()[:max(room, 0)].decode("utf-8", "ignore")
-    return f"{head}{cut}~{digest}{tail}"
 
 
 @dataclass(frozen=True)

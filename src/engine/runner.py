@@ -17,8 +17,9 @@ from collections.abc import Callable
 from .. import exitcodes
 from ..config.model import PumpConfig, ShovelConfig
 from ..dataplane.implementation import IMPLEMENTATION
-from .lease import LeaseSpec, lease_name
+from .lease import LeaseSpec
 from .pump import Pump
+from .queue_names import lease_queue
 from .status import ShovelStatus, State
 
 log = logging.getLogger("pumpd.runner")
@@ -85,7 +86,7 @@ async def run_shovels(
         on_status(statuses)
     c = cfg.cluster  # a member of a group: one position per shovel here, index 0
     pumps = [Pump(s, st, drain_timeout=drain_timeout,
-                  lease=None if c is None else LeaseSpec(lease_name(c.name, s.name, 0),
+                  lease=None if c is None else LeaseSpec(lease_queue(c.name, s.name, 0),
                                                          c.lease_retry))
              for s, st in zip(cfg.shovels.values(), statuses, strict=False)]
     reporter = None

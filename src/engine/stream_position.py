@@ -37,6 +37,7 @@ from ..config.model import BrokerURI, Declaration
 from ..dataplane.properties import HEADERS_INDEX, FrameError, split_properties, table_entries
 from .link import Link, LinkError, open_link
 from .parameters import to_pika_parameters
+from .queue_names import stream_position_queue
 
 log = logging.getLogger("pumpd.stream_position")
 
@@ -76,11 +77,6 @@ def stream_offset(raw_properties: bytes) -> int | None:
     return None
 
 
-def store_queue(shovel: str) -> str:
-    name = f"pumpd.stream-position.{shovel}"
-    return name if len(name.encode()) <= 255 else name.encode()[:255].decode("utf-8", "ignore")
-
-
 class StreamPosition:
     """The record for one shovel and stream (see the module docstring)."""
 
@@ -88,7 +84,7 @@ class StreamPosition:
         self.uri = uri
         self.shovel = shovel
         self.stream = stream
-        self.queue = store_queue(shovel)
+        self.queue = stream_position_queue(shovel)
         self._client_name = client_name
         self._link: Link | None = None
         self.saved: int | None = None  # the offset in the record
