@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pumpd import exitcodes
 from pumpd.daemon.client import printable
-from pumpd.daemon.http_api import MAX_BODY, MAX_CONNECTIONS, MAX_HEADERS
+from pumpd.daemon.http_api import MAX_BODY, MAX_HEADERS
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from daemon_helpers import Daemon, pumpd_daemon, running_state, shovel_def
@@ -256,21 +256,6 @@ def test_content_length_and_headers_are_read_strictly(pumpd_daemon) -> None:
     # the same body, well framed (a repeated identical Content-Length is fine)
     text = head + f"Content-Length: {len(body)}\r\nContent-Length: {len(body)}\r\n\r\n"
     assert status_line(raw(d, text.encode() + body)) == 201
-
-
-def test_connections_beyond_the_cap_get_503(pumpd_daemon) -> None:
-    d = pumpd_daemon({})
-    idle = [socket.create_connection(("127.0.0.1", d.port), timeout=10)
-            for _ in range(MAX_CONNECTIONS)]
-    try:
-        # every idle connection is being served (waiting for its request): the next is refused
-        d.wait_for(lambda: d.request("GET", "/api/overview")[0] == 503, 10, "a 503")
-        status, doc = d.request("GET", "/api/overview")
-        assert status == 503 and f"at most {MAX_CONNECTIONS}" in doc["reason"]
-    finally:
-        for s in idle:
-            s.close()
-    d.wait_for(lambda: d.request("GET", "/api/overview")[0] == 200, 10, "served again")
 
 
 # -- TLS, and where the endpoint may listen ---------------------------------------------------

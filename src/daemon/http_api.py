@@ -22,16 +22,22 @@ On top of the token, a request that changes something is refused when it carries
 header of another site, which every browser sends with a cross-site POST/PUT/DELETE: the one
 origin accepted is the status page's own (:func:`pumpd.daemon.status_page.same_origin`).
 
-The server itself is bounded: at most ``MAX_CONNECTIONS`` at once (more are answered 503 and
-closed), ``READ_TIMEOUT`` to send a whole request, ``WRITE_TIMEOUT`` to take the answer, at most
-``MAX_HEADERS`` header lines in ``MAX_HEAD`` bytes, and a ``Content-Length`` of digits only,
-stated once, up to ``MAX_BODY``.
+The server itself is bounded: at most ``MAX_CONNECTIONS`` open at once, counted from their
+acceptance (the TLS handshake runs in the connection's own slot, within
+``TLS_HANDSHAKE_TIMEOUT``), ``READ_TIMEOUT`` to send a whole request, ``WRITE_TIMEOUT`` to take
+the answer, at most ``MAX_HEADERS`` header lines in ``MAX_HEAD`` bytes, and a ``Content-Length``
+of digits only, stated once, up to ``MAX_BODY``. When every slot is taken, a new connection takes
+the slot of the oldest one that has not sent a whole request
+(:mod:`pumpd.daemon.http_connections` says which goes first): idle or slow clients without the
+token cannot lock out one with it. Only when every slot serves a request that presented the token
+is a new connection answered 503 and closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote
@@ -42,6 +48,7 @@ from ..config.redaction import redact
 from . import access as access_rules
 from . import status_page
 from .access import Access
+from .http_connections import Connection, ConnectionTable, Stage
 
 log = logging.getLogger("pumpd.http")
 
@@ -116,8 +123,10 @@ def _force(query: str) -> bool:
     return bool(values) and values[-1].lower() in ("true", "1", "yes")
 
 
-def route(api: Api, method: str, path: str, body: bytes) -> Reply:
-    """Dispatch one request. ``path`` is the raw (still percent-encoded) path."""
+def route(api: Api, method: str, path: str, body: bytes,
+          endpoint_metrics: Callable[[], str] | None = None) -> Reply:
+    """Dispatch one request. ``path`` is the raw (still percent-encoded) path;
+    ``endpoint_metrics``: the endpoint's own series, after the daemon's on ``/metrics``."""
     path, _, query = path.partition("?")
     parts = path.strip("/").split("/")
     if path in ("/", "/index.html"):
@@ -128,7 +137,8 @@ def route(api: Api, method: str, path: str, body: bytes) -> Reply:
     if path == "/metrics":
         if method not in ("GET", "HEAD"):
             return error(405, "use GET")
-        return Reply(200, api.metrics(), "text/plain; version=0.0.4; charset=utf-8")
+        text = api.metrics() + (endpoint_metrics() if endpoint_metrics is not None else "")
+        return Reply(200, text, "text/plain; version=0.0.4; charset=utf-8")
     if parts[:1] != ["api"]:
         return error(404, f"no such resource: {path}")
     if parts == ["api", "overview"]:
@@ -236,16 +246,13 @@ def content_length(headers: dict[str, str]) -> int:
     return length
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
+async def _read_head(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str]]:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.LimitOverrunError:
         raise BadRequest(431, f"the request line and headers are limited to {MAX_HEAD} "
                               "bytes") from None
-    method, path, headers = _parse_head(head)
-    length = content_length(headers)
-    body = await reader.readexactly(length) if length else b""
-    return method, path, headers, body
+    return _parse_head(head)
 
 
 async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -266,10 +273,6 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         left -= len(chunk)
 
 
-def _busy() -> bytes:
-    return _encode(error(503, f"too many connections (at most {MAX_CONNECTIONS})"), False)
-
-
 class HttpServer:
     """Serves :class:`Api` on ``host:port`` until :meth:`close`, to those ``access`` lets in."""
 
@@ -279,17 +282,16 @@ class HttpServer:
         self._server: asyncio.base_events.Server | None = None
         self._host: str | None = None  # as bound: a name the status page may be reached by
         self._port: int | None = None
-        self._connections = 0
+        self._connections = ConnectionTable(MAX_CONNECTIONS)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind and listen; returns the bound address.
 
         :raises OSError: when the address cannot be bound (e.g. in use).
         """
-        tls = self.access.tls
-        self._server = await asyncio.start_server(
-            self._handle, host, port, limit=MAX_HEAD, ssl=tls,
-            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if tls is not None else None)
+        # No ssl= here: each connection runs its TLS handshake in its own slot (``_handle``),
+        # so a client that never finishes one is counted, bounded and evictable like any other.
+        self._server = await asyncio.start_server(self._handle, host, port, limit=MAX_HEAD)
         self._host = host
         sockname = self._server.sockets[0].getsockname()
         self._port = int(sockname[1])
@@ -320,19 +322,37 @@ class HttpServer:
             return error(403, "changes are not accepted from other web sites (Origin header)")
         return None
 
-    async def _answer(self, reader: asyncio.StreamReader) -> tuple[str, Reply]:
+    def metrics(self) -> str:
+        """The endpoint's own series for ``/metrics``."""
+        return ("# HELP pumpd_http_connections_evicted_total HTTP connections closed to make room "
+                "for new ones: idle, slow or not sending a whole request while every slot was "
+                "taken.\n"
+                "# TYPE pumpd_http_connections_evicted_total counter\n"
+                f"pumpd_http_connections_evicted_total {self._connections.evicted}\n")
+
+    async def _answer(self, reader: asyncio.StreamReader, conn: Connection) -> tuple[str, Reply]:
+        """Read one request within ``READ_TIMEOUT`` and answer it, raising ``conn``'s stage as
+        it earns it: trusted once its head is admitted with the token, serving once a request
+        that needs none is whole."""
+        refusal: Reply | None = None
         try:
-            method, path, headers, body = await asyncio.wait_for(_read_request(reader),
-                                                                 READ_TIMEOUT)
+            async with asyncio.timeout(READ_TIMEOUT):
+                method, path, headers = await _read_head(reader)
+                length = content_length(headers)
+                refusal = self._admit(method, path, headers)
+                if refusal is None and access_rules.bearer_matches(headers.get("authorization"),
+                                                                   self.access.token):
+                    conn.stage = Stage.TRUSTED
+                body = await reader.readexactly(length) if length else b""
         except BadRequest as exc:
             return "", error(exc.status, str(exc))
         except (ValueError, UnicodeDecodeError):
             return "", error(400, "malformed HTTP request")
-        refusal = self._admit(method, path, headers)
         if refusal is not None:
             return method, refusal
+        conn.stage = max(conn.stage, Stage.SERVING)
         try:
-            return method, route(self.api, method, path, body)
+            return method, route(self.api, method, path, body, self.metrics)
         except UnicodeDecodeError:
             return method, error(400, "the shovel name is not valid percent-encoded UTF-8")
         except Exception:
@@ -340,24 +360,48 @@ class HttpServer:
             return method, error(500, "internal error (see the pumpd log)")
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._connections += 1
+        conn = self._connections.admit(asyncio.current_task())
+        tls = self.access.tls
+        handshaken = tls is None
+        answered = False
         try:
-            if self._connections > MAX_CONNECTIONS:
-                writer.write(_busy())
-                refused = True
+            if tls is not None:
+                await writer.start_tls(tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+                handshaken = True
+            if conn is None:
+                method, reply = "", error(503, f"too many connections (at most "
+                                               f"{MAX_CONNECTIONS}, each serving a request "
+                                               "with the token)")
             else:
-                method, reply = await self._answer(reader)
-                writer.write(_encode(reply, head_only=method == "HEAD"))
-                refused = reply.status >= 400
+                method, reply = await self._answer(reader, conn)
+            writer.write(_encode(reply, head_only=method == "HEAD"))
+            answered = True
             await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
-            if refused:
+            if reply.status >= 400:
+                if conn is not None:
+                    conn.stage = Stage.WAITING  # answered: what follows is a courtesy
                 await _linger(reader, writer)
-        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError, OSError):
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError, OSError):
             pass  # the client went away, or never finished its request: nothing to answer
+        except asyncio.CancelledError:
+            if conn is None or not conn.evicted:
+                raise
         finally:
-            self._connections -= 1
-            writer.close()
-            try:
-                await asyncio.wait_for(writer.wait_closed(), WRITE_TIMEOUT)
-            except (ConnectionError, OSError, asyncio.TimeoutError):
-                writer.transport.abort()
+            if conn is not None:
+                self._connections.release(conn)
+            await _close(writer, handshaken, answered and not (conn is not None and conn.evicted))
+
+
+async def _close(writer: asyncio.StreamWriter, handshaken: bool, graceful: bool) -> None:
+    """Close a connection: after an answer, letting it reach the client (within
+    ``WRITE_TIMEOUT``); otherwise at once, nothing being owed."""
+    if not handshaken:
+        return  # a TLS handshake that failed, timed out or was cancelled closed its socket
+    if not graceful:
+        writer.transport.abort()
+        return
+    writer.close()
+    try:
+        await asyncio.wait_for(writer.wait_closed(), WRITE_TIMEOUT)
+    except (ConnectionError, OSError, asyncio.TimeoutError):
+        writer.transport.abort()
