@@ -1,18 +1,24 @@
 """The coordinator replaces workers that die or hang, leaves shovels that terminated by design
-alone, and its workers do not outlive it."""
+alone, does not take its own stand-still for its workers' hang, and its workers do not outlive
+it."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import drain_queue, queue_depth
 from daemon_helpers import (
+    Daemon,
     fill_queue,
     pid_alive,
     pumpd_daemon,
@@ -177,3 +183,167 @@ def test_a_killed_worker_is_not_counted_running_until_its_replacement_moves_mess
     d.wait_for(lambda: running_state(d, "s", workers=2) and d.shovel("s")["reason"] is None, 60,
                "both running again")
     assert d.shovel("s")["restarts"] == 1
+
+
+# -- a coordinator that stood still with its workers ------------------------------------------
+
+class OwnGroupDaemon(Daemon):
+    """A daemon in a process group of its own (``setsid`` execs it in place: same pid), so that
+    the test can stop the coordinator and all its workers at once, as a VM pause does."""
+
+    def command(self) -> list[str]:
+        return ["setsid", *super().command()]
+
+
+@pytest.fixture
+def own_group_daemon(tmp_path: Path) -> Iterator[Callable[..., OwnGroupDaemon]]:
+    started: list[OwnGroupDaemon] = []
+
+    def factory(shovels: dict[str, Any], *args: str) -> OwnGroupDaemon:
+        d = OwnGroupDaemon(tmp_path, shovels, args, find_free_port(), name=f"pumpd-{len(started)}")
+        started.append(d)
+        return d.start()
+
+    yield factory
+    for d in started:
+        if d.proc is not None and d.proc.poll() is None:
+            os.killpg(d.pid, signal.SIGCONT)  # whatever a failed test left stopped
+        d.kill_everything()
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def _freeze(d: Daemon, seconds: float, keep_stopped: int | None = None) -> float:
+    """SIGSTOP the daemon's whole process group for ``seconds``, then SIGCONT it (all but
+    ``keep_stopped``); returns how long it stood still at least (from after the stop to before
+    the continue)."""
+    d.remember_workers()
+    os.killpg(d.pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    time.sleep(seconds)
+    resumed = time.monotonic()
+    if keep_stopped is None:
+        os.killpg(d.pid, signal.SIGCONT)
+    else:
+        for pid in _group_members(d.pid):
+            if pid != keep_stopped:
+                os.kill(pid, signal.SIGCONT)
+    return resumed - stopped
+
+
+def test_a_whole_daemon_frozen_past_the_heartbeat_timeout_keeps_its_workers_and_its_messages(
+    own_group_daemon, node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str
+) -> None:
+    """SIGSTOP of the daemon's process group for 2.7 heartbeat timeouts: the coordinator sees
+    that it stood still itself and judges no worker by the heartbeats it missed meanwhile. Two
+    shovels' source connections have a 2 s heartbeat: the broker drops them during the freeze
+    and their fences end those sessions (a reconnect, not a restart); the other two notice
+    nothing."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    names = ("short-hb-0", "short-hb-1", "default-hb-0", "default-hb-1")
+    shovels = {n: shovel_def(src + ("?heartbeat=2" if n.startswith("short") else ""),
+                             f"{n}-in", dst, f"{n}-out", prefetch_count=100) for n in names}
+    d = own_group_daemon(shovels, "--heartbeat-timeout", "3")
+    for n in names:
+        d.wait_for(lambda n=n: running_state(d, n), 30, f"{n} running")
+    pids = {n: d.worker_pids(n) for n in names}
+
+    n_each, batch = 3000, 100
+    sent = {n: [b"%s-%05d" % (n.encode(), i) for i in range(n_each)] for n in names}
+    published = threading.Event()
+
+    def publish() -> None:  # a steady stream through the freeze: messages in flight at the stop
+        for i in range(0, n_each, batch):
+            for n in names:
+                fill_queue(src, f"{n}-in", sent[n][i:i + batch])
+            time.sleep(0.1)
+        published.set()
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    d.wait_for(lambda: all(d.shovel(n)["counters"]["consumed"] >= 200 for n in names), 60,
+               "every shovel moving messages")
+    frozen = _freeze(d, 8.0)
+
+    publisher.join(120)
+    assert published.is_set()
+
+    def drained() -> bool:
+        return all(queue_depth(dst, f"{n}-out")[0] >= n_each and queue_depth(src, f"{n}-in")[0] == 0
+                   and d.shovel(n)["counters"]["in_flight"] == 0 and running_state(d, n)
+                   for n in names)
+
+    d.wait_for(drained, 120, "every source drained into its destination")
+    events = d.log_events()
+    kills = [e for e in events if e.get("event") in ("kill", "crash")]
+    assert not kills, kills
+    assert not any("killing it" in e.get("message", "") for e in events)
+    stood = [e for e in events if e.get("event") == "stood_still"]
+    said = [float(re.search(r"stood still for ([0-9.]+)s", e["message"])[1])  # type: ignore[index]
+            for e in stood]
+    assert any(s >= frozen - 0.1 for s in said), stood
+    assert all(e["level"] == "warning" for e in stood), stood
+    for n in names:
+        doc = d.shovel(n)
+        assert d.worker_pids(n) == pids[n], n
+        assert doc["restarts"] == 0 and doc["workers"][0]["restarts"] == 0, doc
+        depth = queue_depth(dst, f"{n}-out")[0]
+        got = [m.body for m in drain_queue(dst, f"{n}-out", expected=depth, timeout=60)]
+        # on_confirm: at least once; what a dropped source connection had delivered unacked
+        # (its prefetch window at most) may come twice, nothing may be missing
+        assert set(got) == set(sent[n]), n
+        assert len(got) - n_each <= 100, (n, len(got))
+    assert d.stop() == 0
+
+
+def test_a_worker_still_stopped_after_the_whole_daemon_resumed_is_killed_after_the_window(
+    own_group_daemon, node_a: LocalNode, vhost_a: str
+) -> None:
+    """The stand-still gives a fresh window, not an amnesty: a worker that does not beat again
+    within the heartbeat timeout after the coordinator resumed is killed and replaced; the ones
+    that beat again keep running in their processes."""
+    uri = node_a.uri(vhost_a)
+    names = ("hung", "fine-0", "fine-1")
+    d = own_group_daemon({n: shovel_def(uri, f"{n}-in", uri, f"{n}-out") for n in names},
+                         "--heartbeat-timeout", "3")
+    for n in names:
+        d.wait_for(lambda n=n: running_state(d, n), 30, f"{n} running")
+    pids = {n: d.worker_pids(n) for n in names}
+    (victim,) = pids["hung"]
+    try:
+        frozen = _freeze(d, 8.0, keep_stopped=victim)
+
+        def replaced() -> bool:
+            (w,) = d.shovel("hung")["workers"]
+            return w["pid"] not in (None, victim) and w["state"] == "running"
+
+        d.wait_for(replaced, 60, "the stopped worker replaced")
+    finally:
+        if pid_alive(victim):
+            os.kill(victim, signal.SIGCONT)
+    (w,) = d.shovel("hung")["workers"]
+    assert w["restarts"] == 1
+    prefix = "killed by pumpd: no heartbeat for "
+    assert w["last_exit"].startswith(prefix), w["last_exit"]
+    # judged a full timeout after the resumption, not on the heartbeats missed in the freeze
+    silent = float(w["last_exit"][len(prefix):].rstrip("s"))
+    assert silent > frozen + 3.0, (silent, frozen)
+    assert not pid_alive(victim)
+    for n in ("fine-0", "fine-1"):
+        assert d.worker_pids(n) == pids[n] and d.shovel(n)["restarts"] == 0, n
+    fill_queue(uri, "hung-in", [b"after"])
+    d.wait_for(lambda: queue_depth(uri, "hung-out")[0] == 1, 30, "the new worker moving messages")
+    assert d.stop() == 0

@@ -15,7 +15,9 @@ report on a pipe):
   terminated by design: reconnect_delay 0 after a failure, or its delete_after limit), or a
   restart after an exponential backoff with jitter (a crash);
 * ``murder``: SIGKILL a worker whose heartbeat stopped (a hung event loop), one that never
-  started, and one that drains longer than the drain timeout plus a grace period;
+  started, and one that drains longer than the drain timeout plus a grace period; after the
+  coordinator itself stood still (:mod:`pumpd.daemon.standstill`), those silences count only
+  from the moment it resumed: its workers stood still with it;
 * ``spawn``: start the workers that are due, in multiprocessing's "spawn" context (never fork:
   a fresh interpreter, no inherited threads or locks);
 * ``observe``: read every slot, sample the rates, log each shovel's state changes.
@@ -64,6 +66,7 @@ from .report import carry
 from .restarts import schedule_restart
 from .service import ServiceState
 from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotsUnavailable
+from .standstill import StandStill, stood_still_after
 from .worker import PositionSpec
 
 log = logging.getLogger("pumpd.coordinator")
@@ -108,8 +111,10 @@ class Coordinator:
         self.started = time.time()
         self.http_address: tuple[str, int] | None = None
         self.service = ServiceState()  # systemd's Type=notify: readiness, reload, stop
-        self.pauses = Pauses(opts.state_path, self._workers)  # pausing.py (issue 23)
+        self.pauses = Pauses(opts.state_path, self._workers, self.runtime_definitions)
         self.membership: Membership | None = None  # a group's, with a coordination broker
+        # the loop's own passes: a stand-still of the coordinator is not its workers' silence
+        self._standstill = StandStill(stood_still_after(TICK, opts.heartbeat_timeout))
 
     # ---------------------------------------------------------------------------- main loop
 
@@ -179,10 +184,12 @@ class Coordinator:
 
     async def _loop(self) -> None:
         assert self._wake is not None
+        self._standstill.passed(time.monotonic())  # the start-up before the loop is no stand-still
         while True:
             self._wake.clear()
             self._handle_signals()
             now = time.monotonic()
+            self._check_standstill(now)
             self._reap(now)
             if self.stopping and not any(s.workers for s in self.shovels.values()) \
                     and not self._workers.processes:
@@ -316,19 +323,30 @@ class Coordinator:
     def _crashed(self, s: Shovel, w: Position, what: str, code: ReasonCode, now: float) -> None:
         schedule_restart(self.pool, self._rng, s, w, what, code, now)
 
+    def _check_standstill(self, now: float) -> None:
+        """Whether the coordinator stood still since its last pass; if it did, say so once:
+        its workers' silences count from now (:mod:`pumpd.daemon.standstill`)."""
+        gap = self._standstill.passed(now)
+        if gap is None:
+            return
+        log.warning("the coordinator stood still for %.1fs; giving workers %gs to beat again "
+                    "before judging them", gap, self.opts.heartbeat_timeout,
+                    extra={"event": "stood_still"})
+
     def _murder(self, now: float) -> None:
+        silent_for = self._standstill.silent_for
         for s, w in self._all_workers():
             if w.runner is None or w.runner.kill_reason is not None:
                 continue
             reason = None
             if w.stop_sent_at is not None:
                 limit = self.opts.drain_timeout + DRAIN_GRACE
-                if now - w.stop_sent_at > limit:
+                if silent_for(w.stop_sent_at, now) > limit:
                     reason = f"still draining after {limit:g}s"
             elif w.record.pid != w.pid:
-                if now - w.spawned_at > STARTUP_TIMEOUT:
+                if silent_for(w.spawned_at, now) > STARTUP_TIMEOUT:
                     reason = f"no report within {STARTUP_TIMEOUT:g}s of starting"
-            elif now - w.record.heartbeat > self.opts.heartbeat_timeout:
+            elif silent_for(w.record.heartbeat, now) > self.opts.heartbeat_timeout:
                 reason = f"no heartbeat for {now - w.record.heartbeat:.1f}s"
             if reason is not None:
                 self._workers.murder(s, w, reason)
