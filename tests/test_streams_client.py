@@ -29,6 +29,12 @@ def node() -> Iterator[LocalNode]:
         yield n
 
 
+@pytest.fixture(scope="module")
+def user(node: LocalNode) -> str:
+    """A user with PASSWORD and full permissions on ``/``."""
+    return _user(node, "full")
+
+
 def _user(node: LocalNode, prefix: str, read: str = ".*") -> str:
     """A new user with PASSWORD and full permissions on ``/`` but ``read``."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
@@ -65,10 +71,10 @@ def test_a_wrong_password_is_an_authentication_failure_naming_the_user(
                    "password?"), msg
 
 
-def test_a_user_without_permissions_on_the_vhost_may_not_open_it(node: LocalNode) -> None:
+def test_a_user_without_permissions_on_the_vhost_may_not_open_it(node: LocalNode,
+                                                                  user: str) -> None:
     vhost = f"v-{uuid.uuid4().hex[:6]}"
-    node.add_vhost(vhost)
-    user = _user(node, "outsider")  # permissions on / only
+    node.add_vhost(vhost)  # the user has permissions on / only
     msg = _refusal(node, node.uri(vhost, user, PASSWORD))
     assert msg == (f"streams protocol 127.0.0.1:{node.stream_port} (vhost {vhost!r}): user "
                    f"{user!r} may not open vhost {vhost!r} (VIRTUAL_HOST_ACCESS_FAILURE): does "
@@ -84,22 +90,20 @@ def test_a_user_without_read_permission_may_not_read_the_stream(node: LocalNode)
     assert "permissions" in msg, msg
 
 
-def test_a_stream_that_does_not_exist_is_named(node: LocalNode) -> None:
-    user = _user(node, "full")
+def test_a_stream_that_does_not_exist_is_named(node: LocalNode, user: str) -> None:
     msg = _refusal(node, node.uri("/", user, PASSWORD), "no-such-stream")
     assert msg == (f"streams protocol 127.0.0.1:{node.stream_port} (vhost '/'): cannot read "
                    "stream 'no-such-stream' (STREAM_DOES_NOT_EXIST): no stream (or super "
                    "stream) of that name exists in the vhost"), msg
 
 
-def test_the_right_password_reads_a_stream(node: LocalNode) -> None:
+def test_the_right_password_reads_a_stream(node: LocalNode, user: str) -> None:
     """The same path with nothing wrong: the refusals above are the broker's, not the client's."""
     s = _stream(node)
     with blocking_connection(node.uri()) as c:
         ch = c.channel()
         ch.confirm_delivery()
         ch.basic_publish("", s, b"m0")
-    user = _user(node, "full")
     options = parse_read_options({"uri": node.uri("/", user, PASSWORD), "stream": s,
                                   "protocol": "stream", "streamPort": str(node.stream_port)})
     with connect(options, "pumpd test", timeout=20) as conn:
@@ -146,3 +150,27 @@ def test_command_keys_are_named() -> None:
 
 def test_a_code_pumpd_does_not_know_says_so() -> None:
     assert refusal(99, "read stream 's'", "u") == "cannot read stream 's': code 99 (unknown to pumpd)"
+
+
+def test_a_super_stream_that_does_not_exist_is_named(node: LocalNode) -> None:
+    options = parse_read_options({"uri": node.uri(), "superStream": "no-such-super",
+                                  "protocol": "stream", "streamPort": str(node.stream_port)})
+    with pytest.raises(StreamsError) as info, connect(options, "pumpd test", timeout=20) as conn:
+        conn.partitions("no-such-super")
+    msg = str(info.value)
+    assert msg == (f"streams protocol 127.0.0.1:{node.stream_port} (vhost '/'): cannot list the "
+                   "partitions of super stream 'no-such-super' (STREAM_DOES_NOT_EXIST): no stream "
+                   "(or super stream) of that name exists in the vhost"), msg
+
+
+def test_the_amqp_port_given_as_the_streams_port_is_named_as_such(node: LocalNode) -> None:
+    """The AMQP 0-9-1 listener answers with its protocol header, which read as a frame size is
+    over a gigabyte: refused before reading it, naming the port."""
+    options = parse_read_options({"uri": node.uri(password=PASSWORD), "stream": "s",
+                                  "protocol": "stream", "streamPort": str(node.amqp_port)})
+    with pytest.raises(StreamsError) as info:
+        connect(options, "pumpd test", timeout=20)
+    msg = str(info.value)
+    assert msg == (f"streams protocol 127.0.0.1:{node.amqp_port} (vhost '/'): the peer's answer "
+                   "(to exchange peer properties) is not a streams protocol frame (a frame of "
+                   f"{int.from_bytes(b'AMQP')} bytes): is streamPort the broker's streams port?"), msg

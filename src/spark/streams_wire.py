@@ -52,6 +52,11 @@ from .streams_codes import (
 FIRST, LAST, NEXT, OFFSET, TIMESTAMP = 1, 2, 3, 4, 5
 
 _HEAD = struct.Struct(">IHH")  # size, key, version
+# The largest frame read before the connection is open: the broker's answers until then are a
+# few hundred bytes, and a peer that is not a streams broker (an AMQP 0-9-1 or HTTP port) reads as
+# a size of hundreds of megabytes. Once open, a Deliver frame is a whole chunk, however large the
+# publishers made it.
+LOGIN_FRAME_MAX = 1 << 20
 _CHUNK = struct.Struct(">BbbHIqQQIII")  # Deliver v1: subscription id, then the chunk header
 DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (after 4 reserved)
 
@@ -190,8 +195,10 @@ class StreamsConnection:
         self.file = self.sock.makefile("rb", buffering=1 << 20)
         self._corr = 0
         self._tls = tls is not None
+        self._frame_max: int | None = LOGIN_FRAME_MAX
         try:
             self._login(username, password, vhost, name)
+            self._frame_max = None
         except BaseException as exc:
             self.file.close()
             self.sock.close()
@@ -255,7 +262,16 @@ class StreamsConnection:
             if size[0] == 0x15 and size[1] == 0x03 and not self._tls:  # a TLS alert record
                 raise StreamsConnectError(f"streams protocol: {self.address} answered with a "
                                           f"TLS alert{_TLS_HINT}")
-            frame: bytes = size + self.file.read(struct.unpack(">I", size)[0])
+            (length,) = struct.unpack(">I", size)
+            if length < _HEAD.size - 4 or (self._frame_max is not None
+                                           and length > self._frame_max):
+                raise StreamsError(f"{self.where}: the peer's answer (to {self.step}) is not a "
+                                   f"streams protocol frame (a frame of {length} bytes): is "
+                                   "streamPort the broker's streams port?")
+            frame: bytes = size + self.file.read(length)
+            if len(frame) < 4 + length:
+                raise ConnectionError(f"{self.where}: the broker closed the connection within "
+                                      f"a frame (at: {self.step})")
             key = _HEAD.unpack_from(frame)[1]
             if key == HEARTBEAT:
                 self._send(HEARTBEAT, b"", correlated=False)
@@ -283,9 +299,13 @@ class StreamsConnection:
 
     def partitions(self, super_stream: str) -> list[str]:
         """The streams of a super stream, in the order of its bindings."""
-        frame = self._request(PARTITIONS, _string(super_stream),
-                              f"list the partitions of super stream {super_stream!r}")
-        return _strings_at(frame, 14)[0]
+        step = f"list the partitions of super stream {super_stream!r}"
+        frame = self._request(PARTITIONS, _string(super_stream), step)
+        try:
+            return _strings_at(frame, 14)[0]
+        except (struct.error, UnicodeDecodeError):
+            raise StreamsError(f"{self.where}: the broker's answer (to {step}) is not a list of "
+                               "stream names") from None
 
     def subscribe(self, stream: str, kind: int, value: int = 0, credit: int = 10,
                   subscription: int = 0) -> None:
