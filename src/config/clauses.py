@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .json_input import INT64_BOUND
 from .limits import (
     MAX_BROKERS,
     MAX_DECLARATIONS,
@@ -33,7 +34,6 @@ from .model import (
 )
 from .uri import URIError, parse_uri, uri_notes
 from .values import (
-    INT64_BOUND,
     Context,
     bool_value,
     check_keys,

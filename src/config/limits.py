@@ -42,3 +42,4 @@ MAX_DOCUMENT_DEPTH = 8 + MAX_TABLE_DEPTH
 MAX_IMPORT_BYTES = 16 * 1024 * 1024  # a file read by import-erlang / import-definitions
 MAX_INTEGER_DIGITS = 128  # digits of one integer literal in an Erlang term (any base)
 MAX_BINARY_BYTES = 1024 * 1024  # one <<...>> binary of an Erlang term
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # a configuration file, or the daemon's state file

@@ -25,17 +25,16 @@ in :attr:`ShovelConfig.warnings` (``pumpd check`` and the importers print them).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from .clauses import COMMON_CLAUSES, SEED_ALL, read_seed_shovel
 from .cluster import parse_cluster
 from .dynamic import DYNAMIC_ALL, read_dynamic_shovel
+from .json_input import JsonInputError, path_text, read_json
 from .limits import (
+    MAX_DOCUMENT_BYTES,
     MAX_POSITIONS,
     MAX_SHOVEL_NAME,
     MAX_SHOVELS,
@@ -55,7 +54,7 @@ from .values import (
     utf8_size,
 )
 
-__all__ = ["ConfigError", "load_config", "parse_config",
+__all__ = ["ConfigError", "load_config", "located", "parse_config",
            "parse_document", "read_config", "shovel_to_json"]
 
 
@@ -153,67 +152,43 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
     return PumpConfig(shovels=shovels, shovels_per_process=per_process, cluster=cluster)
 
 
-class _PairsDict(dict[str, Any]):
-    """A JSON object that remembers which of its keys were given more than once."""
+def located(exc: JsonInputError, source: str, shovel: str | None = None) -> ConfigError:
+    """The reader's refusal as a configuration error, at its shovel and clause.
 
-    duplicates: list[str]
-
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> _PairsDict:
-    d = _PairsDict()
-    d.duplicates = []
-    for key, value in pairs:
-        if key in d and key not in d.duplicates:
-            d.duplicates.append(key)
-        d[key] = value
-    return d
-
-
-def _find_duplicate(value: object, path: list[str]) -> tuple[list[str], str] | None:
-    if isinstance(value, _PairsDict):
-        if value.duplicates:
-            return path, value.duplicates[0]
-        for key, item in value.items():
-            found = _find_duplicate(item, [*path, key])
-            if found:
-                return found
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found = _find_duplicate(item, [*path[:-1], f"{path[-1]}[{i}]"] if path else [f"[{i}]"])
-            if found:
-                return found
-    return None
-
-
-def _check_duplicates(data: bytes, source: str) -> None:
-    """orjson keeps the last of duplicate keys silently; find them with the stdlib parser.
-
-    :raises ConfigError: naming the first duplicate key (a shovel name, a clause, or deeper).
+    :param shovel: the shovel the whole document defines (a PUT body); None for a file,
+        ``{"shovels": {NAME: {...}}}``, whose path names the shovel.
     """
-    try:
-        tree = json.loads(data, object_pairs_hook=_pairs_hook)
-    except (ValueError, RecursionError):  # orjson accepted it: nothing more to learn here
-        return
-    found = _find_duplicate(tree, [])
-    if found is None:
-        return
-    path, key = found
-    if path == ["shovels"]:
-        raise ConfigError("this shovel name is given twice (shovel names must be distinct)",
-                          source=source, shovel=key)
-    if len(path) >= 2 and path[0] == "shovels":
-        clause = ".".join([*path[2:], key])
-        raise ConfigError(f"key {key!r} is given twice", source=source, shovel=path[1],
-                          clause=clause)
-    raise ConfigError(f"key {key!r} is given twice at {'.'.join(path) or 'the top level'}",
-                      source=source)
+    if exc.line is not None:
+        return ConfigError(f"invalid JSON at line {exc.line}, column {exc.column}: {exc.reason}",
+                           source=source, shovel=shovel)
+    path: tuple[str | int, ...] = exc.path
+    if shovel is None and len(path) >= 2 and path[0] == "shovels" and isinstance(path[1], str):
+        if exc.duplicate and len(path) == 2:
+            return ConfigError("this shovel name is given twice (shovel names must be distinct)",
+                               source=source, shovel=path[1])
+        shovel, path = path[1], path[2:]
+    elif shovel is None:
+        if exc.duplicate:
+            return ConfigError(f"{exc.reason} at {path_text(path[:-1]) or 'the top level'}",
+                               source=source)
+        return ConfigError((f"at {path_text(path)}: " if path else "") + exc.reason,
+                           source=source)
+    if not path:
+        return ConfigError(exc.reason, source=source, shovel=shovel)
+    clause_steps = 1
+    while clause_steps < len(path) and isinstance(path[clause_steps], int):
+        clause_steps += 1  # an endpoint's brokers[0]: the clause is the list's item
+    if exc.duplicate:  # the key given twice is the clause, however deep
+        return ConfigError(exc.reason, source=source, shovel=shovel, clause=path_text(path))
+    rest = path[clause_steps:]
+    return ConfigError((f"at {path_text(rest)}: " if rest else "") + exc.reason, source=source,
+                       shovel=shovel, clause=path_text(path[:clause_steps]))
 
 
 def load_config(path: str | os.PathLike[str]) -> PumpConfig:
     """Read, parse and validate a configuration file.
 
-    :raises ConfigError: when the file cannot be read, is not valid JSON (with its line and
-        column), has a duplicate key, or fails validation (see :func:`parse_config`).
+    :raises ConfigError: when the file cannot be read, or :func:`parse_document` refuses it.
     """
     return read_config(path)[0]
 
@@ -228,7 +203,7 @@ def read_config(path: str | os.PathLike[str]) -> tuple[PumpConfig, dict[str, Any
     source = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_DOCUMENT_BYTES + 1)  # one byte more: the reader refuses the size
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
     except (ValueError, MemoryError) as exc:  # an embedded NUL in the path, a huge file
@@ -239,20 +214,16 @@ def read_config(path: str | os.PathLike[str]) -> tuple[PumpConfig, dict[str, Any
 def parse_document(data: bytes, source: str) -> tuple[PumpConfig, dict[str, Any]]:
     """A configuration file's bytes, decoded, checked and validated.
 
-    :raises ConfigError: when they are not valid JSON (with the line and column), nest too
-        deep, have a duplicate key, or fail validation (see :func:`parse_config`).
+    :raises ConfigError: when the reader refuses them (:mod:`.json_input`: not JSON, with the
+        line and column; a key given twice, an integer past 64 bits, nesting too deep, ...,
+        with its shovel and clause), or they fail validation (see :func:`parse_config`).
     """
     # Every password in the file is known before any message can quote a piece of it.
     register_uri_secrets(data.decode("utf-8", "replace"))
     try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:  # also orjson's own nesting limit, where it has one
-        line = getattr(exc, "lineno", None) or data[: exc.pos].count(b"\n") + 1
-        col = getattr(exc, "colno", None)
-        where = f"line {line}" + (f", column {col}" if col else "")
-        raise ConfigError(f"invalid JSON at {where}: {exc.msg}", source=source) from None
-    check_nesting(obj, source)  # the duplicate check recurses
-    _check_duplicates(data, source)
+        obj = read_json(data, max_bytes=MAX_DOCUMENT_BYTES)
+    except JsonInputError as exc:
+        raise located(exc, source) from None
     config = parse_config(obj, source=source)
     assert isinstance(obj, dict)  # parse_config has checked it
     return config, obj

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+from .json_input import INT64_BOUND
 from .limits import (
     MAX_DOCUMENT_DEPTH,
     MAX_SHORTSTR,
@@ -21,9 +22,6 @@ from .limits import (
     MAX_TABLE_VALUES,
 )
 from .uri import redact
-
-# A signed 64-bit AMQP integer i (a table's long-long, a timestamp): -INT64_BOUND <= i < INT64_BOUND
-INT64_BOUND = 2**63
 
 
 class ConfigError(Exception):

@@ -18,11 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import orjson
-
-from ..config.limits import MAX_POSITIONS, MAX_SHOVELS, MAX_WORKERS
+from ..config.json_input import JsonInputError, read_json
+from ..config.limits import MAX_DOCUMENT_BYTES, MAX_POSITIONS, MAX_SHOVELS, MAX_WORKERS
 from ..config.model import DeleteAfter, ShovelConfig
-from ..config.parse import ConfigError, load_config, parse_config, read_config
+from ..config.parse import ConfigError, load_config, located, parse_config, read_config
 from ..config.redaction import register_uri_secrets
 from . import statefile
 
@@ -123,14 +122,18 @@ def parse_put_body(name: str, body: bytes, default_workers: int | None) -> Shove
     the management API's parameter form ``{"value": {...definition...}}``.
 
     :raises BodyNotJson: when the body is not JSON.
-    :raises ConfigError: when it is not a valid definition.
+    :raises ConfigError: when the JSON reader refuses it (:mod:`pumpd.config.json_input`: a
+        key given twice, an integer past 64 bits, ...), as the configuration file's would be,
+        or it is not a valid definition.
     """
     source = f"PUT /api/shovels/{name}"
     register_uri_secrets(body.decode("utf-8", "replace"))  # before an error can quote the body
     try:
-        definition = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BodyNotJson(f"the body is not valid JSON: {exc}", source=source) from None
+        definition = read_json(body, max_bytes=MAX_DOCUMENT_BYTES)
+    except JsonInputError as exc:
+        if exc.line is not None:
+            raise BodyNotJson(f"the body is not valid JSON: {exc}", source=source) from None
+        raise located(exc, source, name) from None
     if isinstance(definition, dict) and set(definition) <= {"value", "component", "vhost",
                                                              "name"} and "value" in definition:
         definition = definition["value"]

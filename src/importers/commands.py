@@ -23,10 +23,10 @@ from collections.abc import Callable
 import orjson
 
 from .. import exitcodes
+from ..config.json_input import JsonInputError, read_json
 from ..config.limits import MAX_IMPORT_BYTES
 from ..config.parse import ConfigError, parse_config
 from ..config.redaction import redact, register_uri_secrets
-from ..config.values import check_nesting
 from .definitions_export import import_definitions
 from .erlang import import_erlang_config
 from .errors import JSON, ConfigImportError
@@ -129,15 +129,12 @@ def main_import_definitions(path: str) -> int:
     """
     def convert(data: bytes, warnings: list[str]) -> dict[str, JSON]:
         try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise ConfigImportError(
-                f"not valid JSON: {exc.msg}", source=path, line=exc.lineno, column=exc.colno
-            ) from exc
-        try:
-            check_nesting(obj, path)
-        except ConfigError as exc:
-            raise ConfigImportError(exc.message, source=path) from None
+            obj = read_json(data, max_bytes=MAX_IMPORT_BYTES)
+        except JsonInputError as exc:
+            if exc.line is not None:
+                raise ConfigImportError(f"not valid JSON: {exc.reason}", source=path,
+                                        line=exc.line, column=exc.column) from None
+            raise ConfigImportError(str(exc), source=path) from None
         return import_definitions(obj, source=path)
 
     return _run("import-definitions", path, convert)

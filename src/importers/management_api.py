@@ -16,8 +16,7 @@ import urllib.request
 from typing import IO
 from urllib.parse import quote, urlsplit
 
-import orjson
-
+from ..config.json_input import JsonInputError, read_json
 from ..config.model import BrokerURI
 from ..config.tls import ssl_context
 from ..config.uri import URIError
@@ -46,8 +45,8 @@ def management_url(uri: BrokerURI, port: int | None = None) -> str:
 def _reason(body: bytes) -> str:
     """The management API's own words for an error, ``{"error": ..., "reason": ...}``."""
     try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        doc = read_json(body, max_bytes=MAX_ERROR_BODY_BYTES)
+    except JsonInputError:
         return ""
     if isinstance(doc, dict):
         return ": ".join(str(doc[k]) for k in ("error", "reason") if doc.get(k))
@@ -118,10 +117,10 @@ def fetch_queues(base_url: str, uri: BrokerURI, timeout: float = HTTP_TIMEOUT, *
     url = f"{base_url.rstrip('/')}/api/queues/{quote(uri.vhost, safe='')}"
     body = _get(_request(url, uri, insecure_http), url, uri, timeout)
     try:
-        queues = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ConfigImportError(f"the answer is not JSON ({exc.msg}): is this the management "
-                                "API?", source=url) from None
+        queues = read_json(body, max_bytes=MAX_RESPONSE_BYTES)
+    except JsonInputError as exc:
+        raise ConfigImportError(f"the answer is not JSON pumpd reads ({exc}): is this the "
+                                "management API?", source=url) from None
     if not isinstance(queues, list) or not all(
             isinstance(q, dict) and isinstance(q.get("name"), str)
             and isinstance(q.get("arguments") or {}, dict) for q in queues):
