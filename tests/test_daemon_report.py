@@ -110,7 +110,7 @@ def test_stall_restarts_reach_the_document_the_table_and_the_metrics() -> None:
 def test_state_file_is_written_atomically_with_mode_0600(tmp_path: Path) -> None:
     path = tmp_path / "s.runtime.json"
     assert statefile.load(path) == {}
-    statefile.save(path, {"a": DEFINITION})
+    statefile.save(path, {"a": DEFINITION}, ())
     assert statefile.load(path) == {"a": DEFINITION}
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["s.runtime.json"]  # no temporary left

@@ -176,13 +176,25 @@ class CoordinatorApi:
         return Reply(202, shovel_doc(shovel_view(s, now)))
 
     def pause(self, name: str, paused: bool) -> Reply:
-        """``POST /api/shovels/NAME/pause`` (``paused``) or ``/resume``: :mod:`pumpd.daemon.pausing`."""
+        """``POST /api/shovels/NAME/pause`` (``paused``) or ``/resume``: :mod:`pumpd.daemon.pausing`.
+
+        202 with the shovel's document when it changes, 200 when it already was so; 500 when
+        the state file cannot be read or written (nothing changed)."""
         s = self._changeable(name)
         if isinstance(s, Reply):
             return s
-        reply = self.sup.pauses.request(s, paused)
+        try:
+            changed = self.sup.pauses.request(s, paused)
+        except statefile.StateFileError as exc:
+            return error(500, str(exc))
         self.sup.wake_loop()
-        return reply
+        verb = "paused" if paused else "resumed"
+        doc = shovel_doc(shovel_view(s, time.monotonic()))
+        doc["paused"] = paused
+        doc["note"] = (f"{verb}: " + ("its workers drain what they hold; the rest stays in the "
+                                      "source" if paused else "its workers consume again")
+                       if changed else f"already {verb}: nothing changed")
+        return Reply(202 if changed else 200, doc)
 
     def put(self, name: str, body: bytes, force: bool = False) -> Reply:
         sup = self.sup
@@ -214,9 +226,10 @@ class CoordinatorApi:
         runtime = {n: d.definition for n, d in before.items()}
         runtime[name] = new.definition
         try:
-            statefile.save(sup.opts.state_path, runtime)
+            statefile.save(sup.opts.state_path, runtime, sup.pauses.names)
         except statefile.StateFileError as exc:
-            log.error("%s", exc)
+            log.error("shovel %s: PUT refused: %s", name, exc,
+                      extra={"event": "state_file_failed", "shovel": name})
             return error(500, str(exc))
         now = time.monotonic()
         try:
@@ -236,7 +249,8 @@ class CoordinatorApi:
         except SlotsUnavailable as exc:  # nothing changed: put the state file back as it was
             log.error("shovel %s: PUT refused: %s", name, exc)
             try:
-                statefile.save(sup.opts.state_path, {n: d.definition for n, d in before.items()})
+                statefile.save(sup.opts.state_path, {n: d.definition for n, d in before.items()},
+                               sup.pauses.names)
             except statefile.StateFileError as save_exc:
                 log.error("%s", save_exc)
             return error(503, f"PUT refused: {exc}")
@@ -259,9 +273,10 @@ class CoordinatorApi:
                 return refusal
         runtime = {n: d.definition for n, d in sup.runtime_definitions().items() if n != name}
         try:
-            statefile.save(sup.opts.state_path, runtime)
+            statefile.save(sup.opts.state_path, runtime, sup.pauses.names - {name})
         except statefile.StateFileError as exc:
-            log.error("%s", exc)
+            log.error("shovel %s: DELETE refused: %s", name, exc,
+                      extra={"event": "state_file_failed", "shovel": name})
             return error(500, str(exc))
         log.info("shovel %s: deleted at run time (draining)", name,
                  extra={"event": "deleted", "shovel": name})

@@ -1,4 +1,4 @@
-"""Paused shovels (issue 23): ``pumpd pause NAME`` / ``POST /api/shovels/NAME/pause``.
+"""Paused shovels: ``pumpd pause NAME`` / ``POST /api/shovels/NAME/pause``.
 
 Pausing is per shovel, every position of it: the coordinator tells each running position's
 worker process (``("pause", slot)`` on its control pipe, :mod:`pumpd.daemon.worker`), whose pump
@@ -7,9 +7,11 @@ cancels its consumer, publishes and confirms what it holds, acks it, and then wa
 process, a restart, a reload) starts paused (``PositionSpec.paused``) and never connects.
 Everything else stays in the source. Resuming sends ``("resume", slot)``: the pump consumes again.
 
-Which shovels are paused is kept in the state file (:func:`pumpd.daemon.statefile.save_paused`),
-written before the answer, so a restarted daemon starts them paused. A reload keeps pauses (they
-are by name); a shovel removed (DELETE, or gone from the file at a reload) is no longer paused.
+Which shovels are paused is kept in the state file (:func:`pumpd.daemon.statefile.save`),
+written from this memory before the answer, so a restarted daemon starts them paused. A change
+that cannot be written (the file unreadable, or not valid JSON) is refused and changes nothing.
+A reload keeps pauses (they are by name); a shovel removed (DELETE, or gone from the file at a
+reload) is no longer paused.
 
 In a group (``--cluster``), a pause is group-wide through markers on the coordination broker
 (:class:`PauseMarkers`, which :class:`pumpd.daemon.group.Group` is): a pause or resume asked of
@@ -29,15 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from . import statefile
-from .http_api import Reply, error
+from .definitions import ShovelDefinition
 from .positions import Shovel, WorkerProcess
-from .report import shovel_doc
-from .views import shovel_view
 
 log = logging.getLogger("pumpd.coordinator")
 
@@ -85,11 +84,17 @@ class Control(Protocol):
 
 
 class Pauses:
-    """The paused shovels' names, kept in the state file, and the verbs that apply them."""
+    """The paused shovels' names, kept in the state file, and the verbs that apply them.
 
-    def __init__(self, state_path: str, control: Control) -> None:
+    ``runtime`` gives the shovels added at run time, as the daemon runs them: the state file is
+    written whole, from memory, at every change.
+    """
+
+    def __init__(self, state_path: str, control: Control,
+                 runtime: Callable[[], Mapping[str, ShovelDefinition]]) -> None:
         self.state_path = state_path
         self.control = control
+        self.runtime = runtime
         try:
             self.names: set[str] = set(statefile.load_paused(state_path))
         except statefile.StateFileError as exc:
@@ -104,34 +109,32 @@ class Pauses:
     def __contains__(self, name: object) -> bool:
         return name in self.names
 
-    def request(self, s: Shovel, paused: bool) -> Reply:
-        """``POST .../pause`` or ``.../resume``: 202 with the shovel's document when it changes,
-        200 when it already was so; 500 when the state file cannot be written (nothing changed)."""
-        verb = "paused" if paused else "resumed"
+    def request(self, s: Shovel, paused: bool) -> bool:
+        """``POST .../pause`` or ``.../resume``: pause or resume ``s`` as :meth:`set` does, and
+        tell a group's markers; False when it already was so.
+
+        :raises statefile.StateFileError: when the state file cannot be read or written (then
+            nothing has changed; logged here)
+        """
         try:
             changed = self.set(s, paused, "requested")
         except statefile.StateFileError as exc:
-            log.error("shovel %s: not %s: %s", s.name, verb, exc)
-            return error(500, str(exc))
+            log.error("shovel %s: not %s: %s", s.name, "paused" if paused else "resumed", exc)
+            raise
         self._unmarked[s.name] = paused  # for a group's markers (nothing reads it without one)
         self.wake_poll()
-        doc = shovel_doc(shovel_view(s, time.monotonic()))
-        doc["paused"] = paused
-        doc["note"] = (f"{verb}: " + ("its workers drain what they hold; the rest stays in the "
-                                      "source" if paused else "its workers consume again")
-                       if changed else f"already {verb}: nothing changed")
-        return Reply(202 if changed else 200, doc)
+        return changed
 
     def set(self, s: Shovel, paused: bool, why: str) -> bool:
         """Pause or resume every position of ``s``; False when it already was so.
 
-        :raises statefile.StateFileError: when the state file cannot be written (then nothing
-            has changed)
+        :raises statefile.StateFileError: when the state file cannot be read or written (then
+            nothing has changed)
         """
         if (s.name in self.names) == paused:
             return False
         after = self.names | {s.name} if paused else self.names - {s.name}
-        statefile.save_paused(self.state_path, after)
+        self._save(after)
         self.names = after
         verb = "pause" if paused else "resume"
         for w in s.workers:
@@ -141,16 +144,21 @@ class Pauses:
                  extra={"event": verb, "shovel": s.name, "why": why})
         return True
 
+    def _save(self, paused: Iterable[str]) -> None:
+        statefile.save(self.state_path,
+                       {n: d.definition for n, d in self.runtime().items()}, paused)
+
     def forget(self, name: str) -> None:
-        """A shovel removed is no longer paused (in this member's state file)."""
+        """A shovel removed is no longer paused (in this member's state file, when it can be
+        written; else at the next change that is)."""
         self._unmarked.pop(name, None)
         if name in self.names:
-            try:
-                statefile.save_paused(self.state_path, self.names - {name})
-            except statefile.StateFileError as exc:
-                log.error("%s", exc)
-                return
             self.names.discard(name)
+            try:
+                self._save(self.names)
+            except statefile.StateFileError as exc:
+                log.error("shovel %s: removed, but its pause stays in the state file: %s",
+                          name, exc)
 
     # -- a group's markers ------------------------------------------------------------------
 

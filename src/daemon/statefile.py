@@ -11,10 +11,16 @@ Its default location is next to the configuration file, ``NAME.runtime.json`` fo
 same directory, flushed and fsynced, renamed over the old one, and the directory fsynced, so a
 crash leaves either the old or the new file, never a mix.
 
-It also keeps which shovels are paused (``pumpd pause``, issue 23), the configuration file's
-included: ``"paused": ["NAME", ...]``, so that a restarted daemon starts them paused. A file
-written before pauses existed has no such key: nothing is paused. :func:`save` keeps the list
-as it is, :func:`save_paused` keeps the shovels as they are.
+It also keeps which shovels are paused (``pumpd pause``), the configuration file's included:
+``"paused": ["NAME", ...]``, so that a restarted daemon starts them paused. A file written
+before pauses existed has no such key: nothing is paused.
+
+The daemon's memory is what the file is written from, both its shovels and its pauses: never
+what was read back from the file, so a file that cannot be read loses nothing that the daemon
+knows. Such a file (not valid JSON, an edit cut short, a directory in its place, unreadable) is
+not overwritten either: :func:`save` refuses, and so does every run-time change, until the file
+reads again. The operator recovers by fixing the file or removing it; the next change then
+writes what the daemon runs.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ from typing import Any
 
 import orjson
 
-__all__ = ["StateFileError", "default_path", "load", "load_paused", "save", "save_paused"]
+from ..config.json_input import JsonInputError, read_json
+from ..config.limits import MAX_DOCUMENT_BYTES
+
+__all__ = ["StateFileError", "default_path", "load", "load_paused", "save"]
 
 
 class StateFileError(Exception):
@@ -67,15 +76,16 @@ def load_paused(path: str | os.PathLike[str]) -> frozenset[str]:
 def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The whole document, ``{"shovels": {}}`` when there is no file yet."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_DOCUMENT_BYTES + 1)  # one byte more: the reader refuses the size
     except FileNotFoundError:
         return {"shovels": {}}
     except OSError as exc:
         raise StateFileError(f"{os.fspath(path)}: cannot read the state file: "
                              f"{exc.strerror or exc}") from None
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        doc = read_json(data, max_bytes=MAX_DOCUMENT_BYTES)
+    except JsonInputError as exc:
         raise StateFileError(f"{os.fspath(path)}: the state file is not valid JSON: "
                              f"{exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("shovels"), dict):
@@ -83,28 +93,22 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-def save(path: str | os.PathLike[str], shovels: Mapping[str, Any]) -> None:
-    """Replace the state file's shovels with ``shovels`` (raw definitions by name), atomically;
-    the paused ones stay as the file has them.
+def save(path: str | os.PathLike[str], shovels: Mapping[str, Any],
+         paused: Iterable[str]) -> None:
+    """Replace the state file with ``shovels`` (raw definitions by name) and ``paused`` (the
+    names of the paused shovels), both as the daemon holds them, atomically.
 
-    :raises StateFileError: when the file cannot be written (the old one is left as it was).
+    :raises StateFileError: when the file there cannot be read or is not a state file (it is
+        left as it is, for the operator to fix or remove), or when the new one cannot be written
+        (the old one is left as it was).
     """
-    _write(path, {"shovels": dict(shovels), "paused": sorted(_paused_kept(path))})
-
-
-def save_paused(path: str | os.PathLike[str], paused: Iterable[str]) -> None:
-    """Replace the state file's list of paused shovels, atomically; its shovels stay.
-
-    :raises StateFileError: when the file cannot be read or written.
-    """
-    _write(path, {"shovels": load(path), "paused": sorted(set(paused))})
-
-
-def _paused_kept(path: str | os.PathLike[str]) -> frozenset[str]:
     try:
-        return load_paused(path)
-    except StateFileError:
-        return frozenset()  # an unreadable file is being replaced: its pauses go with it
+        load_paused(path)
+    except StateFileError as exc:
+        raise StateFileError(f"{exc}; nothing is written to it until it reads again (fix the "
+                             "file or remove it: the next change writes what the daemon "
+                             "runs)") from None
+    _write(path, {"shovels": dict(shovels), "paused": sorted(set(paused))})
 
 
 def _write(path: str | os.PathLike[str], doc: dict[str, Any]) -> None:
