@@ -62,6 +62,11 @@ def test_a_state_file_that_cannot_be_read_refuses_changes_and_loses_no_pause(
     cut = good[: len(good) // 2]
     d.state_path.write_bytes(cut)
     refused_changes(d, "the state file is not valid JSON: line ")
+    result = subprocess.run([sys.executable, "-m", "pumpd", "resume", "fixed", "--http",
+                             f"127.0.0.1:{d.port}", "--http-token-file", str(d.token_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == exitcodes.UNAVAILABLE and result.stdout == "", result
+    assert "HTTP 500" in result.stderr and str(d.state_path) in result.stderr, result
     assert d.state_path.read_bytes() == cut  # left for the operator, as it was
     errors = [e for e in d.log_events() if e.get("level") == "error"
               and str(d.state_path) in str(e.get("message"))]

@@ -30,7 +30,8 @@ def main(argv: Sequence[str], paused: bool) -> int:
     p = argparse.ArgumentParser(
         prog=f"pumpd {verb}", description=PAUSE_HELP if paused else RESUME_HELP,
         epilog=f"exit status: {exitcodes.OK} {verb}d (or already so); {exitcodes.UNAVAILABLE} "
-               f"refused (no such shovel, a bad token) or the daemon not reached; "
+               f"refused (no such shovel, a bad token, a state file that cannot be read: "
+               f"fix it or remove it) or the daemon not reached; "
                f"{exitcodes.CONFIG_ERROR} bad usage.",
     )
     p.add_argument("name", metavar="NAME", help="the shovel's name")
