@@ -6,6 +6,18 @@ failure ends the whole session (both connections), as in the Erlang shovel: what
 delivered and not yet had acknowledged is requeued by the source broker, so nothing is lost and a
 new session starts clean. Reconnecting and reporting status are the pump's business, not this one;
 what happens to a message that cannot be delivered is the policy's (``undeliverable.py``).
+
+Where a delivery can wait, and what ends each wait; none ends only on a later arrival, so a
+source that goes quiet leaves nothing unpublished or unacked (``tests/test_quiet_source.py``):
+the source socket while reading is paused (each pause has its reason and its end: the read
+hold's timer, armed with it; the destination's buffer draining to a quarter of
+``DEST_WRITE_HIGH_WATER``; the undeliverable policy settling a message); the relay's carry-over
+(a frame's start, until its rest is read); the relay's publishes (flushed in the loop iteration
+of the read that completed them, whichever link it was on; only ``connection.blocked`` keeps
+them, until unblocked); the destination's write buffer (the event loop's); the confirm window
+(until the destination confirms; else the stall rule); source acks (at once when a quarter of
+the prefetch window is due or no more messages are expected, else by a timer armed in the same
+flush, ``ACK_DELAY`` later).
 """
 
 from __future__ import annotations
