@@ -11,9 +11,12 @@ repetitions), a paced publisher process writes stamped 64-byte transient message
   prefetch 1000), created through the management API and deleted after the run;
 * ``pumpd``: to the source queue, moved by ``python -m pumpd`` (on_confirm, prefetch 1000).
 
-Each run records p50 / p90 / p99 / p99.9 / max of the latency (the first ``--skip`` of the
-messages are left out: connection warm-up), the rate the consumer saw, and the CPU seconds per
-message of the pump's processes and of the broker over the run. A rate is *sustained* when every
+Each run starts once the last run's shovel no longer consumes. Each run records p50 / p90 / p99
+/ p99.9 / max of the latency (the first ``--skip`` of the messages are left out: connection
+warm-up), the rate the consumer saw, and the CPU seconds per message of the pump's processes and
+of the broker over the run. A run that comes up short also records where the missing messages
+are (each queue's ready, unacknowledged and consumers, before and after the system stopped) and
+the end of pumpd's log. A rate is *sustained* when every
 message arrived and the p99 stayed under ``SUSTAINED_P99_MS`` (a system that falls behind builds
 a backlog, and its latency grows with the length of the run). The rates above
 ``--rates`` in ``--ramp`` find the highest rate each system sustains. Results go to
@@ -98,6 +101,30 @@ def clients_argv(role: str, uri: str, queue: str, *extra: str) -> list[str]:
     return [sys.executable, str(CLIENTS), role, "--uri", uri, "--queue", queue, *extra]
 
 
+def wait_no_consumers(bench: BenchNode, timeout: float = START_TIMEOUT) -> None:
+    """The last run's system is gone: a shovel still consuming would compete with this run's."""
+    probe = bench._probe
+    assert probe is not None
+    deadline = time.monotonic() + timeout
+    while probe.depth(SRC)[1] or probe.depth(DST)[1]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the last run's consumers still on {SRC} / {DST} after "
+                               f"{timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def where_messages_are(bench: BenchNode) -> dict[str, Any]:
+    """Per queue: ready, unacknowledged (delivered to a consumer that has not acked), consumers,
+    from the broker itself: for a run that came up short, where the missing messages are."""
+    try:
+        out = bench.node.ctl("list_queues", "-q", "--no-table-headers", "-p", VHOST, "name",
+                             "messages_ready", "messages_unacknowledged", "consumers")
+    except RuntimeError as exc:  # LocalNodeError: recorded, the run's record goes on
+        return {"error": str(exc)}
+    rows = (line.split() for line in out.splitlines() if line.strip())
+    return {row[0]: [int(v) for v in row[1:]] for row in rows if row[0] in (SRC, DST)}
+
+
 def run_once(bench: BenchNode, system: str, rate: float, seconds: float, skip: float, rep: int,
              workdir: Path) -> dict[str, Any]:
     node = bench.node
@@ -106,6 +133,7 @@ def run_once(bench: BenchNode, system: str, rate: float, seconds: float, skip: f
     uri = node.uri(VHOST)
     rec: dict[str, Any] = {**common_fields("latency", CASE.name, system, rep, None), "rate": rate,
                            "seconds": seconds, "ok": False, "error": None}
+    wait_no_consumers(bench)
     for q in (SRC, DST):
         probe.declare(q, durable=False)
         probe.purge(q)
@@ -151,10 +179,17 @@ def run_once(bench: BenchNode, system: str, rate: float, seconds: float, skip: f
         })
         if received != sent:
             rec["error"] = f"received {received} of {sent}"
+            # [ready, unacked, consumers] per queue, with the system still running and after
+            # it stopped (a shovel's drain publishes what it held), and what pumpd logged
+            rec["missing_before_stop"] = where_messages_are(bench)
+            if pump is not None:
+                rec["pump_log_tail"] = pump.log_tail(40)
     except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as exc:
         rec["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         stop_system(bench, system, pump)
+    if "missing_before_stop" in rec:
+        rec["missing_after_stop"] = where_messages_are(bench)
     return rec
 
 
