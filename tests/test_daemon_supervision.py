@@ -292,8 +292,8 @@ def test_a_whole_daemon_frozen_past_the_heartbeat_timeout_keeps_its_workers_and_
     assert not kills, kills
     assert not any("killing it" in e.get("message", "") for e in events)
     stood = [e for e in events if e.get("event") == "stood_still"]
-    said = [float(re.search(r"stood still for ([0-9.]+)s", e["message"])[1])  # type: ignore[index]
-            for e in stood]
+    said = [float(m[1]) for e in stood
+            if (m := re.search(r"stood still for ([0-9.]+)s", e["message"]))]
     assert any(s >= frozen - 0.1 for s in said), stood
     assert all(e["level"] == "warning" for e in stood), stood
     for n in names:
@@ -339,8 +339,10 @@ def test_a_worker_still_stopped_after_the_whole_daemon_resumed_is_killed_after_t
     prefix = "killed by pumpd: no heartbeat for "
     assert w["last_exit"].startswith(prefix), w["last_exit"]
     # judged a full timeout after the resumption, not on the heartbeats missed in the freeze
+    # (the heartbeat was written before the stop, the window opened after the continue; 0.1 s
+    # for the one decimal the reason is written with)
     silent = float(w["last_exit"][len(prefix):].rstrip("s"))
-    assert silent > frozen + 3.0, (silent, frozen)
+    assert silent > frozen + 3.0 - 0.1, (silent, frozen)
     assert not pid_alive(victim)
     for n in ("fine-0", "fine-1"):
         assert d.worker_pids(n) == pids[n] and d.shovel(n)["restarts"] == 0, n
