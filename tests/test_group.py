@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 import uvloop
-from pumpd.config.cluster import check_cluster_name
+from pumpd.config.cluster import check_cluster_name, coordination_heartbeat
 from pumpd.config.model import BrokerURI
 from pumpd.config.uri import parse_uri
 from pumpd.daemon.group import Group
@@ -235,13 +235,56 @@ def test_a_view_names_the_preferred_member_and_who_runs_a_position() -> None:
     view = GroupView("g", "a", 0, (Member(0, a), Member(1, b), Member(2, None)))
     positions = [PositionKey("s", i) for i in range(4)]
     assert view.ids() == {"a", "b"}  # slot 2's record not read yet: not counted
-    assert view.preferred(positions) == assign(["a", "b"], positions)
+    # sticky to what the records say each member runs
+    assert view.held() == {"a": (PositionKey("s", 0),), "b": ()}
+    assert view.preferred(positions) == assign(["a", "b"], positions, view.held())
+    assert view.preferred(positions)[PositionKey("s", 0)] == "a"
     assert [m.id for m in view.runners(PositionKey("s", 0))] == ["a"]
     assert view.runners(PositionKey("s", 1)) == ()
     assert GroupView("g", "a").preferred(positions) == {}
     twice = GroupView("g", "a", 0, (Member(0, a), Member(1, replace(b, id="a"))))
     assert twice.duplicate_ids() == {"a"} and twice.ids() == {"a"}
     assert twice.member("a") == Member(0, a)
+
+
+def test_the_coordination_connection_asks_for_half_the_smallest_source_heartbeat() -> None:
+    coordination = parse_uri("amqp://h/")
+    sources = [parse_uri("amqp://a/?heartbeat=30"), parse_uri("amqp://b/?heartbeat=5"),
+               parse_uri("amqp://c/?heartbeat=0"), parse_uri("amqp://d/")]
+    assert coordination_heartbeat(coordination, sources) == 2
+    assert coordination_heartbeat(coordination, sources[:1]) == 15
+    assert coordination_heartbeat(coordination, [parse_uri("amqp://a/?heartbeat=1")]) == 1
+    # no source sets one (or all turn them off): the broker's proposal, as for the sources
+    assert coordination_heartbeat(coordination, sources[2:]) is None
+    assert coordination_heartbeat(coordination, []) is None
+    # the coordination URI's own wins
+    assert coordination_heartbeat(parse_uri("amqp://h/?heartbeat=60"), sources) == 60
+
+
+def test_a_group_connection_asks_the_broker_for_its_heartbeat_unless_its_uri_sets_one(
+        node_a: LocalNode, vhost_a: str) -> None:
+    async def main() -> None:
+        plain = Group([parse_uri(node_a.uri(vhost_a))], "g", member("plain"),
+                      poll_interval=POLL, heartbeat=3)
+        own = Group([parse_uri(node_a.uri(vhost_a) + "?heartbeat=7")], "g", member("own"),
+                    poll_interval=POLL, heartbeat=3)
+        try:
+            for g in (plain, own):
+                g.start()
+                await g.wait_joined(WAIT)
+            rows = await asyncio.to_thread(node_a.ctl, "list_connections", "-q",
+                                           "--no-table-headers", "client_properties", "timeout")
+            timeouts = {}
+            for line in rows.splitlines():
+                props, timeout = line.rsplit("\t", 1)
+                for name in ("plain", "own"):
+                    if f'"pumpd group g member {name}"' in props:
+                        timeouts[name] = int(timeout)
+            assert timeouts == {"plain": 3, "own": 7}
+        finally:
+            await close_all(plain, own)
+
+    run(main)
 
 
 # -- membership -----------------------------------------------------------------------------

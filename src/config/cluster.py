@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from .clauses import read_uri
-from .model import DEFAULT_LEASE_RETRY, ClusterConfig
+from .model import DEFAULT_LEASE_RETRY, BrokerURI, ClusterConfig
 from .values import Context, check_keys, seconds_value, show
 
 __all__ = ["CLUSTER_KEYS", "DEFAULT_LEASE_RETRY", "MAX_CLUSTER_NAME", "ClusterConfig",
-           "check_cluster_name", "parse_cluster", "with_name"]
+           "check_cluster_name", "coordination_heartbeat", "parse_cluster", "with_name"]
 
 CLUSTER_KEYS = ("name", "coordination_uri", "lease_retry", "poll_interval", "settle", "grace")
 MAX_CLUSTER_NAME = 64  # characters; the name is part of every lease queue's name
@@ -75,3 +76,21 @@ def with_name(clause: ClusterConfig | None, name: str | None) -> ClusterConfig |
     if name is None:
         return clause
     return ClusterConfig(name=name) if clause is None else dataclasses.replace(clause, name=name)
+
+
+def coordination_heartbeat(coordination: BrokerURI, sources: Iterable[BrokerURI]) -> int | None:
+    """The heartbeat (seconds) a member's coordination connection asks for: the coordination
+    URI's own ``heartbeat`` when it gives one; else half the smallest source heartbeat of the
+    member's shovels (at least 1 s); None (the broker's proposal) when no source sets one.
+
+    Why: a frozen or cut-off member leaves the group when the coordination broker closes its
+    connection, and its leases go when the source brokers close its source connections. Until
+    it has left, its record still lists its positions and the others wait for it; once it has
+    left, the survivors meant for its positions ask for their leases every ``lease_retry``. With
+    half the source heartbeat, it has left before its leases go, so the source heartbeat alone
+    decides when its positions run elsewhere.
+    """
+    if coordination.heartbeat is not None:
+        return coordination.heartbeat
+    beats = [b.heartbeat for b in sources if b.heartbeat]
+    return max(1, min(beats) // 2) if beats else None

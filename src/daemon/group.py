@@ -9,11 +9,13 @@ coordination broker (one vhost), named after the group (``cluster``):
   another member's: it tries the next). The broker grants an exclusive queue to one connection
   and deletes it the moment that connection ends, so a member whose process dies (its socket
   closes) leaves the group at once, and one frozen or cut off leaves when the broker's
-  heartbeat gives up on its connection. Members see each other by passive declares of the
-  slots' names: 405 is a live member, 404 a free slot (both close the channel: they run on the
-  spare channels of :mod:`pumpd.daemon.probes`). Every ``poll_interval`` seconds a member
-  probes the slots up to the highest live one plus :data:`SPARE_SLOTS` (a newcomer claims the
-  lowest free slot, so it shows up there), and all 64 every :data:`FULL_SCAN_EVERY` polls.
+  heartbeat gives up on its connection (the daemon asks for half its shovels' source
+  heartbeat there: :func:`pumpd.config.cluster.coordination_heartbeat`). Members see each
+  other by passive declares of the slots' names: 405 is a live member, 404 a free slot (both
+  close the channel: they run on the spare channels of :mod:`pumpd.daemon.probes`). Every
+  ``poll_interval`` seconds a member probes the slots up to the highest live one plus
+  :data:`SPARE_SLOTS` (a newcomer claims the lowest free slot, so it shows up there), and all
+  64 every :data:`FULL_SCAN_EVERY` polls.
 - **What a member says of itself**, ``pumpd.member-info.<cluster>.<k>``: a last-value record
   (:class:`MemberInfo` as JSON): a durable classic queue with ``x-max-length: 1``, so a new
   record pushes the old one out, read by the others with ``basic.get`` and put back with
@@ -104,13 +106,16 @@ class Group:
     :param info_interval: seconds between reads of another member's record
     :param max_members: slots, at most :data:`MAX_MEMBERS`
     :param timeout: seconds any one broker request may take
+    :param heartbeat: the heartbeat (seconds) the connection asks for when the broker's URI
+        gives none (None: the broker's proposal); :attr:`heartbeat` may be changed later, and
+        applies from the next connection
     :raises ValueError: a bad cluster name, an empty broker list, a bad interval
     """
 
     def __init__(self, brokers: Sequence[BrokerURI], cluster: str, me: MemberInfo, *,
                  poll_interval: float = 1.0, info_interval: float = 3.0,
                  max_members: int = MAX_MEMBERS, reconnect_max: float = 8.0,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, heartbeat: int | None = None) -> None:
         if not brokers:
             raise ValueError("a group needs at least one coordination broker")
         if poll_interval <= 0 or info_interval <= 0 or reconnect_max <= 0 or timeout <= 0:
@@ -127,6 +132,7 @@ class Group:
         self.max_members = max_members
         self.reconnect_max = reconnect_max
         self.timeout = timeout
+        self.heartbeat = heartbeat
         self._me = me
         self._conn: _Connected | None = None
         self._view = GroupView(cluster, me.id)
@@ -177,8 +183,9 @@ class Group:
         return await asyncio.wait_for(joined(), timeout)
 
     def set_positions(self, positions: Iterable[PositionKey]) -> None:
-        """The positions this member runs now: in its record from the next poll on."""
-        self._me = replace(self._me, positions=tuple(sorted(set(positions))))
+        """The positions this member runs now, in the order it took them (oldest first: the
+        sticky spread keeps those): in its record from the next poll on."""
+        self._me = replace(self._me, positions=tuple(dict.fromkeys(positions)))
 
     def set_definitions(self, digest: str) -> None:
         """The hash of the definitions this member runs now: in its record from the next poll."""
@@ -268,6 +275,9 @@ class Group:
 
     async def _connect(self, uri: BrokerURI) -> None:
         name = f"pumpd group {self.cluster} member {self._me.id}"
+        heartbeat = self.heartbeat
+        if uri.heartbeat is None and heartbeat is not None:
+            uri = replace(uri, heartbeat=heartbeat)
         link = await open_link(uri, to_pika_parameters(uri, client_name=name))
         self._conn = _Connected(link, Probes(link, timeout=self.timeout))
 

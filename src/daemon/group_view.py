@@ -118,11 +118,20 @@ class GroupView:
         """The member with this id (the lowest slot, should two claim it)."""
         return next((m for m in self.members if m.id == member_id), None)
 
+    def held(self) -> dict[str, tuple[PositionKey, ...]]:
+        """What each member's record says it runs, by member id (the lowest slot, should two
+        claim one id)."""
+        out: dict[str, tuple[PositionKey, ...]] = {}
+        for m in self.members:
+            if m.info is not None:
+                out.setdefault(m.info.id, m.info.positions)
+        return out
+
     def preferred(self, positions: Iterable[PositionKey]) -> dict[PositionKey, str]:
         """The spread rule's member for each position among the members of this view whose
-        record is known (:func:`pumpd.daemon.spread.assign` over :meth:`ids`): empty when the
-        view has no member."""
-        return assign(self.ids(), positions)
+        record is known (:func:`pumpd.daemon.spread.assign` over :meth:`ids`, sticky to what
+        their records say they run): empty when the view has no member."""
+        return assign(self.ids(), positions, self.held())
 
     def runners(self, position: PositionKey) -> tuple[Member, ...]:
         """The members whose record says they run ``position`` (one, normally; none while it

@@ -7,7 +7,8 @@ processes by, one set of definitions, and what the status shows of the group.
   holds (those whose slot says running or blocked: they hold their lease) and a hash of its
   shovel definitions (:func:`definitions_hash`).
 - **Spread**: every tick, :meth:`Membership.steer` computes the preferred member of every
-  position (:func:`pumpd.daemon.spread.assign` over the view's member ids) and, with the
+  position (:func:`pumpd.daemon.spread.assign` over the view's member ids, sticky to what
+  the members' records say each runs, in the order it took them) and, with the
   hysteresis of :class:`~pumpd.daemon.handover.Handover`, whether this member may try each
   position's lease now and whether it should hand a running one over; the answers go to the
   worker processes over their control pipes (``("gate", ...)``, only when they change), where
@@ -48,6 +49,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from ..config.cluster import coordination_heartbeat
 from ..config.model import ClusterConfig
 from ..engine.lease import LeaseSpec
 from ..engine.queue_names import lease_queue
@@ -158,7 +160,9 @@ class Membership:
         # position started again (even in the same worker process) has a fresh gate
         self._sent: dict[SlotRef, tuple[PositionKey, int, float, bool, bool]] = {}
         self._known: set[PositionKey] = set()
+        self._running_since: dict[PositionKey, float] = {}  # this member's, since first seen
         self._defs_key: tuple[int, ...] = ()
+        self._joining = False  # the group's start asked of its thread (at the first steer)
         import uvloop
 
         self.loop = uvloop.new_event_loop()  # the group's thread's
@@ -171,7 +175,6 @@ class Membership:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(self.group.start)
         try:
             self.loop.run_forever()
         finally:
@@ -198,11 +201,20 @@ class Membership:
         self._note_definitions(shovels)
         positions = {PositionKey(s.name, w.index): w for s in shovels for w in s.workers}
         mine = {k for k, w in positions.items() if w.moving}
-        self.group.set_positions(mine)
+        for gone in self._running_since.keys() - mine:
+            del self._running_since[gone]
+        for k in mine:
+            self._running_since.setdefault(k, now)
+        # oldest first: the sticky spread keeps what a member took first
+        taken = sorted(mine, key=lambda k: (self._running_since[k], k))
+        self.group.set_positions(taken)
         view = self.group.view
         me = view.me if view.joined else None
         ids = view.ids() if me is not None else frozenset()
-        preferred = assign(ids, positions)
+        # sticky: who runs what, from the records (this member's own from its slots, fresher
+        # than its record): a healthy member keeps its positions when another leaves or joins
+        held = {**view.held(), view.me: tuple(taken)}
+        preferred = assign(ids, positions, held)
         self.handover.see_members(now, ids)
         others = held_by_others(view)
         self.handover.forget(self._known - positions.keys())
@@ -231,6 +243,15 @@ class Membership:
         if key != self._defs_key:
             self._defs_key = key
             self.group.set_definitions(definitions_hash(shovels))
+        if not self._joining:
+            # the group joins once the shovels are known: its connection's heartbeat follows
+            # their sources' (read once, as the rest of the group; a reload does not change it)
+            self._joining = True
+            assert self.cluster.coordination_uri is not None
+            self.group.heartbeat = coordination_heartbeat(
+                self.cluster.coordination_uri,
+                (b for s in shovels for b in s.definition.cfg.source.brokers))
+            self.loop.call_soon_threadsafe(self.group.start)
 
     # -------------------------------------------------------------------------- status
 
