@@ -311,12 +311,31 @@ def test_a_position_is_released_only_to_a_member_present_unbroken_for_settle(
 # -- the sticky spread: who runs what now is kept while the bound allows ---------------------
 
 
-def held_as(assignment: dict[PositionKey, str]) -> dict[str, set[PositionKey]]:
-    """An assignment as the members' records say it: member -> the positions it runs."""
-    out: dict[str, set[PositionKey]] = {}
-    for p, m in assignment.items():
-        out.setdefault(m, set()).add(p)
+def held_as(assignment: dict[PositionKey, str],
+            before: dict[str, list[PositionKey]] | None = None) -> dict[str, list[PositionKey]]:
+    """An assignment as the members' records say it once it runs: member -> its positions in
+    the order it took them (what it ran ``before`` first, in that order; then what it took)."""
+    out: dict[str, list[PositionKey]] = {}
+    for m, ps in (before or {}).items():
+        out[m] = [p for p in ps if assignment.get(p) == m]
+    for p, m in sorted(assignment.items()):
+        if p not in out.setdefault(m, []):
+            out[m].append(p)
     return out
+
+
+def random_holdings(members: set[str], positions: set[PositionKey], strangers: list[str],
+                    rnd: random.Random) -> dict[str, list[PositionKey]]:
+    """What records might say: positions listed twice, by members not in the view, unknown
+    ones, in any order."""
+    runners = sorted(members) + strangers
+    held: dict[str, list[PositionKey]] = {}
+    for p in [*sorted(positions), PositionKey("gone", 0)]:
+        for m in rnd.sample(runners, rnd.randint(0, min(2, len(runners)))):
+            held.setdefault(m, []).append(p)
+    for ps in held.values():
+        rnd.shuffle(ps)
+    return held
 
 
 @given(members_st, positions_st)
@@ -330,50 +349,55 @@ def test_a_steady_group_is_a_fixed_point_of_the_sticky_rule(
 def test_the_sticky_rule_keeps_the_bound_and_is_its_own_answer(
         members: set[str], positions: set[PositionKey], strangers: list[str],
         rnd: random.Random) -> None:
-    # whatever the records say (positions run twice, by members not in the view, unknown
-    # positions), every position gets one member, loads stay within the share rounded down or
-    # up, and the answer, once it runs, is the answer again: nothing bounces
-    runners = sorted(members) + strangers
-    held: dict[str, set[PositionKey]] = {}
-    for p in [*positions, PositionKey("gone", 0)]:
-        for m in rnd.sample(runners, rnd.randint(0, min(2, len(runners)))):
-            held.setdefault(m, set()).add(p)
+    # whatever the records say, every position gets one member, loads stay within the share
+    # rounded down or up, and the answer, once it runs, is the answer again: nothing bounces
+    held = random_holdings(members, positions, strangers, rnd)
     after = assign(members, positions, held)
     assert set(after) == positions and set(after.values()) <= members
     n = loads(after, members)
     low = len(positions) // len(members)
     assert set(n.values()) <= {low, low + 1}
-    assert assign(members, positions, held_as(after)) == after
+    assert assign(members, positions, held_as(after, held)) == after
 
 
-@given(members_st.filter(lambda m: len(m) >= 2), positions_st, st.data())
+@given(members_st.filter(lambda m: len(m) >= 2), positions_st, st.data(), st.randoms())
 def test_a_member_leaving_moves_only_its_own_positions(
-        members: set[str], positions: set[PositionKey], data: st.DataObject) -> None:
+        members: set[str], positions: set[PositionKey], data: st.DataObject,
+        rnd: random.Random) -> None:
     leaving = data.draw(st.sampled_from(sorted(members)))
-    before = assign(members, positions)
-    after = assign(members - {leaving}, positions, held_as(before))
+    # any steady state, not only the one a cold start gives
+    start = random_holdings(members, positions, [], rnd)
+    before = assign(members, positions, start)
+    steady = held_as(before, start)
+    after = assign(members - {leaving}, positions, steady)
     assert moved(before, after) == {p for p, m in before.items() if m == leaving}
 
 
-@given(members_st.filter(lambda m: len(m) >= 2), positions_st, st.data())
+@given(members_st.filter(lambda m: len(m) >= 2), positions_st, st.data(), st.randoms())
 def test_a_member_that_leaves_and_returns_gets_back_exactly_what_it_had(
-        members: set[str], positions: set[PositionKey], data: st.DataObject) -> None:
+        members: set[str], positions: set[PositionKey], data: st.DataObject,
+        rnd: random.Random) -> None:
     leaving = data.draw(st.sampled_from(sorted(members)))
-    before = assign(members, positions)
-    during = assign(members - {leaving}, positions, held_as(before))
-    back = assign(members, positions, held_as(during))
+    start = random_holdings(members, positions, [], rnd)
+    before = assign(members, positions, start)
+    steady = held_as(before, start)
+    during = assign(members - {leaving}, positions, steady)
+    running = held_as(during, steady)
+    back = assign(members, positions, running)
     assert back == before
     # only what it ran moves back, and only to it
     assert moved(during, back) == {p for p, m in before.items() if m == leaving}
 
 
-@given(members_st, positions_st, member_ids)
+@given(members_st, positions_st, member_ids, st.randoms())
 def test_a_member_joining_takes_only_what_the_bound_requires(
-        members: set[str], positions: set[PositionKey], newcomer: str) -> None:
+        members: set[str], positions: set[PositionKey], newcomer: str,
+        rnd: random.Random) -> None:
     if newcomer in members:
         return
-    before = assign(members, positions)
-    after = assign(members | {newcomer}, positions, held_as(before))
+    start = random_holdings(members, positions, [], rnd)
+    before = assign(members, positions, start)
+    after = assign(members | {newcomer}, positions, held_as(before, start))
     shifted = moved(before, after)
     # every position that moves goes to the newcomer, and each old member gives up only what
     # it runs above its new bound

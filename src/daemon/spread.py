@@ -20,9 +20,9 @@ never on their order.
 A bound that changes with the member count reshuffles healthy positions: with the rule alone,
 a member leaving moved 10.9 positions on average where 10 must (a survivor handed some of its own
 to another survivor), and its return moved them back. So the rule is sticky when given what each
-member runs (``held``, from the members' records): a member keeps what it runs up to its bound,
-and only the positions of departed members, no one's, and the excess above a member's bound
-move. Every member still computes the same answer, now from the records as well: they lag by a
+member runs (``held``, from the members' records, in the order each took them): a member keeps
+what it runs up to its bound, oldest first, and only the positions of departed members, no
+one's, and what a member took last above its bound move. Every member still computes the same answer, now from the records as well: they lag by a
 poll or two, and the leases fence whatever a stale record makes a member try.
 
 Measured with ``python bench/group.py spread`` (2,000 random sets of 3 member ids, 30
@@ -38,7 +38,7 @@ well under a millisecond; of 64 members x 1,000 positions, about a third of a se
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -77,18 +77,19 @@ def weight(member: str, position: PositionKey) -> int:
 
 
 def assign(members: Iterable[str], positions: Iterable[PositionKey],
-           held: Mapping[str, Iterable[PositionKey]] | None = None) -> dict[PositionKey, str]:
+           held: Mapping[str, Sequence[PositionKey]] | None = None) -> dict[PositionKey, str]:
     """The preferred member of every position (see the module docstring).
 
-    :param held: what each member runs now (from the members' records). Without it, every
-        position goes to its *home* member: the greedy matching of the heaviest pairs under the
-        load bound. With it, the spread is sticky: a member keeps what it runs up to its bound
-        (its home count), its home positions first, then by falling weight; the rest (the
-        positions of members that left, no one's, or the excess above a bound) go to their
-        home member while it has room, else to the heaviest member with room. So a member
-        leaving moves only its own positions, one joining or returning takes only as many as
-        its bound from those above theirs, and the answer fed back as ``held`` is itself.
-        Positions or members that are not given are ignored in it.
+    :param held: what each member runs now, in the order it took them, oldest first (from the
+        members' records). Without it, every position goes to its *home* member: the greedy
+        matching of the heaviest pairs under the load bound. With it, the spread is sticky: a
+        member keeps what it runs up to its bound (its home count), what it took first first;
+        the rest (the positions of members that left, no one's, and what a member runs above
+        its bound) go to their home member while it has room, else to the heaviest member with
+        room. So a member leaving moves only its own positions; one joining or returning takes
+        only its bound, from what the others took last: a member that comes back gets back what
+        the others took from it while it was away. The answer, run, is the answer again.
+        Positions or members not given are ignored in it.
 
     Duplicate members or positions count once. With no member, no position has one: the
     result is empty.
@@ -102,16 +103,15 @@ def assign(members: Iterable[str], positions: Iterable[PositionKey],
         return home
     # Each member's bound is what the even rule gives it: the bounds add up to the positions,
     # so every position finds room, and which members take one more than P // M does not
-    # depend on who runs what (nor does a member's keep depend on the others' records).
+    # depend on who runs what (nor does what a member keeps depend on the others' records).
+    # Oldest first: what a member took last is what it took from a member that left, or from
+    # no one, so that is what goes when the bound shrinks.
     bound = loads(home, member_set)
     load = dict.fromkeys(member_set, 0)
     placed: dict[PositionKey, str] = {}
     known = set(position_set)
     for m in member_set:
-        # its home positions first, then by falling weight
-        ranked = sorted((home[p] != m, -weight(m, p), p) for p in set(held.get(m, ()))
-                        if p in known and p not in placed)
-        runs = [p for _away, _w, p in ranked]
+        runs = [p for p in dict.fromkeys(held.get(m, ())) if p in known and p not in placed]
         for p in runs[:bound[m]]:
             placed[p] = m
         load[m] = min(len(runs), bound[m])
