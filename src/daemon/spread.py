@@ -31,8 +31,8 @@ bound of 7 or 8, and nothing else moves; the rule alone moved 8.2); one of the t
 moves exactly its 10 (the rule alone 10.9); the one that left coming back gets exactly its own
 back. Loads were 10/10/10 every time; plain rendezvous hashing on the same sets is 5.3 apart on
 average between the most and least loaded member, 19 at worst. One ``assign`` of 3 x 30 takes
-well under a millisecond; of 64 members x 1,000 positions, about a third of a second on this
-(loaded) 2-core machine, once per change of the view.
+about a millisecond; of 64 members x 1,000 positions, 0.3 to 1.1 s on this 2-core machine
+shared with other test runs (two runs), once per change of the view.
 """
 
 from __future__ import annotations
