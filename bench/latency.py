@@ -133,9 +133,10 @@ def run_once(bench: BenchNode, system: str, rate: float, seconds: float, skip: f
     uri = node.uri(VHOST)
     rec: dict[str, Any] = {**common_fields("latency", CASE.name, system, rep, None), "rate": rate,
                            "seconds": seconds, "ok": False, "error": None}
-    wait_no_consumers(bench)
     for q in (SRC, DST):
         probe.declare(q, durable=False)
+    wait_no_consumers(bench)
+    for q in (SRC, DST):
         probe.purge(q)
     pump = None
     try:
