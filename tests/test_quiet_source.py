@@ -57,16 +57,16 @@ def _settle(pumps: RunningPumps, depth: Callable[[], int], total: int, what: str
     last: tuple[int, ...] = ()
     while True:
         c = pumps.pumps["s"].counters()
-        now_seen = (depth(), c.consumed, c.published, c.confirmed, c.acked)
+        seen = (depth(), c.consumed, c.published, c.confirmed, c.acked)
         now = time.monotonic()
-        if now_seen[0] == total and c.consumed == c.acked == total and c.in_flight == 0 \
+        if seen[0] == total and c.consumed == c.acked == total and c.in_flight == 0 \
                 and c.buffered == 0:
             return now - start
-        if now_seen != last:
-            last, moved_at = now_seen, now
+        if seen != last:
+            last, moved_at = seen, now
         assert now - moved_at <= PROGRESS_GAP, \
             f"{what}: nothing moved for {now - moved_at:.1f}s with (destination, consumed, " \
-            f"published, confirmed, acked) = {now_seen}; counters {c}"
+            f"published, confirmed, acked) = {seen}; counters {c}"
         assert now - start <= SETTLE_BOUND, f"{what}: not settled after {SETTLE_BOUND:g}s"
         time.sleep(0.005)
 
