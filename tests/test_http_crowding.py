@@ -203,25 +203,47 @@ def test_the_crowd_does_not_lock_out_the_token_over_tls(pumpd_daemon, tmp_path: 
         crowd.stop()
 
 
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closed ``sock`` (a non-blocking socket it sent nothing on)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def test_only_requests_with_the_token_fill_the_endpoint_to_a_503(pumpd_daemon) -> None:
     """The bound stays: when every slot holds an admitted request with the token (here PUTs
     whose bodies are still coming), a new connection is answered 503 and closed."""
     d = pumpd_daemon({})
     head = (f"PUT /api/shovels/held HTTP/1.1\r\nHost: 127.0.0.1:{d.port}\r\n"
             f"Authorization: Bearer {d.token()}\r\nContent-Length: 100\r\n\r\n{{").encode()
-    held = []
-    try:
-        for _ in range(MAX_CONNECTIONS):
+    held: list[socket.socket] = []
+
+    def hold() -> None:
+        """Top the held PUTs up to every slot (a GET that came before the server had read one's
+        head took its slot: that one is closed and held again)."""
+        for sock in [s for s in held if closed_by_server(s)]:
+            held.remove(sock)
+            sock.close()
+        while len(held) < MAX_CONNECTIONS:
             sock = socket.create_connection(("127.0.0.1", d.port), timeout=10)
             sock.sendall(head)
+            sock.setblocking(False)  # for closed_by_server's look
             held.append(sock)
-        deadline = time.monotonic() + 10
+
+    try:
+        hold()
+        deadline = time.monotonic() + 30
         while True:
+            time.sleep(0.2)  # for the server to read the heads just sent
             status, body = get(d, "/api/overview")
             if status == 503 or time.monotonic() > deadline:
                 break
-            time.sleep(0.1)
+            hold()
         assert status == 503 and f"at most {MAX_CONNECTIONS}".encode() in body, body
+        assert not any(closed_by_server(sock) for sock in held)  # none was made room of
     finally:
         for sock in held:
             sock.close()

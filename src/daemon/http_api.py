@@ -48,7 +48,7 @@ from ..config.redaction import redact
 from . import access as access_rules
 from . import status_page
 from .access import Access
-from .http_connections import Connection, ConnectionTable, Stage
+from .http_connections import Connection, ConnectionTable, RequestReader, Stage
 
 log = logging.getLogger("pumpd.http")
 
@@ -289,9 +289,16 @@ class HttpServer:
 
         :raises OSError: when the address cannot be bound (e.g. in use).
         """
-        # No ssl= here: each connection runs its TLS handshake in its own slot (``_handle``),
-        # so a client that never finishes one is counted, bounded and evictable like any other.
-        self._server = await asyncio.start_server(self._handle, host, port, limit=MAX_HEAD)
+        loop = asyncio.get_running_loop()
+
+        def connection() -> asyncio.StreamReaderProtocol:
+            reader = RequestReader(limit=MAX_HEAD, loop=loop)
+            return asyncio.StreamReaderProtocol(reader, self._handle, loop=loop)
+
+        # asyncio.start_server's own factory, with a reader that notes an arrived head. No ssl=
+        # here: each connection runs its TLS handshake in its own slot (``_handle``), so a
+        # client that never finishes one is counted, bounded and evictable like any other.
+        self._server = await loop.create_server(connection, host, port)
         self._host = host
         sockname = self._server.sockets[0].getsockname()
         self._port = int(sockname[1])
@@ -338,6 +345,7 @@ class HttpServer:
         try:
             async with asyncio.timeout(READ_TIMEOUT):
                 method, path, headers = await _read_head(reader)
+                conn.head_read = True
                 length = content_length(headers)
                 refusal = self._admit(method, path, headers)
                 if refusal is None and access_rules.bearer_matches(headers.get("authorization"),
@@ -360,7 +368,10 @@ class HttpServer:
             return method, error(500, "internal error (see the pumpd log)")
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = self._connections.admit(asyncio.current_task())
+        sock = writer.get_extra_info("socket")
+        conn = self._connections.admit(
+            asyncio.current_task(), sock.fileno() if sock is not None else -1,
+            reader if isinstance(reader, RequestReader) else None)
         tls = self.access.tls
         handshaken = tls is None
         answered = False
@@ -370,8 +381,8 @@ class HttpServer:
                 handshaken = True
             if conn is None:
                 method, reply = "", error(503, f"too many connections (at most "
-                                               f"{MAX_CONNECTIONS}, each serving a request "
-                                               "with the token)")
+                                               f"{MAX_CONNECTIONS}, each with a request being "
+                                               "read or served)")
             else:
                 method, reply = await self._answer(reader, conn)
             writer.write(_encode(reply, head_only=method == "HEAD"))

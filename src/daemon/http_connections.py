@@ -5,17 +5,25 @@ closing the connection least worth keeping.
 What a connection is worth is its :class:`Stage`:
 
 - ``WAITING``: in its TLS handshake, still sending its request, or lingering after a refusal. It
-  holds a slot and has given the server nothing to answer: the first to go, oldest first.
+  holds a slot and has given the server nothing to answer: the first to go, oldest first, except
+  one with a request on its way in (its whole head has arrived and is not read yet, or its
+  first bytes wait in its socket), which is never closed to make room. Without that, a burst of
+  new connections accepted before any was read would make room of each other, the client with
+  the token among them; with it, each connection admitted is read once at least. Bytes that
+  follow others (a slow client's next header byte) do not count: a trickle would keep its
+  sender.
 - ``SERVING``: taking the answer to a whole request that needed no token (the status page, or
   what ``--http-open-reads`` / ``--metrics-open`` open): goes only when none is waiting, oldest
   first.
 - ``TRUSTED``: its request presented the token and was admitted: never closed to make room.
 
+A newcomer that finds no connection to close is answered 503 and closed: when every slot holds a
+trusted request or a request on its way in.
+
 So clients without the token, however many idle or slow connections they hold (slowloris: one
 header byte every few seconds), cannot keep a client with the token, nor one reading what the
 configuration opens, from its answer: each newcomer takes the slot of the oldest connection that
-has not sent a whole request. A newcomer is refused (503) only when every slot holds a trusted
-request. Every connection closed to make room is counted (``evicted``) and said in a WARNING
+has not sent a whole request. Every connection closed to make room is counted (``evicted``) and said in a WARNING
 line, at most one per ``LOG_INTERVAL`` with the count since the last one.
 """
 
@@ -23,9 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import fcntl
 import logging
+import struct
+import termios
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import SupportsIndex
 
 log = logging.getLogger("pumpd.http")
 
@@ -40,12 +53,39 @@ class Stage(enum.IntEnum):
     TRUSTED = 2
 
 
+class RequestReader(asyncio.StreamReader):
+    """The stream of one connection, noting when a whole request head (its blank line) has
+    arrived, before the handler has read it."""
+
+    fed = False  # some bytes have arrived
+    head_arrived = False
+    _tail = b""  # the last bytes fed, for a blank line split across two chunks
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        self.fed = True
+        if not self.head_arrived:
+            chunk = self._tail + bytes(data)
+            self.head_arrived = b"\r\n\r\n" in chunk
+            self._tail = chunk[-3:]
+        super().feed_data(data)
+
+
 @dataclass(eq=False)
 class Connection:
     """One accepted connection: its number in the table, the task serving it, its stage."""
 
     ident: int
     task: asyncio.Task[None] | None = field(repr=False)
+    fd: int = -1  # its socket, to see whether bytes wait to be read; -1: unknown
+    reader: RequestReader | None = field(default=None, repr=False)
+    head_read: bool = False  # the handler has read its request head
+
+    def arriving(self) -> bool:
+        """Whether a request is on its way in, not yet read: its whole head has been received,
+        or its first bytes wait in its socket."""
+        if self.head_read or self.reader is None:
+            return False
+        return self.reader.head_arrived or (not self.reader.fed and _bytes_waiting(self.fd))
     stage: Stage = Stage.WAITING
     evicted: bool = False  # closed to make room: its task was cancelled for it
 
@@ -66,16 +106,17 @@ class ConnectionTable:
     def __len__(self) -> int:
         return len(self._open)
 
-    def admit(self, task: asyncio.Task[None] | None) -> Connection | None:
-        """A slot for a newly accepted connection served by ``task``, made by evicting the
-        oldest connection of the lowest stage below ``TRUSTED`` when the table is full; None
-        when every slot holds a trusted request."""
+    def admit(self, task: asyncio.Task[None] | None, fd: int = -1,
+              reader: RequestReader | None = None) -> Connection | None:
+        """A slot for a newly accepted connection served by ``task`` on socket ``fd``, made by
+        evicting the connection least worth keeping when the table is full (see the module);
+        None when none may be closed."""
         if len(self._open) >= self.capacity:
             victim = self._victim()
             if victim is None:
                 return None
             self._evict(victim)
-        conn = Connection(self._next_id, task)
+        conn = Connection(self._next_id, task, fd=fd, reader=reader)
         self._next_id += 1
         self._open[conn.ident] = conn
         return conn
@@ -85,13 +126,13 @@ class ConnectionTable:
         self._open.pop(conn.ident, None)
 
     def _victim(self) -> int | None:
-        best: tuple[Stage, int] | None = None
+        serving: int | None = None
         for conn_id, conn in self._open.items():  # oldest first
-            if conn.stage == Stage.WAITING:
+            if conn.stage == Stage.WAITING and not conn.arriving():
                 return conn_id
-            if conn.stage < Stage.TRUSTED and best is None:
-                best = (conn.stage, conn_id)
-        return best[1] if best is not None else None
+            if conn.stage == Stage.SERVING and serving is None:
+                serving = conn_id
+        return serving
 
     def _evict(self, conn_id: int) -> None:
         conn = self._open.pop(conn_id)
@@ -110,3 +151,14 @@ class ConnectionTable:
                         "open idle or sending slowly", self.capacity, self._unlogged,
                         self.evicted)
             self._unlogged, self._last_log = 0, now
+
+
+def _bytes_waiting(fd: int) -> bool:
+    """Whether socket ``fd`` has received bytes not yet read (``FIONREAD``)."""
+    if fd < 0:
+        return False
+    try:
+        count: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return False
+    return count > 0
