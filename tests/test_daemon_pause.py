@@ -323,6 +323,54 @@ def test_a_pause_is_group_wide_through_the_markers(node_a: LocalNode, vhost_a: s
         loop.close()
 
 
+def test_a_member_whose_state_file_cannot_be_written_still_follows_the_group(
+    node_a: LocalNode, vhost_a: str, tmp_path: Path,
+) -> None:
+    """The group's markers keep a group-wide pause: a member whose state file is broken follows
+    it in memory (logged at ERROR) and leaves the file alone; a pause asked of that member
+    itself is refused, changing nothing; once the file is removed, the next change writes
+    the pauses the member holds."""
+    uri = parse_uri(node_a.uri(vhost_a))
+    definition = {"src-uri": NOWHERE, "src-queue": "in", "dest-uri": NOWHERE, "dest-queue": "out"}
+
+    def member(name: str) -> tuple[Group, Pauses, dict[str, Shovel], Path]:
+        g = Group([uri], "pw", MemberInfo(name, host="test-host", pid=os.getpid(),
+                                          endpoint=None, started=time.time()),
+                  poll_interval=0.2)
+        shovels = {n: Shovel(n, parse_runtime(n, definition, None, "test")) for n in ("s", "t")}
+        state = tmp_path / f"{name}.runtime.json"
+        return g, Pauses(str(state), NoProcesses(), dict), shovels, state
+
+    async def main() -> None:
+        ga, a, sa, _ = member("a")
+        gb, b, sb, state_b = member("b")
+        try:
+            for g in (ga, gb):
+                g.start()
+                await g.wait_joined(20)
+            cut = '{"shovels": {}, "paused": ['  # an edit cut short
+            state_b.write_text(cut)
+            assert a.request(sa["s"], True)
+            await a.sync(ga, sa)
+            await b.sync(gb, sb)
+            assert "s" in b and state_b.read_text() == cut
+            with pytest.raises(statefile.StateFileError, match="not valid JSON"):
+                b.request(sb["t"], True)
+            assert "t" not in b and state_b.read_text() == cut
+            state_b.unlink()
+            assert b.request(sb["t"], True)
+            assert json.loads(state_b.read_text())["paused"] == ["s", "t"]
+        finally:
+            await ga.close()
+            await gb.close()
+
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
 def test_attached_members_follow_each_others_pauses(node_a: LocalNode, vhost_a: str,
                                                    tmp_path: Path) -> None:
     """As in the daemon (daemon/membership.py): the group on a uvloop thread of its own, the

@@ -9,7 +9,8 @@ Everything else stays in the source. Resuming sends ``("resume", slot)``: the pu
 
 Which shovels are paused is kept in the state file (:func:`pumpd.daemon.statefile.save`),
 written from this memory before the answer, so a restarted daemon starts them paused. A change
-that cannot be written (the file unreadable, or not valid JSON) is refused and changes nothing.
+asked here that cannot be written (the file unreadable, or not valid JSON) is refused and changes
+nothing; one that a group's markers keep applies all the same (below).
 A reload keeps pauses (they are by name); a shovel removed (DELETE, or gone from the file at a
 reload) is no longer paused.
 
@@ -125,16 +126,26 @@ class Pauses:
         self.wake_poll()
         return changed
 
-    def set(self, s: Shovel, paused: bool, why: str) -> bool:
+    def set(self, s: Shovel, paused: bool, why: str, *, kept_elsewhere: bool = False) -> bool:
         """Pause or resume every position of ``s``; False when it already was so.
 
-        :raises statefile.StateFileError: when the state file cannot be read or written (then
-            nothing has changed)
+        :param kept_elsewhere: the change is kept by someone else too (a group's markers): when
+            the state file cannot be written it still applies, and the file catches up at the
+            next change that can be written.
+        :raises statefile.StateFileError: when the state file cannot be read or written and the
+            change is kept nowhere else (then nothing has changed)
         """
         if (s.name in self.names) == paused:
             return False
         after = self.names | {s.name} if paused else self.names - {s.name}
-        self._save(after)
+        try:
+            self._save(after)
+        except statefile.StateFileError as exc:
+            if not kept_elsewhere:
+                raise
+            log.error("shovel %s: %s group-wide; the group's markers keep it, the state file "
+                      "does not yet: %s", s.name, "paused" if paused else "resumed", exc,
+                      extra={"event": "state_file_failed", "shovel": s.name})
         self.names = after
         verb = "pause" if paused else "resume"
         for w in s.workers:
@@ -212,7 +223,4 @@ class Pauses:
         for name, s in list(shovels.items()):
             if name in self._unmarked or s.removing:
                 continue  # asked here since the read: this member's word stands
-            try:
-                self.set(s, name in marked, "group-wide")
-            except statefile.StateFileError as exc:
-                log.error("shovel %s: %s", name, exc)
+            self.set(s, name in marked, "group-wide", kept_elsewhere=True)
