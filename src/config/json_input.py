@@ -183,7 +183,7 @@ def read_json(data: bytes | str, *, max_bytes: int, max_depth: int = MAX_DOCUMEN
 
 
 # A JSON string, or a character that opens, closes or separates: all a scan for depth needs
-_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]')
 
 
 def _too_deep_at(text: str, max_depth: int) -> tuple[Step, ...]:
