@@ -8,7 +8,9 @@ each stopped abruptly at a random point, the next one only after the last has ar
 every stop the shovel must keep moving until each message is in the destination queue and every
 delivery is acked with nothing left in flight: no pause longer than ``PROGRESS_GAP`` in what the
 destination holds and what the shovel counts. At the end the source queue holds no message,
-ready or unacknowledged. Both data planes run the same bursts.
+ready or unacknowledged. A second test sends bursts of 64 KiB messages to a destination behind a
+slow link with no prefetch, so that the destination's write buffer pauses the source. Both data
+planes run the same bursts.
 
 Why a gap and not only a deadline: output held until the *next* read would still get out here,
 late, on a read nobody waited for (the pump's backlog reading every few seconds); a gap catches
@@ -24,6 +26,8 @@ from collections.abc import Callable
 
 import pytest
 from pumpd.engine import session as session_module
+from pumpd.engine.link import Link
+from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
 
 import amqp_helpers as amqp
@@ -41,6 +45,7 @@ PROGRESS_GAP = 2.0
 SETTLE_BOUND = 60.0
 RATES: tuple[float | None, ...] = (2_000, 10_000, 30_000, 60_000, None)  # None: unpaced
 SIZES = (1, 2, 17, 250, 999, 1_000, 1_001, 2_500, 6_000)  # around the prefetch window
+PRESSURE_BURSTS = 6
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
@@ -112,3 +117,47 @@ def test_every_burst_arrives_and_is_acked_once_the_source_goes_quiet(
     print(f"{impl}: {BURSTS} bursts, {publisher.sent} messages, seed {seed}; the slowest burst "
           f"settled {worst * 1000:.0f} ms after its last publish")
     assert pumps.status("s").counters.redelivered == 0
+
+
+def test_bursts_through_write_pressure_arrive_once_the_source_goes_quiet(
+        impl: str, node_a: LocalNode, vhost_a: str, proxy_a: TcpProxy,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The destination behind a slow link (100 ms each way) and no prefetch bounding what the
+    shovel takes: its write buffer passes ``DEST_WRITE_HIGH_WATER`` and the source is not read
+    until it drains. A source going quiet meanwhile leaves nothing behind either."""
+    reasons: list[str] = []
+    pause_reading = Link.pause_reading
+
+    def recording(self: Link, paused: bool, reason: str = "write-pressure") -> None:
+        if paused:
+            reasons.append(reason)
+        pause_reading(self, paused, reason)
+
+    monkeypatch.setattr(Link, "pause_reading", recording)
+    uri = node_a.uri(vhost_a)
+    amqp.declare_queue(uri, "src")
+    amqp.declare_queue(uri, "dst")
+    proxy_a.set_delay_ms(100)
+    s = shovel(sources={"broker": uri}, destinations={"broker": amqp.via(node_a, vhost_a, proxy_a)},
+               queue="src", publish_fields={"exchange": "", "routing_key": "dst"},
+               ack_mode="on_confirm", prefetch_count=0, stall_timeout=0)
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    with running(s) as pumps, amqp.blocking_connection(uri) as probe_conn:
+        probe = probe_conn.channel()
+
+        def depth(queue: str) -> int:
+            return int(probe.queue_declare(queue, passive=True).method.message_count)
+
+        pumps.wait_for(lambda: amqp.queue_depth(uri, "src")[1] == 1, 60, "the shovel consuming")
+        publisher = RawPublisher(node_a.amqp_port, vhost_a, "src", body_size=64 * 1024)
+        try:
+            for i in range(PRESSURE_BURSTS):
+                count = rng.randrange(150, 400)  # 10 to 25 MB
+                publisher.burst(count, None, rng)
+                _settle(pumps, lambda: depth("dst"), publisher.sent,
+                        f"burst {i} (seed {seed}, {impl}): {count} messages of 64 KiB")
+                assert depth("src") == 0
+        finally:
+            publisher.close()
+    assert "write-pressure" in reasons, f"the destination's write buffer never filled: {reasons}"
