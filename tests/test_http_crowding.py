@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from pumpd import exitcodes
+from pumpd.daemon.client import Endpoint, request
 from pumpd.daemon.http_api import MAX_CONNECTIONS
 
 from daemon_helpers import Daemon, pumpd_daemon
@@ -213,17 +214,16 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
-def test_only_requests_with_the_token_fill_the_endpoint_to_a_503(pumpd_daemon) -> None:
-    """The bound stays: when every slot holds an admitted request with the token (here PUTs
-    whose bodies are still coming), a new connection is answered 503 and closed."""
-    d = pumpd_daemon({})
+def hold_every_slot(d: Daemon) -> list[socket.socket]:
+    """Fills the endpoint with admitted requests that carry the token (PUTs whose bodies never
+    come; the server closes them after its READ_TIMEOUT) until a GET is answered 503."""
     head = (f"PUT /api/shovels/held HTTP/1.1\r\nHost: 127.0.0.1:{d.port}\r\n"
             f"Authorization: Bearer {d.token()}\r\nContent-Length: 100\r\n\r\n{{").encode()
     held: list[socket.socket] = []
 
-    def hold() -> None:
-        """Top the held PUTs up to every slot (a GET that came before the server had read one's
-        head took its slot: that one is closed and held again)."""
+    def top_up() -> None:
+        """Up to every slot (a GET that came before the server had read one's head took its
+        slot, or its time ran out: that one is closed and held again)."""
         for sock in [s for s in held if closed_by_server(s)]:
             held.remove(sock)
             sock.close()
@@ -234,23 +234,53 @@ def test_only_requests_with_the_token_fill_the_endpoint_to_a_503(pumpd_daemon) -
             held.append(sock)
 
     try:
-        hold()
+        top_up()
         deadline = time.monotonic() + 30
         while True:
             time.sleep(0.2)  # for the server to read the heads just sent
             status, body = get(d, "/api/overview")
             if status == 503 or time.monotonic() > deadline:
                 break
-            hold()
+            top_up()
         assert status == 503 and f"at most {MAX_CONNECTIONS}".encode() in body, body
-        assert not any(closed_by_server(sock) for sock in held)  # none was made room of
-    finally:
+        assert not any(closed_by_server(sock) for sock in held)  # none closed to make room
+    except BaseException:
         for sock in held:
             sock.close()
+        raise
+    return held
+
+
+def test_only_requests_with_the_token_fill_the_endpoint_to_a_503(pumpd_daemon) -> None:
+    """The bound stays: when every slot holds an admitted request with the token (here PUTs
+    whose bodies are still coming), a new connection is answered 503 and closed."""
+    d = pumpd_daemon({})
+    for sock in hold_every_slot(d):
+        sock.close()
     deadline = time.monotonic() + 10
     while get(d, "/api/overview")[0] != 200:
         assert time.monotonic() < deadline, "not served again once the slots were free"
         time.sleep(0.1)
+
+
+def test_the_client_asks_again_while_the_endpoint_is_full(pumpd_daemon) -> None:
+    """``pumpd status``'s request is asked again after a 503 "too many connections" (nothing of
+    it was read), until its timeout: answered once a slot is free."""
+    d = pumpd_daemon({})
+    held = hold_every_slot(d)
+    answers: list[object] = []
+    asking = threading.Thread(target=lambda: answers.append(request(
+        Endpoint(f"http://127.0.0.1:{d.port}", d.token()), "GET", "/api/overview", timeout=15)))
+    try:
+        asked_at = time.monotonic()
+        asking.start()
+        time.sleep(1.0)  # refused at least once by then
+    finally:
+        for sock in held:
+            sock.close()
+    asking.join(20)
+    assert answers and isinstance(answers[0], dict) and answers[0]["product"] == "pumpd", answers
+    assert time.monotonic() - asked_at >= 1.0
 
 
 def test_tls_handshakes_are_counted_against_the_bound(pumpd_daemon, tmp_path: Path) -> None:

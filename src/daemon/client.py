@@ -145,11 +145,31 @@ def endpoint(p: argparse.ArgumentParser, ns: argparse.Namespace) -> Endpoint:
     return Endpoint(f"{scheme}://{netloc}", token, context)
 
 
+BUSY_PAUSE = 0.2  # seconds before asking again a daemon whose endpoint was full
+
+
+class _Busy(Exception):
+    """The endpoint had no room: a 503, or (for a read) a connection closed before any answer."""
+
+
 def request(ep: Endpoint, method: str, path: str, timeout: float = 5.0) -> Any:
-    """``method path`` on the daemon; the decoded JSON (None for an empty answer).
+    """``method path`` on the daemon; the decoded JSON (None for an empty answer). Asked again
+    while the endpoint is full (its connections held by other clients), until ``timeout``.
 
     :raises Unreachable: when nothing answers, or the answer is an error.
     """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return _request_once(ep, method, path, timeout)
+        except _Busy as exc:
+            timeout = deadline - time.monotonic() - BUSY_PAUSE
+            if timeout <= 0:
+                raise Unreachable(str(exc)) from None
+            time.sleep(BUSY_PAUSE)
+
+
+def _request_once(ep: Endpoint, method: str, path: str, timeout: float) -> Any:
     url = ep.url + path
     headers = {"Authorization": f"Bearer {ep.token}"} if ep.token else {}
     req = urllib.request.Request(url, method=method, headers=headers)
@@ -158,9 +178,17 @@ def request(ep: Endpoint, method: str, path: str, timeout: float = 5.0) -> Any:
             raw = response.read(64 * 1024 * 1024)
             return orjson.loads(raw) if raw else None
     except urllib.error.HTTPError as exc:
-        raise Unreachable(_refusal(url, exc)) from None
+        refusal = _refusal(url, exc)
+        if exc.code == 503 and "too many connections" in refusal:
+            raise _Busy(refusal) from None  # full: no request of this one was read
+        raise Unreachable(refusal) from None
     except (urllib.error.URLError, OSError) as exc:
         why = getattr(exc, "reason", exc)
+        if method in ("GET", "HEAD") and isinstance(why, ConnectionError | ssl.SSLEOFError) \
+                and not isinstance(why, ConnectionRefusedError):
+            # Closed before any answer: a full endpoint closed it to make room before reading
+            # it. A read is safe to ask again; a change is not.
+            raise _Busy(f"cannot reach pumpd at {url}: {why}") from None
         hint = ""
         if isinstance(why, ConnectionRefusedError):
             hint = (" (is pumpd running? It serves its status on 127.0.0.1:15680 unless started "

@@ -29,8 +29,9 @@ the answer, at most ``MAX_HEADERS`` header lines in ``MAX_HEAD`` bytes, and a ``
 of digits only, stated once, up to ``MAX_BODY``. When every slot is taken, a new connection takes
 the slot of the oldest one that has not sent a whole request
 (:mod:`pumpd.daemon.http_connections` says which goes first): idle or slow clients without the
-token cannot lock out one with it. Only when every slot serves a request that presented the token
-is a new connection answered 503 and closed.
+token cannot lock out one with it. A new connection is answered 503 and closed only when no
+connection may be closed for it: every slot holds a request that presented the token, or one on
+its way in.
 """
 
 from __future__ import annotations
