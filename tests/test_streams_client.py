@@ -93,8 +93,8 @@ def test_a_user_without_read_permission_may_not_read_the_stream(node: LocalNode)
 def test_a_stream_that_does_not_exist_is_named(node: LocalNode, user: str) -> None:
     msg = _refusal(node, node.uri("/", user, PASSWORD), "no-such-stream")
     assert msg == (f"streams protocol 127.0.0.1:{node.stream_port} (vhost '/'): cannot read "
-                   "stream 'no-such-stream' (STREAM_DOES_NOT_EXIST): no stream (or super "
-                   "stream) of that name exists in the vhost"), msg
+                   "stream 'no-such-stream' (STREAM_DOES_NOT_EXIST): it does not exist in the "
+                   "vhost"), msg
 
 
 def test_the_right_password_reads_a_stream(node: LocalNode, user: str) -> None:
@@ -159,8 +159,8 @@ def test_a_super_stream_that_does_not_exist_is_named(node: LocalNode) -> None:
         conn.partitions("no-such-super")
     msg = str(info.value)
     assert msg == (f"streams protocol 127.0.0.1:{node.stream_port} (vhost '/'): cannot list the "
-                   "partitions of super stream 'no-such-super' (STREAM_DOES_NOT_EXIST): no stream "
-                   "(or super stream) of that name exists in the vhost"), msg
+                   "partitions of super stream 'no-such-super' (STREAM_DOES_NOT_EXIST): it does "
+                   "not exist in the vhost"), msg
 
 
 def test_the_amqp_port_given_as_the_streams_port_is_named_as_such(node: LocalNode) -> None:

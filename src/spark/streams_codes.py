@@ -82,8 +82,7 @@ class ResponseCode(NamedTuple):
 OK = 1
 RESPONSE_CODES: dict[int, ResponseCode] = {
     OK: ResponseCode("OK", "the request succeeded", "request"),
-    2: ResponseCode("STREAM_DOES_NOT_EXIST",
-                    "no stream (or super stream) of that name exists in the vhost", "request"),
+    2: ResponseCode("STREAM_DOES_NOT_EXIST", "it does not exist in the vhost", "request"),
     3: ResponseCode("SUBSCRIPTION_ID_ALREADY_EXISTS",
                     "the connection already has a subscription with that id", "request"),
     4: ResponseCode("SUBSCRIPTION_ID_DOES_NOT_EXIST",

@@ -57,6 +57,7 @@ _HEAD = struct.Struct(">IHH")  # size, key, version
 # a size of hundreds of megabytes. Once open, a Deliver frame is a whole chunk, however large the
 # publishers made it.
 LOGIN_FRAME_MAX = 1 << 20
+_RESPONSE_HEAD = 14  # a response's size, key, version, correlation id and code
 _CHUNK = struct.Struct(">BbbHIqQQIII")  # Deliver v1: subscription id, then the chunk header
 DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (after 4 reserved)
 
@@ -250,11 +251,7 @@ class StreamsConnection:
         :raises TimeoutError: nothing came within the socket's timeout (the step is named)
         """
         while True:
-            try:
-                size = self.file.read(4)
-            except TimeoutError:
-                raise TimeoutError(f"{self.where}: no answer from the broker within "
-                                   f"{self.timeout:g} s (to {self.step})") from None
+            size = self._read(4)
             if len(size) < 4:
                 raise ConnectionError(f"{self.where}: the broker closed the connection (at: "
                                       f"{self.step})"
@@ -268,7 +265,7 @@ class StreamsConnection:
                 raise StreamsError(f"{self.where}: the peer's answer (to {self.step}) is not a "
                                    f"streams protocol frame (a frame of {length} bytes): is "
                                    "streamPort the broker's streams port?")
-            frame: bytes = size + self.file.read(length)
+            frame = size + self._read(length)
             if len(frame) < 4 + length:
                 raise ConnectionError(f"{self.where}: the broker closed the connection within "
                                       f"a frame (at: {self.step})")
@@ -281,6 +278,18 @@ class StreamsConnection:
                                       f"{self.step}): {_close_reason(frame)}")
             return frame
 
+    def _read(self, n: int) -> bytes:
+        """Up to ``n`` bytes (fewer at the end of the stream).
+
+        :raises TimeoutError: nothing came within the socket's timeout (the step is named)
+        """
+        try:
+            got: bytes = self.file.read(n)
+        except TimeoutError:
+            raise TimeoutError(f"{self.where}: no answer from the broker within "
+                               f"{self.timeout:g} s (to {self.step})") from None
+        return got
+
     def _request(self, key: int, body: bytes, step: str) -> bytes:
         """Send a request and return its response frame; an error code raises
         :class:`StreamsError` naming ``step`` (what the request was for, in words)."""
@@ -289,6 +298,9 @@ class StreamsConnection:
         while True:
             frame = self._frame()
             got = _HEAD.unpack_from(frame)[1]
+            if got in (key | RESPONSE_BIT, key) and len(frame) < _RESPONSE_HEAD:
+                raise StreamsError(f"{self.where}: the broker's answer (to {step}) is "
+                                   f"{len(frame)} bytes, too short for a response")
             # RabbitMQ 3.10 answers partitions with the request's own key, high bit not set
             # (rstream 1.1.1 took that answer for a request and never returned)
             if got in (key | RESPONSE_BIT, key) and struct.unpack_from(">I", frame, 8)[0] == corr:
@@ -335,6 +347,9 @@ class StreamsConnection:
                 raise StreamsError(f"{self.where}: "
                                    + refusal(code, f"give credit to subscription {subscription}",
                                              self.username))
+        if len(frame) < DATA_AT:
+            raise StreamsError(f"{self.where}: a Deliver frame of {len(frame)} bytes (to "
+                               f"{self.step}), too short for a chunk")
         (_sub, _magic, kind, entries, records, ts, _epoch, first, crc, length,
          _trailer) = _CHUNK.unpack_from(frame, 8)
         if kind != 0:
