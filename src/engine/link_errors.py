@@ -102,9 +102,9 @@ def reply_code(exc: BaseException) -> int | None:
     return close[0] if close is not None else None
 
 
-# The broker's words for a vhost the user may not enter, and for one that does not exist:
-# only then may the vhost and permissions hint follow them. (A connection limit's text also
-# begins "access to vhost ..." and must not get it: the pattern is matched whole.)
+# The broker's words for a vhost the user may not enter, and for one that does not exist: only
+# then are the user and vhost named before them (and the empty vhost's note after them). A
+# connection limit's text also begins "access to vhost ..." and gets neither: matched whole.
 _VHOST_REFUSED = re.compile(r"NOT_ALLOWED - (access to vhost '.*' refused for user '.*'"
                             r"|vhost .* not found)", re.DOTALL)
 # The broker's words for a refused login (RabbitMQ: "Login was refused using authentication
@@ -112,32 +112,32 @@ _VHOST_REFUSED = re.compile(r"NOT_ALLOWED - (access to vhost '.*' refused for us
 _LOGIN_REFUSED = "Login was refused"
 
 
-def _login_hint(uri: BrokerURI | None) -> str:
+def _login_refused(said: str, uri: BrokerURI | None) -> str:
     if uri is None:
-        return "authentication refused (wrong username or password?)"
-    # The user and vhost are named (never the password), as the plugin's reason does.
-    return (f"authentication refused for user {uri.username!r} (vhost {uri.vhost!r}): wrong "
-            "username or password?")
+        return f"authentication refused: {said} (wrong username or password?)"
+    # The user and vhost are named (never the password), as the plugin's reason does; first,
+    # so that a status line cut to its length still says it.
+    return (f"authentication refused for user {uri.username!r} (vhost {uri.vhost!r}): {said} "
+            "(wrong username or password?)")
 
 
-def _vhost_hint(uri: BrokerURI | None) -> str:
+def _vhost_refused(said: str, uri: BrokerURI | None) -> str:
     if uri is None:
-        return "access refused (does the user have access to the vhost?)"
-    text = (f"access refused to vhost {uri.vhost!r} for user {uri.username!r} (does the vhost "
-            "exist, and does the user have permissions on it?)")
+        return f"access refused: {said}"
+    text = f"access refused to vhost {uri.vhost!r} for user {uri.username!r}: {said}"
     if uri.vhost == "":
         text += f"; {EMPTY_VHOST_NOTE}"
     return text
 
 
 def quote_close(code: int, text: str, uri: BrokerURI | None = None) -> str:
-    """The broker's close in its own words, ``530 NOT_ALLOWED - ...``, then a hint where one
-    cannot mislead."""
+    """The broker's close in its own words, ``530 NOT_ALLOWED - ...``; for a refused login or
+    vhost, with the user and vhost named and a hint, which cannot mislead there."""
     said = f"{code} {text}"
     if code == 403 and _LOGIN_REFUSED in text:
-        return f"{said} ({_login_hint(uri)})"
+        return _login_refused(said, uri)
     if code == 530 and _VHOST_REFUSED.fullmatch(text):
-        return f"{said} ({_vhost_hint(uri)})"
+        return _vhost_refused(said, uri)
     return said
 
 
@@ -196,9 +196,10 @@ def describe(exc: BaseException, uri: BrokerURI | None = None) -> str:
     # old broker, or a proxy): pika's guess from the handshake's state is all there is, and is
     # said to be one.
     if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
-        return f"the connection ended during the login without a reason: {_login_hint(uri)}"
+        return _login_refused("the connection ended during the login, no reason given", uri)
     if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
-        return f"the connection ended at connection.open without a reason: {_vhost_hint(uri)}"
+        return _vhost_refused("the connection ended at connection.open, no reason given (does "
+                              "the vhost exist, and does the user have permissions on it?)", uri)
     text = str(exc) or type(exc).__name__
     return text
 
