@@ -14,11 +14,14 @@ the group moves within seconds; bench/group_spread.py measures the default ones.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,10 +29,11 @@ from pumpd.daemon.client import main as status_main
 from pumpd.daemon.client import printable
 from pumpd.daemon.cluster_status import render_members
 from pumpd.daemon.membership import member_id
+from pumpd.daemon.spread import PositionKey, assign
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import SteadyPublisher, drain_queue
-from daemon_helpers import Daemon, pumpd_daemon, shovel_def
+from daemon_helpers import Daemon, _children, pumpd_daemon, shovel_def
 
 __all__ = ["pumpd_daemon"]
 
@@ -278,3 +282,172 @@ def test_without_its_coordination_broker_a_group_still_runs_every_position_once(
     assert all(len(by_queue.get(f"in{i}", [])) == 1 for i in range(SHOVELS)), by_queue
     cluster = members[0].get("/api/cluster")
     assert not cluster["joined"] and cluster["error"]
+
+
+# -- failover decided by the source heartbeat; a leave or a return moves no healthy position --
+
+SOURCE_HEARTBEAT = 5  # seconds, on the source URIs only (as the README advises)
+
+
+def _default_timing_config(node_a: LocalNode, vhost_a: str, node_b: LocalNode,
+                           vhost_b: str) -> dict[str, Any]:
+    """Nine shovels whose source URIs set ``heartbeat=5``; the group's clause names only its
+    coordination broker (no heartbeat on that URI): every other setting is the default."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    return {
+        "cluster": {"name": "g", "coordination_uri": src},
+        "shovels": {f"s{i}": shovel_def(f"{src}?heartbeat={SOURCE_HEARTBEAT}", f"in{i}", dst,
+                                        f"out{i}", reconnect_delay=1, prefetch_count=PREFETCH)
+                    for i in range(SHOVELS)},
+    }
+
+
+def _names_whose_leave_the_bounded_rule_alone_reshuffles(workdir: Path) -> tuple[list[str], int]:
+    """Three member names (their ids hash their state files' paths) and the one to fail, such
+    that the even rule without the records (``assign`` without ``held``) would move a position
+    of a survivor when that member leaves: the case a sticky spread must hold still in."""
+    positions = [PositionKey(f"s{i}", 0) for i in range(SHOVELS)]
+    for k in range(200):
+        names = [f"m{k}{c}" for c in "abc"]
+        ids = [member_id(str(workdir / f"{n}.runtime.json")) for n in names]
+        home = assign(ids, positions)
+        for v, victim in enumerate(ids):
+            without = assign([i for i in ids if i != victim], positions)
+            if any(home[p] != victim and without[p] != home[p] for p in positions):
+                return names, v
+    raise AssertionError("no member set whose leave reshuffles: the rule changed?")
+
+
+def _consumer_channels(node: LocalNode, vhost: str) -> dict[str, list[str]]:
+    """For each queue, the channel pid of each consumer, as the broker lists them (a position
+    that moved, even away and back, has another channel)."""
+    out: dict[str, list[str]] = {}
+    for queue, channel in _rows(node, "list_consumers", "-p", vhost, "queue_name",
+                                "channel_pid"):
+        out.setdefault(queue, []).append(channel)
+    return out
+
+
+def _process_tree(d: Daemon) -> list[int]:
+    """The daemon's coordinator and every process it started (workers, resource tracker)."""
+    pids = [d.pid]
+    for pid in pids:
+        pids.extend(p for p in _children(pid) if p not in pids)
+    return pids
+
+
+def _running_on(members: list[Daemon], shovels: list[str]) -> bool:
+    """Whether each of ``shovels`` runs on one of ``members``, as they report it (cheap: the
+    broker's own lists, slower to read, confirm it after)."""
+    running = {s["name"] for d in members for s in d.shovels() if s["state"] == "running"}
+    return set(shovels) <= running
+
+
+def _wait_reported_spread(members: list[Daemon], timeout: float, what: str) -> None:
+    """Until the members report every shovel running on exactly one of them, 3 each, the same
+    at two looks a second apart (their status: cheap; the broker's lists confirm it after)."""
+    deadline = time.monotonic() + timeout
+    last: list[set[str]] | None = None
+    while True:
+        now = [{s["name"] for s in d.shovels() if s["state"] == "running"} for d in members]
+        even = (sorted(len(r) for r in now) == [SHOVELS // len(members)] * len(members)
+                and set().union(*now) == {f"s{i}" for i in range(SHOVELS)})
+        if even and now == last:
+            return
+        last = now if even else None
+        assert time.monotonic() < deadline, f"{what}: not spread within {timeout}s: {now}"
+        time.sleep(1)
+
+
+def _one_consumer_each(node: LocalNode, vhost: str, queues: list[str],
+                       timeout: float = 30) -> dict[str, str]:
+    """Each queue's consumer channel, read from the broker once every queue has exactly one
+    (one ``rabbitmqctl`` call a look: each takes seconds on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        channels = _consumer_channels(node, vhost)
+        if all(len(channels.get(q, [])) == 1 for q in queues):
+            return {q: channels[q][0] for q in queues}
+        assert time.monotonic() < deadline, f"not one consumer each: {channels}"
+        time.sleep(0.5)
+
+
+def _running(d: Daemon) -> set[str]:
+    return {s["name"] for s in d.shovels() if s["state"] == "running"}
+
+
+@pytest.mark.parametrize("fault", ["freeze", "kill"])
+def test_a_member_frozen_or_killed_fails_over_within_the_source_heartbeat_and_no_healthy_position_moves(
+        fault: str, pumpd_daemon, tmp_path: Path, node_a: LocalNode, vhost_a: str,
+        node_b: LocalNode, vhost_b: str) -> None:
+    doc = _default_timing_config(node_a, vhost_a, node_b, vhost_b)
+    names, v = _names_whose_leave_the_bounded_rule_alone_reshuffles(tmp_path)
+    members = [_member(pumpd_daemon, doc, n) for n in names]
+    for d in members:
+        d.start()
+    victim, survivors = members[v], [d for i, d in enumerate(members) if i != v]
+    queues = [f"in{i}" for i in range(SHOVELS)]
+    _wait_reported_spread(members, 90, "three members")
+    with SteadyPublisher(node_a.uri(vhost_a), queues, 30) as pub:
+        its_shovels = sorted(_running(victim))
+        victims = [f"in{s[1:]}" for s in its_shovels]
+        healthy = [q for q in queues if q not in victims]
+        # who consumes is the broker's word: one consumer on each queue, and its channel
+        before = _one_consumer_each(node_a, vhost_a, queues)
+        tree = _process_tree(victim)
+        faulted = time.time()
+        if fault == "freeze":
+            for pid in tree:
+                os.kill(pid, signal.SIGSTOP)
+        else:
+            victim.kill_everything()
+        try:
+            survivors[0].wait_for(lambda: _running_on(survivors, its_shovels), 60,
+                                  f"the {fault} member's shovels running on the others")
+            took = _taken_over_after(faulted, survivors, its_shovels)
+            during = _one_consumer_each(node_a, vhost_a, queues)
+        finally:
+            if fault == "freeze":
+                for pid in tree:
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        pass
+        returned = time.time()
+        if fault == "kill":
+            victim.start()  # the same files: the same member id
+        # back in the group, it stays `settle` (10 s) before anything is handed to it, and then
+        # gets back what the survivors took from it, nothing else
+        victim.wait_for(lambda: _running_on([victim], its_shovels), 60,
+                        f"its shovels running on the {fault} member again")
+        _wait_reported_spread(members, 30, f"back after the {fault}")
+        assert sorted(_running(victim)) == its_shovels
+        after = _one_consumer_each(node_a, vhost_a, queues)
+        sent = pub.stop()
+    print(f"{fault}: the member's positions ran on the others {took:.1f}s after the {fault}")
+    assert victims and took <= 3 * SOURCE_HEARTBEAT + 5, (
+        f"the {fault} member's positions ran elsewhere only after {took:.1f}s")
+    # the member's own queues got new consumers (the survivors', then its own again); the
+    # survivors' kept theirs throughout: a position that moved, even away and back, has
+    # another channel
+    assert all(during[q] != before[q] != after[q] for q in victims), (before, during, after)
+    moved = {q: (before[q], during[q], after[q]) for q in healthy
+             if not before[q] == during[q] == after[q]}
+    assert not moved, f"positions of healthy members changed consumer: {moved}"
+    handed = [e for d in survivors for e in d.log_events()
+              if e.get("event") == "handover" and e["time"] >= _iso(faulted)]
+    assert {f"in{e['shovel'][1:]}" for e in handed} == set(victims)
+    # settle (10 s) counts from when a survivor first sees it back: after it came back
+    assert all(e["time"] >= _iso(returned + 10) for e in handed), "handed over before settle"
+    _sources_empty(node_a, vhost_a)
+    bodies: Counter[bytes] = Counter()
+    for i in range(SHOVELS):
+        bodies.update(m.body for m in drain_queue(node_b.uri(vhost_b), f"out{i}", None))
+    assert set(bodies) == {b"%d" % i for i in range(sent)}, "lost messages"
+    # duplicates: what the victim held unacknowledged when it stopped (a prefetch per position)
+    assert sum(bodies.values()) - sent <= PREFETCH * len(victims)
+
+
+def _iso(at: float) -> str:
+    """A wall-clock time as the daemons' JSON log writes it."""
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
