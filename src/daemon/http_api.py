@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -292,9 +293,9 @@ class HttpServer:
         """
         loop = asyncio.get_running_loop()
 
-        def connection() -> asyncio.StreamReaderProtocol:
+        def connection() -> RequestProtocol:
             reader = RequestReader(limit=MAX_HEAD, loop=loop)
-            return asyncio.StreamReaderProtocol(reader, self._handle, loop=loop)
+            return RequestProtocol(reader, self._handle, loop=loop)
 
         # asyncio.start_server's own factory, with a reader that notes an arrived head. No ssl=
         # here: each connection runs its TLS handshake in its own slot (``_handle``), so a
@@ -338,21 +339,26 @@ class HttpServer:
                 "# TYPE pumpd_http_connections_evicted_total counter\n"
                 f"pumpd_http_connections_evicted_total {self._connections.evicted}\n")
 
+    async def _read(self, reader: asyncio.StreamReader,
+                    conn: Connection) -> tuple[str, str, Reply | None, bytes]:
+        """One request: method, path, the refusal it gets (or None) and its body, raising
+        ``conn``'s stage to trusted once its head is admitted with the token."""
+        method, path, headers = await _read_head(reader)
+        conn.head_read = True
+        length = content_length(headers)
+        refusal = self._admit(method, path, headers)
+        if refusal is None and access_rules.bearer_matches(headers.get("authorization"),
+                                                           self.access.token):
+            conn.stage = Stage.TRUSTED
+        body = await reader.readexactly(length) if length else b""
+        return method, path, refusal, body
+
     async def _answer(self, reader: asyncio.StreamReader, conn: Connection) -> tuple[str, Reply]:
-        """Read one request within ``READ_TIMEOUT`` and answer it, raising ``conn``'s stage as
-        it earns it: trusted once its head is admitted with the token, serving once a request
-        that needs none is whole."""
-        refusal: Reply | None = None
+        """Read one request within ``READ_TIMEOUT`` and answer it; ``conn`` is serving once a
+        request that needs no token is whole."""
         try:
-            async with asyncio.timeout(READ_TIMEOUT):
-                method, path, headers = await _read_head(reader)
-                conn.head_read = True
-                length = content_length(headers)
-                refusal = self._admit(method, path, headers)
-                if refusal is None and access_rules.bearer_matches(headers.get("authorization"),
-                                                                   self.access.token):
-                    conn.stage = Stage.TRUSTED
-                body = await reader.readexactly(length) if length else b""
+            method, path, refusal, body = await asyncio.wait_for(self._read(reader, conn),
+                                                                 READ_TIMEOUT)
         except BadRequest as exc:
             return "", error(exc.status, str(exc))
         except (ValueError, UnicodeDecodeError):
@@ -378,7 +384,7 @@ class HttpServer:
         answered = False
         try:
             if tls is not None:
-                await writer.start_tls(tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+                writer = await _start_tls(reader, writer, tls)
                 handshaken = True
             if conn is None:
                 method, reply = "", error(503, f"too many connections (at most "
@@ -393,7 +399,7 @@ class HttpServer:
                 if conn is not None:
                     conn.stage = Stage.WAITING  # answered: what follows is a courtesy
                 await _linger(reader, writer)
-        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError, OSError):
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError, OSError):
             pass  # the client went away, or never finished its request: nothing to answer
         except asyncio.CancelledError:
             if conn is None or not conn.evicted:
@@ -402,6 +408,36 @@ class HttpServer:
             if conn is not None:
                 self._connections.release(conn)
             await _close(writer, handshaken, answered and not (conn is not None and conn.evicted))
+
+
+class RequestProtocol(asyncio.StreamReaderProtocol):
+    """asyncio's stream protocol, knowing when its connection went over to TLS: an end of file
+    is then TLS's to handle (asyncio's own flag for it is set by ``StreamWriter.start_tls``
+    only, Python 3.11 and later)."""
+
+    over_tls = False
+
+    def eof_received(self) -> bool:
+        keep_open = super().eof_received()
+        return bool(keep_open) and not self.over_tls
+
+
+async def _start_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     tls: ssl.SSLContext) -> asyncio.StreamWriter:
+    """The TLS handshake of a connection already counted in the table; the writer of its TLS
+    transport. Cancelled, it closes the socket itself.
+
+    :raises OSError: when the handshake fails or takes over ``TLS_HANDSHAKE_TIMEOUT``.
+    """
+    loop = asyncio.get_running_loop()
+    protocol = writer.transport.get_protocol()
+    transport = await loop.start_tls(writer.transport, protocol, tls, server_side=True,
+                                     ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+    if transport is None:  # the connection was lost as the handshake ended
+        raise ConnectionResetError("the connection closed during its TLS handshake")
+    if isinstance(protocol, RequestProtocol):
+        protocol.over_tls = True
+    return asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 async def _close(writer: asyncio.StreamWriter, handshaken: bool, graceful: bool) -> None:

@@ -23,8 +23,8 @@ trusted request or a request on its way in.
 So clients without the token, however many idle or slow connections they hold (slowloris: one
 header byte every few seconds), cannot keep a client with the token, nor one reading what the
 configuration opens, from its answer: each newcomer takes the slot of the oldest connection that
-has not sent a whole request. Every connection closed to make room is counted (``evicted``) and said in a WARNING
-line, at most one per ``LOG_INTERVAL`` with the count since the last one.
+has not sent a whole request. Every connection closed to make room is counted (``evicted``) and
+said in a WARNING line, at most one per ``LOG_INTERVAL`` with the count since the last one.
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ class Connection:
     task: asyncio.Task[None] | None = field(repr=False)
     fd: int = -1  # its socket, to see whether bytes wait to be read; -1: unknown
     reader: RequestReader | None = field(default=None, repr=False)
+    stage: Stage = Stage.WAITING
     head_read: bool = False  # the handler has read its request head
+    evicted: bool = False  # closed to make room: its task was cancelled for it
 
     def arriving(self) -> bool:
         """Whether a request is on its way in, not yet read: its whole head has been received,
@@ -86,8 +88,6 @@ class Connection:
         if self.head_read or self.reader is None:
             return False
         return self.reader.head_arrived or (not self.reader.fed and _bytes_waiting(self.fd))
-    stage: Stage = Stage.WAITING
-    evicted: bool = False  # closed to make room: its task was cancelled for it
 
 
 class ConnectionTable:
