@@ -199,7 +199,7 @@ def test_the_crowd_does_not_lock_out_the_token_over_tls(pumpd_daemon, tmp_path: 
     crowd = Crowd(d.port, MAX_CONNECTIONS, tls=d.context)
     crowd.start()
     try:
-        served_throughout(d, crowd, ("/api/shovels", True), context=d.context, cli=False)
+        served_throughout(d, crowd, ("/api/shovels", True), context=d.context)
     finally:
         crowd.stop()
 
