@@ -316,13 +316,15 @@ def test_three_members_see_each_other_and_their_records(node_a: LocalNode,
             assert other is not None and other.info is not None
             assert other.info.endpoint == "http://127.0.0.1:1/member-2"
             assert other.info.pid == os.getpid() and other.info.host == "test-host"
-            # what a member runs reaches the others at a later poll
-            groups[2].set_positions([PositionKey("orders", 1), PositionKey("orders", 0)])
+            # what a member runs reaches the others at a later poll, in the order it took
+            # them (the sticky spread keeps the oldest), each once
+            groups[2].set_positions([PositionKey("orders", 1), PositionKey("orders", 0),
+                                     PositionKey("orders", 1)])
 
             def sees_positions() -> bool:
                 m = groups[0].view.member("member-2")
                 return m is not None and m.info is not None and m.info.positions == (
-                    PositionKey("orders", 0), PositionKey("orders", 1))
+                    PositionKey("orders", 1), PositionKey("orders", 0))
 
             await until(sees_positions, "member-0 sees member-2's positions")
             # one record each on the broker (a reader may hold one for a moment: waited for)
