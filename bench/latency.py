@@ -14,7 +14,8 @@ repetitions), a paced publisher process writes stamped 64-byte transient message
 Each run starts once the last run's shovel no longer consumes. Each run records p50 / p90 / p99
 / p99.9 / max of the latency (the first ``--skip`` of the messages are left out: connection
 warm-up), the rate the consumer saw, and the CPU seconds per message of the pump's processes and
-of the broker over the run. A run that comes up short also records where the missing messages
+of the broker over the run, and the busy CPU of the whole host and of everything else on it
+(the clients' few % each included). A run that comes up short also records where the missing messages
 are (each queue's ready, unacknowledged and consumers, before and after the system stopped) and
 the end of pumpd's log. A rate is *sustained* when every
 message arrived and the p99 stayed under ``SUSTAINED_P99_MS`` (a system that falls behind builds
@@ -39,7 +40,13 @@ from typing import Any
 
 from pumpd.testing.localnode import find_free_port
 
-from common import common_fields, process_cpu_seconds, process_tree, tree_cpu_seconds
+from common import (
+    common_fields,
+    host_busy_seconds,
+    process_cpu_seconds,
+    process_tree,
+    tree_cpu_seconds,
+)
 from shovel_run import (
     BENCH_DIR,
     VHOST,
@@ -152,6 +159,7 @@ def run_once(bench: BenchNode, system: str, rate: float, seconds: float, skip: f
         pump_pids = process_tree(pump.pid) if pump is not None else []
         cpu0 = tree_cpu_seconds(pump_pids)
         beam0 = process_cpu_seconds(bench.beam_pid)
+        host0 = host_busy_seconds()
         began = time.monotonic()
         publisher = subprocess.run(
             clients_argv("publish", uri, DST if system == "none" else SRC, "--rate", str(rate),
@@ -161,6 +169,7 @@ def run_once(bench: BenchNode, system: str, rate: float, seconds: float, skip: f
         out, _ = consumer.communicate(timeout=seconds + 60)
         cpu1 = tree_cpu_seconds(pump_pids)
         beam1 = process_cpu_seconds(bench.beam_pid)
+        host1 = host_busy_seconds()
         got = json.loads(out.strip().splitlines()[-1])
         sent = json.loads(publisher.stdout.strip().splitlines()[-1])["sent"]
         received = got["received"]
@@ -176,6 +185,12 @@ def run_once(bench: BenchNode, system: str, rate: float, seconds: float, skip: f
             "pump_cpu_pct": (sum(cpu1.values()) - sum(cpu0.values())) / published_for * 100
             if pump is not None else None,
             "broker_cpu_pct": (beam1 - beam0) / published_for * 100,
+            # every process of the host: a shared machine's other work shows here, and a run
+            # that falls behind while the rest of the host was busy says little of the shovel
+            "host_cpu_pct": (host1 - host0) / published_for * 100,
+            "others_cpu_pct": ((host1 - host0) - (beam1 - beam0)
+                               - (sum(cpu1.values()) - sum(cpu0.values())))
+            / published_for * 100,
             "ok": received == sent,
         })
         if received != sent:
