@@ -10,6 +10,7 @@ side, the broker and the cause.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -32,6 +33,9 @@ __all__ = ["pumpd_daemon"]
 
 # Well under the 30 s a refused channel.open used to hang for, with room for a busy machine.
 QUICK = 8.0
+# A test's own bound on a step that must fail by itself: an unbounded wait fails the test
+# instead of hanging it (pytest-timeout cannot interrupt a running uvloop loop).
+NEVER = 60.0
 CHANNEL_LIMIT_TEXT = ("530 NOT_ALLOWED - number of channels opened for user '{user}' has reached "
                       "the maximum allowed user limit of (0)")
 VHOST_GUESS = "access refused"
@@ -52,7 +56,8 @@ def open_and_fail(uri_text: str) -> tuple[LinkError, float]:
         uri = parse_uri(uri_text)
         started = time.monotonic()
         try:
-            link = await open_link(uri, to_pika_parameters(uri, client_name="pumpd test"))
+            link = await asyncio.wait_for(
+                open_link(uri, to_pika_parameters(uri, client_name="pumpd test")), NEVER)
         except LinkError as exc:
             return exc, time.monotonic() - started
         await link.close()
@@ -167,7 +172,7 @@ def test_a_confirm_select_never_answered_times_out_naming_it() -> None:
             link: Link = await open_link(uri, to_pika_parameters(uri, client_name="pumpd test"))
             started = time.monotonic()
             try:
-                await link.confirm_select()
+                await asyncio.wait_for(link.confirm_select(), NEVER)
             except LinkError as exc:
                 return str(exc), time.monotonic() - started
             finally:
