@@ -223,5 +223,7 @@ def test_the_daemon_logs_a_refused_channel_as_a_warning_with_its_cause(
     d.wait_for(warned, 30, "the WARNING line")
     line = str(warned()[0]["message"])
     assert "shovel limited: starting (destination: " in line, line
-    assert f"127.0.0.1:{node_a.amqp_port}" in line and "reconnecting" in line, line
+    assert (f"connection to amqp://{limited_user}@127.0.0.1:{node_a.amqp_port}/" in line
+            and "closed by the broker: 530 NOT_ALLOWED" in line
+            and "(at channel.open); reconnecting in " in line), line  # as README's Logs shows
     assert "pw@" not in json.dumps(warned())
