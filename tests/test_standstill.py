@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from pumpd.daemon.standstill import StandStill, gap_clock, stood_still_after
+from pumpd.daemon.standstill import StandStill, stood_still_after
+from pumpd.engine.fence import gap_clock
 
 
 class FakeClock:

@@ -20,20 +20,12 @@ Pure bookkeeping: the clock is passed in, so the rule is tested without stopping
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+
+from ..engine.fence import gap_clock
 
 TICKS_OF_SLACK = 4  # passes this many ticks apart are still a running loop (a slow pass, load)
 TIMEOUT_FRACTION = 0.25  # of the heartbeat timeout: a longer gap could make workers look hung
-
-
-def gap_clock() -> float:
-    """Seconds on a clock that keeps counting while the machine is suspended (CLOCK_BOOTTIME),
-    or the monotonic clock where there is none."""
-    boottime = getattr(time, "CLOCK_BOOTTIME", None)
-    if boottime is None:
-        return time.monotonic()
-    return time.clock_gettime(boottime)
 
 
 def stood_still_after(tick: float, heartbeat_timeout: float) -> float:

@@ -1,5 +1,5 @@
-"""The fence of a session whose source may have given up on it (issue 23): a member of a group
-that lost its lease must publish nothing it held.
+"""The fence of a session whose source may have given up on it: a member of a group that lost
+its lease must publish nothing it held.
 
 A source broker closes a connection it heard nothing from for about its heartbeat timeout,
 requeues that connection's deliveries and drops its lease; another member may take both. A
@@ -13,6 +13,10 @@ proves every quarter of the timeout that the loop runs.
 The session's flush reads the fence's three facts itself (:attr:`Fence.fenced`,
 :attr:`Fence.source_closed`, :attr:`Fence.deadline`: two attribute reads and a clock read, no
 call), on the path every message takes, and calls :meth:`Fence.trip` when one says so.
+
+A stand-still is measured on :func:`gap_clock`, CLOCK_BOOTTIME where there is one: Linux's
+CLOCK_MONOTONIC does not count a suspend (a laptop's lid, a VM's host), while the source broker,
+on another machine, does: a session suspended past the fence would otherwise publish.
 """
 
 from __future__ import annotations
@@ -26,6 +30,15 @@ from .link import Link
 
 FENCE_FRACTION = 0.5  # of the source heartbeat timeout: a longer stand-still fences the session
 NO_HEARTBEAT_FENCE = 30.0  # seconds, when the source connection has heartbeats off
+
+
+def gap_clock() -> float:
+    """Seconds on a clock that keeps counting while the machine is suspended (CLOCK_BOOTTIME),
+    or the monotonic clock where there is none."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is None:
+        return time.monotonic()
+    return time.clock_gettime(boottime)
 
 
 def fence_after(heartbeat: int) -> float:
@@ -52,12 +65,12 @@ class Fence:
         self._end = end
         self._source: Link | None = None
         self.after = fence_after(0)
-        self._tick_at = time.monotonic()
+        self._tick_at = gap_clock()
         self._ticker: asyncio.TimerHandle | None = None
         self.fenced = False  # nothing more may be published
         # the source link's end: done once it closed (its deliveries are requeued)
         self.source_closed: asyncio.Future[BaseException] | _NotYet = _NotYet()
-        self.deadline = float("inf")  # a flush later than this (monotonic) means a stand-still
+        self.deadline = float("inf")  # a flush later than this (gap_clock) means a stand-still
 
     def start(self, source: Link) -> None:
         """The session forwards from ``source`` now: the loop must prove it runs."""
@@ -67,13 +80,13 @@ class Fence:
         self._schedule()
 
     def _schedule(self) -> None:
-        self._tick_at = time.monotonic()
+        self._tick_at = gap_clock()
         self.deadline = self._tick_at + self.after
         self._ticker = asyncio.get_running_loop().call_later(self.after / 2, self._tick)
 
     def _tick(self) -> None:
         # a tick much later than due: the process stood still
-        if time.monotonic() - self._tick_at > self.after:
+        if gap_clock() - self._tick_at > self.after:
             self.trip()
             return
         self._schedule()
@@ -86,7 +99,7 @@ class Fence:
         self.fenced = True
         self.cancel()
         if self._source.is_open:
-            still = time.monotonic() - self._tick_at
+            still = gap_clock() - self._tick_at
             self._end(SessionEnded(
                 f"source: the event loop stood still for {still:.1f}s, more than {self.after:g}s "
                 "(half the source heartbeat timeout): the source broker may have closed the "

@@ -33,7 +33,7 @@ from ..config.uri import URIError
 from ..dataplane.implementation import Relay
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
-from .fence import Fence
+from .fence import Fence, gap_clock
 from .forwarding import relay_options
 from .lease import take_lease
 from .link import Interceptor, Link, LinkError, open_link
@@ -317,7 +317,7 @@ class Session:
             return
         fence = self._fence  # engine/fence.py: read here, no call on every message's path
         if fence is not None and (fence.fenced or fence.source_closed.done()
-                                  or time.monotonic() > fence.deadline):
+                                  or gap_clock() > fence.deadline):
             fence.trip()
             return
         if not self._blocked:
