@@ -287,7 +287,7 @@ class Link:
 
         probe.queue_declare(queue=a["queue"], passive=True, callback=declared)
         exists: bool = await self._answer(
-            answer, f"checking queue {a['queue']!r} on {where}", self.timeouts.answer)
+            answer, f"checking queue {a['queue']!r} on {where}", self.timeouts.work)
         if exists and probe.is_open:
             probe.close()
         return exists
@@ -306,7 +306,7 @@ class Link:
         frame = await self._call(
             lambda cb: self.channel.queue_declare(queue=queue, passive=True, callback=cb),
             f"checking queue {queue!r} on {self.uri.redacted()}",
-            self.timeouts.answer,
+            self.timeouts.work,
         )
         return int(frame.method.message_count)
 

@@ -28,11 +28,13 @@ LOCAL_BROKER_ENV = "PUMPD_LOCAL_BROKER"
 # The bounds of the steps after connection.open-ok (the handshake's are pika's socket_timeout
 # and stack_timeout, set below from config/uri.py's defaults). A step that ran out fails the
 # attempt with a LinkError naming it; the pump reconnects as after any failure.
-# channel.open, confirm.select, basic.qos, basic.cancel, a passive declare: a broker answers
-# these at once, or has refused already (a channel limit closes the connection at once).
+# channel.open, confirm.select, basic.qos, basic.cancel: a broker answers these at once, or
+# has refused already (a channel limit closes the connection at once).
 ANSWER_TIMEOUT = 10.0
-# A declaration or basic.consume: the broker may have work to do first (a quorum queue's
-# members started, a stream's offset found, a queue deleted).
+# A declaration (a passive one too: the queue answers after what waits in its mailbox) or
+# basic.consume: the broker may have work to do first (a quorum queue's members started, a
+# stream's offset found, a queue deleted). The backlog reader's passive declare waits as long:
+# whether a source that answers slowly is stalled is the stall rule's to say (stall.py).
 WORK_TIMEOUT = 30.0
 
 
@@ -40,8 +42,8 @@ WORK_TIMEOUT = 30.0
 class StepTimeouts:
     """Seconds one step of a link waits for the broker's answer."""
 
-    answer: float  # channel.open, confirm.select, basic.qos, basic.cancel, passive declares
-    work: float  # declarations, basic.consume
+    answer: float  # channel.open, confirm.select, basic.qos, basic.cancel
+    work: float  # declarations (passive ones too), basic.consume
 
 
 def step_timeouts(uri: BrokerURI) -> StepTimeouts:
