@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -160,6 +161,21 @@ def test_a_handshake_step_never_answered_times_out_naming_it(
         method: tuple[int, int], step: str) -> None:
     with HostilePeer(instead_of={method: b""}) as peer:
         exc, took = open_and_fail(peer.uri() + "?connection_timeout=2000")
+    text = str(exc)
+    assert f"no answer to {step} within 2s" in text, text
+    assert took < QUICK, took
+
+
+@pytest.mark.parametrize(("scheme", "query", "step"), [
+    ("amqp", "", "the AMQP protocol header (connection.start)"),
+    ("amqps", "&verify=verify_none", "the TLS handshake"),
+])
+def test_a_peer_that_accepts_and_says_nothing_times_out_naming_the_step(
+        scheme: str, query: str, step: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nobody speaks
+        port = silent.getsockname()[1]
+        exc, took = open_and_fail(
+            f"{scheme}://guest:guest@127.0.0.1:{port}/%2F?connection_timeout=2000{query}")
     text = str(exc)
     assert f"no answer to {step} within 2s" in text, text
     assert took < QUICK, took
