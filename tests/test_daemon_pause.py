@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import uvloop
 from pumpd import exitcodes
+from pumpd.config.model import BrokerURI
 from pumpd.config.uri import parse_uri
 from pumpd.daemon import statefile
 from pumpd.daemon.definitions import parse_runtime
@@ -258,19 +259,25 @@ class NoProcesses:
         raise AssertionError(f"a control message with no position: {msg}")
 
 
+def _member(uri: BrokerURI, cluster: str, name: str,
+            tmp_path: Path) -> tuple[Group, Pauses, dict[str, Shovel], Path]:
+    """A member of ``cluster`` (not started) with the shovels s and t, which have no position,
+    and its pauses kept in its own state file."""
+    g = Group([uri], cluster, MemberInfo(name, host="test-host", pid=os.getpid(),
+                                         endpoint=None, started=time.time()),
+              poll_interval=0.2)
+    definition = {"src-uri": NOWHERE, "src-queue": "in", "dest-uri": NOWHERE, "dest-queue": "out"}
+    shovels = {n: Shovel(n, parse_runtime(n, definition, None, "test")) for n in ("s", "t")}
+    state = tmp_path / f"{name}.runtime.json"
+    return g, Pauses(str(state), NoProcesses(), dict), shovels, state
+
+
 def test_a_pause_is_group_wide_through_the_markers(node_a: LocalNode, vhost_a: str,
                                                    tmp_path: Path) -> None:
     uri = parse_uri(node_a.uri(vhost_a))
-    definition = {"src-uri": NOWHERE, "src-queue": "in", "dest-uri": NOWHERE, "dest-queue": "out"}
 
     def member(name: str) -> tuple[Group, Pauses, dict[str, Shovel], Path]:
-        g = Group([uri], "pg", MemberInfo(name, host="test-host", pid=os.getpid(),
-                                          endpoint=None, started=time.time()),
-                  poll_interval=0.2)
-        state = tmp_path / f"{name}.runtime.json"
-        shovels = {n: Shovel(n, parse_runtime(n, definition, None, "test"))
-                   for n in ("s", "t")}
-        return g, Pauses(str(state), NoProcesses(), dict), shovels, state
+        return _member(uri, "pg", name, tmp_path)
 
     def on_file(state: Path) -> list[str]:
         return list(json.loads(state.read_text()).get("paused", [])) if state.exists() else []
@@ -331,15 +338,9 @@ def test_a_member_whose_state_file_cannot_be_written_still_follows_the_group(
     itself is refused, changing nothing; once the file is removed, the next change writes
     the pauses the member holds."""
     uri = parse_uri(node_a.uri(vhost_a))
-    definition = {"src-uri": NOWHERE, "src-queue": "in", "dest-uri": NOWHERE, "dest-queue": "out"}
 
     def member(name: str) -> tuple[Group, Pauses, dict[str, Shovel], Path]:
-        g = Group([uri], "pw", MemberInfo(name, host="test-host", pid=os.getpid(),
-                                          endpoint=None, started=time.time()),
-                  poll_interval=0.2)
-        shovels = {n: Shovel(n, parse_runtime(n, definition, None, "test")) for n in ("s", "t")}
-        state = tmp_path / f"{name}.runtime.json"
-        return g, Pauses(str(state), NoProcesses(), dict), shovels, state
+        return _member(uri, "pw", name, tmp_path)
 
     async def main() -> None:
         ga, a, sa, _ = member("a")
