@@ -323,11 +323,7 @@ def test_a_pause_is_group_wide_through_the_markers(node_a: LocalNode, vhost_a: s
             await ga.close()
             await gb.close()
 
-    loop = uvloop.new_event_loop()
-    try:
-        loop.run_until_complete(main())
-    finally:
-        loop.close()
+    uvloop.run(main())
 
 
 def test_a_member_whose_state_file_cannot_be_written_still_follows_the_group(
@@ -365,11 +361,7 @@ def test_a_member_whose_state_file_cannot_be_written_still_follows_the_group(
             await ga.close()
             await gb.close()
 
-    loop = uvloop.new_event_loop()
-    try:
-        loop.run_until_complete(main())
-    finally:
-        loop.close()
+    uvloop.run(main())
 
 
 def test_attached_members_follow_each_others_pauses(node_a: LocalNode, vhost_a: str,

@@ -22,8 +22,9 @@ a member leaving moved 10.9 positions on average where 10 must (a survivor hande
 to another survivor), and its return moved them back. So the rule is sticky when given what each
 member runs (``held``, from the members' records, in the order each took them): a member keeps
 what it runs up to its bound, oldest first, and only the positions of departed members, no
-one's, and what a member took last above its bound move. Every member still computes the same answer, now from the records as well: they lag by a
-poll or two, and the leases fence whatever a stale record makes a member try.
+one's, and what a member took last above its bound move. Every member still computes the same
+answer, now from the records as well: they lag by a poll or two, and the leases fence whatever a
+stale record makes a member try.
 
 Measured with ``python bench/group.py spread`` (2,000 random sets of 3 member ids, 30
 positions): a fourth member joining moves 7.2 positions on average (8 at worst: it takes its
