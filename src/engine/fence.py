@@ -32,13 +32,15 @@ FENCE_FRACTION = 0.5  # of the source heartbeat timeout: a longer stand-still fe
 NO_HEARTBEAT_FENCE = 30.0  # seconds, when the source connection has heartbeats off
 
 
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)  # Linux only; looked up once
+
+
 def gap_clock() -> float:
     """Seconds on a clock that keeps counting while the machine is suspended (CLOCK_BOOTTIME),
-    or the monotonic clock where there is none."""
-    boottime = getattr(time, "CLOCK_BOOTTIME", None)
-    if boottime is None:
+    or the monotonic clock where there is none. Read on every flush: nothing else is done."""
+    if _BOOTTIME is None:
         return time.monotonic()
-    return time.clock_gettime(boottime)
+    return time.clock_gettime(_BOOTTIME)
 
 
 def fence_after(heartbeat: int) -> float:
