@@ -53,13 +53,13 @@ demo: install
 # node; prints rows/s and checks the count (a JRE 17+ is needed; `--local` uses 127.0.0.1:5672).
 spark-demo: install
 	@java -version >/dev/null 2>&1 || { echo "spark-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
-	$(VPY) -m pumpd.spark.demo
+	$(VPY) -m pumpd.spark.demos.write_demo
 
 # A stream read by Spark, transformed and published to an exchange (pumpd.spark.pipeline),
 # SIGKILLed mid-way and restarted from its checkpoint: counts lost and duplicated messages.
 spark-pipeline-demo: install
 	@java -version >/dev/null 2>&1 || { echo "spark-pipeline-demo needs a JRE 17+ (apt-get install default-jre-headless)"; exit 1; }
-	$(VPY) -m pumpd.spark.pipeline_demo
+	$(VPY) -m pumpd.spark.demos.pipeline_demo
 
 # The shovel benchmark, the confirm-strategy benchmark, the Spark data source's (writing and
 # reading), the latency benchmark, the failover benchmarks, then the PySpark report (about 60 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);

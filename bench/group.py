@@ -36,9 +36,9 @@ from typing import Any
 
 import uvloop
 from pumpd.config.uri import parse_uri
-from pumpd.daemon.group import Group
-from pumpd.daemon.group_view import MemberInfo
-from pumpd.daemon.spread import PositionKey, assign, loads, moved, weight
+from pumpd.group.members import Group
+from pumpd.group.spread import PositionKey, assign, loads, moved, weight
+from pumpd.group.view import MemberInfo
 from pumpd.testing.localnode import LocalNode
 
 from common import find_descendant, process_cpu_seconds
@@ -49,8 +49,8 @@ VICTIM = """
 import asyncio, os, sys
 import uvloop
 from pumpd.config.uri import parse_uri
-from pumpd.daemon.group import Group
-from pumpd.daemon.group_view import MemberInfo
+from pumpd.group.members import Group
+from pumpd.group.view import MemberInfo
 
 async def main():
     g = Group([parse_uri(sys.argv[1])], "bench", MemberInfo("victim", "h", os.getpid()),

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import pika
-from pumpd.daemon.membership import member_id
+from pumpd.supervisor.membership import member_id
 from pumpd.testing.localnode import LocalNode
 
 from common import record

@@ -3,7 +3,7 @@ reading process's CPU per message, reading the same classic queue of 64 B bodies
 
 - ``pika``: pika's BlockingConnection consumer, prefetch 2,000, one ``basic.ack(multiple)``
   per 1,000 (``stream_clients.read_pika``, the yardstick of ``spark_read.py``);
-- ``pumpd-consumer``: :class:`pumpd.spark.queue_consumer.QueueConsumer` (engine link + the
+- ``pumpd-consumer``: :class:`pumpd.spark.read.queue.consumer.QueueConsumer` (engine link + the
   data plane's delivery reader on a thread), prefetch 65,534, taking 32,767 at a time and
   acking each take, as the queue reader does;
 - ``pumpd-consumer-arrow``: the same, each take turned into an Arrow record batch.
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import orjson
 import pika
-from pumpd.spark.queue_consumer import QueueConsumer
-from pumpd.spark.read_arrow import deliveries_batch
+from pumpd.spark.read.arrow import deliveries_batch
+from pumpd.spark.read.queue.consumer import QueueConsumer
 from pumpd.testing.localnode import LocalNode
 
 import stream_clients

@@ -9,7 +9,7 @@ in this one process:
 
 - ``raw-rstream``: rstream reading the stream from ``first`` (``stream_clients.read_rstream``,
   the yardstick of ``spark_read.py``);
-- ``pumpd-task``: :func:`pumpd.spark.stream_protocol.read` over the whole range, the function a
+- ``pumpd-task``: :func:`pumpd.spark.read.streams.protocol.read` over the whole range, the function a
   Spark task runs, its record batches dropped; ``pumpd-task-fixed``: the same with a fixed
   credit of ``CREDIT`` chunks (``AHEAD_ROWS`` 0: the reader before its credit was sized in
   messages);
@@ -19,7 +19,7 @@ in this one process:
   what the socket side alone costs and how fast the broker serves it.
 
 ``--systems`` picks them (default: rstream, pumpd-task, pumpd-task-fixed, pumpd-wire);
-``--credit`` sets :data:`pumpd.spark.stream_protocol.CREDIT`. Each line: msg/s,
+``--credit`` sets :data:`pumpd.spark.read.streams.protocol.CREDIT`. Each line: msg/s,
 this process's CPU per message (``time.process_time``), the broker's (its ``beam.smp``), the
 host's busy cores over the run (``/proc/stat``: the other load on the machine included) and the
 1-minute load average before the run. The chunks' sizes are printed once. Results: JSON lines in
@@ -37,9 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from pumpd.spark import stream_protocol
-from pumpd.spark.read_options import parse_read_options
-from pumpd.spark.streams_wire import FIRST
+from pumpd.spark.read.read_options import parse_read_options
+from pumpd.spark.read.streams import protocol as stream_protocol
+from pumpd.spark.read.streams.wire import FIRST
 from pumpd.testing.localnode import LocalNode
 
 import stream_clients
@@ -50,7 +50,7 @@ STREAM = stream_clients.STREAM
 
 
 def task(uri: str, port: int, n: int, ahead: int, ipc: bool = False) -> int:
-    """``ahead``: :data:`~pumpd.spark.stream_protocol.AHEAD_ROWS` for this run (0: a fixed
+    """``ahead``: :data:`~pumpd.spark.read.streams.protocol.AHEAD_ROWS` for this run (0: a fixed
     credit of ``CREDIT`` chunks, the reader before it sized its credit in messages); ``ipc``:
     each batch written as an Arrow IPC stream in memory, as a Spark Python worker does before
     the JVM reads it (the task's pause between batches, without Spark)."""

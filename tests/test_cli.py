@@ -14,7 +14,7 @@ import pika
 import pytest
 from pumpd.config.parse import parse_config
 from pumpd.engine.status import State
-from pumpd.importers.erlang import import_erlang_config
+from pumpd.importers.erlang.shovels import import_erlang_config
 from pumpd.testing.localnode import LocalNode
 
 import amqp_helpers as amqp

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pumpd.daemon.client import main as status_main
-from pumpd.daemon.client import printable
-from pumpd.daemon.cluster_status import render_members
-from pumpd.daemon.membership import member_id
-from pumpd.daemon.spread import PositionKey, assign
+from pumpd.cli.client import main as status_main
+from pumpd.cli.client import printable
+from pumpd.cli.group_status import render_members
+from pumpd.group.spread import PositionKey, assign
+from pumpd.supervisor.membership import member_id
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import SteadyPublisher, drain_queue

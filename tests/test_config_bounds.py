@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pumpd.config import limits
 from pumpd.config.parse import ConfigError, load_config, parse_config
-from pumpd.daemon import definitions as daemon_config
+from pumpd.supervisor import definitions as daemon_config
 
 MINIMAL: dict[str, Any] = {
     "sources": {"broker": "amqp://src"},

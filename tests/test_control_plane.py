@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from pumpd import exitcodes
-from pumpd.daemon.client import printable
-from pumpd.daemon.http_api import MAX_BODY, MAX_HEADERS
+from pumpd.cli.client import printable
+from pumpd.http.server import MAX_BODY, MAX_HEADERS
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from daemon_helpers import Daemon, pumpd_daemon, running_state, shovel_def

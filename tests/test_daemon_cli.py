@@ -13,7 +13,7 @@ from pathlib import Path
 import pika
 import pytest
 from pumpd import exitcodes
-from pumpd.daemon.statefile import default_path
+from pumpd.supervisor.statefile import default_path
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import declare_queue, queue_depth

@@ -90,7 +90,7 @@ def faulty(self, now):
         raise RuntimeError("injected: a bug in the coordinator's loop")
     observe(self, now)
 coordinator.Coordinator._observe = faulty
-from pumpd.cli import main
+from pumpd.cli.dispatch import main
 sys.exit(main(sys.argv[2:]))
 """
 

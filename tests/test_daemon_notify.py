@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from pumpd.daemon.notify import Notifier
+from pumpd.supervisor.sd_notify import Notifier
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from daemon_helpers import pumpd_daemon, running_state, shovel_def

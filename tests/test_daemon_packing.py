@@ -226,8 +226,8 @@ def test_a_host_that_reads_no_control_message_is_killed_not_waited_for(
     import multiprocessing
     from typing import NoReturn
 
-    from pumpd.daemon import hosting
-    from pumpd.daemon.slots import SlotPool
+    from pumpd.supervisor import hosting
+    from pumpd.supervisor.slots import SlotPool
 
     monkeypatch.setattr(hosting, "SEND_TIMEOUT", 0.5)
 

@@ -23,13 +23,13 @@ import uvloop
 from pumpd import exitcodes
 from pumpd.config.model import BrokerURI
 from pumpd.config.uri import parse_uri
-from pumpd.daemon import statefile
-from pumpd.daemon.definitions import parse_runtime
-from pumpd.daemon.group import Group
-from pumpd.daemon.group_view import MemberInfo
-from pumpd.daemon.pausing import MarkersOnLoop, Pauses
-from pumpd.daemon.positions import Shovel
 from pumpd.engine.link import LinkError
+from pumpd.group.members import Group
+from pumpd.group.view import MemberInfo
+from pumpd.supervisor import statefile
+from pumpd.supervisor.definitions import parse_runtime
+from pumpd.supervisor.pauses import MarkersOnLoop, Pauses
+from pumpd.supervisor.positions import Shovel
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode, find_free_port
 

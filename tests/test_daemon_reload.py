@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pumpd.daemon import definitions
-from pumpd.daemon.coordinator import Coordinator, DaemonOptions
-from pumpd.daemon.slots import SlotPool, SlotRef, SlotsUnavailable
+from pumpd.supervisor import definitions
+from pumpd.supervisor.coordinator import Coordinator, DaemonOptions
+from pumpd.supervisor.slots import SlotPool, SlotRef, SlotsUnavailable
 from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import queue_depth
@@ -171,7 +171,7 @@ def test_a_shared_memory_failure_refuses_the_reload_and_changes_nothing(
 
     config = tmp_path / "shovels.json"
     config.write_text(json.dumps({"shovels": {"a": s("a", workers=2)}}))
-    opts = DaemonOptions(str(config), str(tmp_path / "state.json"), None, http=None)
+    opts = DaemonOptions(str(config), str(tmp_path / "state.json"), None)
     coordinator = Coordinator(opts, {})
     coordinator.pool = _NoShm(fail_after=3)
     try:

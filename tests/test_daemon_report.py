@@ -9,10 +9,12 @@ import stat
 from pathlib import Path
 
 import pytest
+from pumpd.cli.client import render_summary, render_table
 from pumpd.config.parse import ConfigError
-from pumpd.daemon import statefile
-from pumpd.daemon.client import render_summary, render_table
-from pumpd.daemon.definitions import (
+from pumpd.engine.status import Counters, State
+from pumpd.http.server import parse_address
+from pumpd.supervisor import statefile
+from pumpd.supervisor.definitions import (
     BodyNotJson,
     load_file,
     merge,
@@ -20,8 +22,7 @@ from pumpd.daemon.definitions import (
     parse_runtime,
     shovels_per_process,
 )
-from pumpd.daemon.http_api import parse_address
-from pumpd.daemon.report import (
+from pumpd.supervisor.report import (
     RateMeter,
     ShovelView,
     WorkerView,
@@ -32,8 +33,7 @@ from pumpd.daemon.report import (
     shovel_doc,
     summary_doc,
 )
-from pumpd.daemon.slots import SlotRecord, SlotTable
-from pumpd.engine.status import Counters, State
+from pumpd.supervisor.slots import SlotRecord, SlotTable
 
 URI = "amqp://user:hunter2@broker:5672/%2F"
 DEFINITION = {"src-uri": URI, "src-queue": "q", "dest-uri": URI, "dest-queue": "out"}

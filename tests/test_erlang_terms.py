@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-from pumpd.importers.erlang_terms import (
+from pumpd.importers.erlang.terms import (
     Atom,
     ErlangSyntaxError,
     ErlString,

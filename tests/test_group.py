@@ -21,13 +21,13 @@ import uvloop
 from pumpd.config.cluster import check_cluster_name, coordination_heartbeat
 from pumpd.config.model import BrokerURI
 from pumpd.config.uri import parse_uri
-from pumpd.daemon.group import Group
-from pumpd.daemon.group_view import GroupView, Member, MemberInfo
-from pumpd.daemon.probes import Probes, QueueState, lease_is_free
-from pumpd.daemon.spread import PositionKey, assign
 from pumpd.engine.link import Link, LinkError, open_link
 from pumpd.engine.parameters import to_pika_parameters
 from pumpd.engine.queue_names import info_queue, member_queue, paused_queue
+from pumpd.group.members import Group
+from pumpd.group.probes import Probes, QueueState, lease_is_free
+from pumpd.group.spread import PositionKey, assign
+from pumpd.group.view import GroupView, Member, MemberInfo
 from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import declare_queue, queue_depth
@@ -412,8 +412,8 @@ MEMBER_SCRIPT = """
 import asyncio, os, sys, time
 import uvloop
 from pumpd.config.uri import parse_uri
-from pumpd.daemon.group import Group
-from pumpd.daemon.group_view import MemberInfo
+from pumpd.group.members import Group
+from pumpd.group.view import MemberInfo
 
 async def main():
     g = Group([parse_uri(sys.argv[1])], "g", MemberInfo("killed", "h", os.getpid()),

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 from pumpd import exitcodes
-from pumpd.daemon.client import Endpoint, request
-from pumpd.daemon.http_api import MAX_CONNECTIONS
+from pumpd.cli.client import Endpoint, request
+from pumpd.http.server import MAX_CONNECTIONS
 
 from daemon_helpers import Daemon, pumpd_daemon
 
@@ -317,7 +317,7 @@ def test_which_connection_makes_room() -> None:
     kept), then serving an open request, never trusted; none: the newcomer is refused."""
     import asyncio
 
-    from pumpd.daemon.http_connections import ConnectionTable, RequestReader, Stage
+    from pumpd.http.connections import ConnectionTable, RequestReader, Stage
 
     async def run() -> None:
         table = ConnectionTable(3)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from pumpd.config import limits
-from pumpd.importers.erlang_terms import ErlangSyntaxError, parse_term
+from pumpd.importers.erlang.terms import ErlangSyntaxError, parse_term
 
 SHOVEL = """[{rabbitmq_shovel, [{shovels, [{s, [
   {sources, [{broker, "amqp://src"}]},
@@ -102,7 +102,7 @@ def test_the_bounds_themselves_are_read() -> None:
 
 def test_a_stray_bracket_in_a_uri_is_an_import_error_found_by_hypothesis() -> None:
     """urlsplit raised ValueError ("Invalid IPv6 URL") out of the importer."""
-    from pumpd.importers.erlang import import_erlang_config
+    from pumpd.importers.erlang.shovels import import_erlang_config
     from pumpd.importers.errors import ConfigImportError
 
     text = SHOVEL.replace("VALUE", "1").replace('"amqp://src"', '"amqp://[john:x@h/v"')

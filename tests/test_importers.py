@@ -8,9 +8,13 @@ from typing import Any
 
 import orjson
 import pytest
-from pumpd.importers.commands import ConfigImportError, main_import_definitions, main_import_erlang
+from pumpd.cli.import_commands import (
+    ConfigImportError,
+    main_import_definitions,
+    main_import_erlang,
+)
 from pumpd.importers.definitions_export import explicit_local_uri, import_definitions
-from pumpd.importers.erlang import import_erlang_config
+from pumpd.importers.erlang.shovels import import_erlang_config
 
 DATA = pathlib.Path(__file__).parent / "data"
 

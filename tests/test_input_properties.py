@@ -15,16 +15,16 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from pumpd.cli.import_commands import decode_utf8
 from pumpd.config.clauses import SEED_ALL
 from pumpd.config.dynamic import DYNAMIC_ALL
 from pumpd.config.parse import ConfigError, parse_config, parse_document
 from pumpd.config.uri import URIError, parse_uri
-from pumpd.daemon.definitions import parse_put_body
-from pumpd.importers.commands import decode_utf8
 from pumpd.importers.definitions_export import import_definitions
-from pumpd.importers.erlang import import_erlang_config
+from pumpd.importers.erlang.shovels import import_erlang_config
 from pumpd.importers.errors import ConfigImportError
-from pumpd.spark.options import parse_options
+from pumpd.spark.write.write_options import parse_options
+from pumpd.supervisor.definitions import parse_put_body
 
 DATA = Path(__file__).parent / "data"
 ERLANG_SAMPLES = [(DATA / name).read_text() for name in ("seed_example.config",

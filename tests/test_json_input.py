@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from pumpd import exitcodes
+from pumpd.cli.import_commands import main_import_definitions
 from pumpd.config.json_input import JsonInputError, read_json
 from pumpd.config.parse import ConfigError, load_config
-from pumpd.daemon import statefile
-from pumpd.daemon.definitions import BodyNotJson, parse_put_body
-from pumpd.importers.commands import main_import_definitions
+from pumpd.supervisor import statefile
+from pumpd.supervisor.definitions import BodyNotJson, parse_put_body
 
 BIG = "99999999999999999999"  # 67 bits: orjson reads it as the double 1e+20
 DYNAMIC = {"src-uri": "amqp://s", "src-queue": "in", "dest-uri": "amqp://d", "dest-queue": "out"}

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from pumpd.cli import main as cli_main
+from pumpd.cli.dispatch import main as cli_main
 from pumpd.config.parse import ConfigError, parse_config
 from pumpd.engine.fence import fence_after
 from pumpd.engine.lease import LeaseSpec

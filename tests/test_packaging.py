@@ -64,13 +64,13 @@ def test_sdist_builds_a_wheel_that_installs_and_runs(source_copy: Path, tmp_path
     with tarfile.open(sdist) as tar:
         members = {m.split("/", 1)[1] for m in tar.getnames() if "/" in m}
     for needed in ("setup.py", "pyproject.toml", "README.md", "MANIFEST.in", "src/_fastpath.pyx",
-                   "src/_fastpath.pyi", "src/daemon/status_page.html", "contrib/pumpd.service",
+                   "src/_fastpath.pyi", "src/http/status_page.html", "contrib/pumpd.service",
                    "tests/conftest.py"):
         assert needed in members, needed
     with zipfile.ZipFile(wheel) as whl:
         names = whl.namelist()
     assert any(n.startswith("pumpd/_fastpath.") and n.endswith(".so") for n in names), names
-    for needed in ("pumpd/daemon/status_page.html", "pumpd/_fastpath.pyi", "pumpd/py.typed"):
+    for needed in ("pumpd/http/status_page.html", "pumpd/_fastpath.pyi", "pumpd/py.typed"):
         assert needed in names, needed
 
     python = fresh_venv(tmp_path / "venv", wheel)

@@ -17,7 +17,7 @@ import pika.exceptions
 import pytest
 from pumpd.config.parse import parse_config
 from pumpd.engine.status import State
-from pumpd.importers.erlang import import_erlang_config
+from pumpd.importers.erlang.shovels import import_erlang_config
 from pumpd.testing.localnode import LocalNode
 
 import amqp_helpers as amqp
@@ -185,7 +185,7 @@ def test_static_source_without_declarations_waits_for_its_queue(node_a: LocalNod
 
 
 def test_check_prints_the_warnings(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from pumpd.cli import main
+    from pumpd.cli.dispatch import main
 
     path = tmp_path / "shovels.json"
     path.write_text('{"shovels": {"s": {"src-uri": "amqp://h", "src-queue": "q", '

@@ -21,10 +21,10 @@ from pumpd.config import redaction
 from pumpd.config.parse import ConfigError, parse_config
 from pumpd.config.redaction import MIN_SCRUB_LENGTH, redact, register_secret
 from pumpd.config.uri import URIError, format_uri, parse_uri
-from pumpd.daemon.log import DaemonJsonFormatter
 from pumpd.logsetup import JsonFormatter, RedactingFormatter, RedactingStream
-from pumpd.spark.options import parse_options
 from pumpd.spark.redacted import redacted_error
+from pumpd.spark.write.write_options import parse_options
+from pumpd.supervisor.process_log import DaemonJsonFormatter
 
 from redaction_cases import CASE_IDS, CASES, Case, leaks
 

@@ -7,7 +7,8 @@ import time
 import zlib
 
 import pytest
-from pumpd.daemon.slots import (
+from pumpd.engine.status import Counters, State
+from pumpd.supervisor.slots import (
     BODY,
     BODY_OFFSET,
     COUNTER_FIELDS,
@@ -23,7 +24,6 @@ from pumpd.daemon.slots import (
     read_slot,
     seq_word,
 )
-from pumpd.engine.status import Counters, State
 
 HAMMER_SECONDS = 2.0  # the hammer runs at least this long...
 HAMMER_DISTINCT = 1000  # ...and until the reader has seen this many different records...

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pumpd.spark.options import parse_options
+from pumpd.spark.write.write_options import parse_options
 
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 

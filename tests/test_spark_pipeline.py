@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from pumpd.spark import pipeline_demo
+from pumpd.spark.demos import pipeline_demo
 from pumpd.testing.localnode import LocalNode
 
 

@@ -25,9 +25,9 @@ pytest.importorskip("aio_pika")
 
 import aio_pika
 from pumpd.spark import register
-from pumpd.spark.queue_consumer import QueueConsumer
-from pumpd.spark.read_arrow import deliveries_batch
-from pumpd.spark.read_schema import COLUMNS, headers_map
+from pumpd.spark.read.arrow import deliveries_batch
+from pumpd.spark.read.queue.consumer import QueueConsumer
+from pumpd.spark.read.schema import COLUMNS, headers_map
 from pumpd.testing.localnode import LocalNode
 from pyspark import cloudpickle
 
@@ -155,7 +155,7 @@ def test_the_consumer_gives_the_columns_pika_decodes(node: LocalNode) -> None:
 
 def test_the_consumer_bounds_its_read_ahead_and_a_micro_batch_by_bytes(
         node: LocalNode, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pumpd.spark import queue_consumer
+    from pumpd.spark.read.queue import consumer as queue_consumer
 
     monkeypatch.setattr(queue_consumer, "BATCH_BYTES", 250_000)
     monkeypatch.setattr(queue_consumer, "READ_AHEAD_BYTES", 500_000)

@@ -17,8 +17,8 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from pumpd.spark import register
-from pumpd.spark.read_options import parse_read_options
-from pumpd.spark.read_schema import COLUMNS
+from pumpd.spark.read.read_options import parse_read_options
+from pumpd.spark.read.schema import COLUMNS
 from pumpd.testing.localnode import LocalNode
 from pyspark import cloudpickle
 
@@ -378,8 +378,8 @@ def _rows(batch: Any) -> list[tuple[Any, ...]]:
 
 
 def test_amqp10_rows_and_the_chunk_columns_agree() -> None:
-    from pumpd.spark.amqp10 import row_of_amqp10
-    from pumpd.spark.stream_chunk import ChunkColumns
+    from pumpd.spark.read.streams.amqp10_decode import row_of_amqp10
+    from pumpd.spark.read.streams.chunk import ChunkColumns
 
     names = [n for n, _ in COLUMNS]
     rich = dict(zip(names, row_of_amqp10(_RICH, 7, "st"), strict=True))
@@ -417,8 +417,8 @@ def test_amqp10_rows_and_the_chunk_columns_agree() -> None:
 def test_a_sub_entry_batch_is_read_plain_and_gzipped() -> None:
     import gzip
 
-    from pumpd.spark.amqp10 import row_of_amqp10
-    from pumpd.spark.stream_chunk import ChunkColumns
+    from pumpd.spark.read.streams.amqp10_decode import row_of_amqp10
+    from pumpd.spark.read.streams.chunk import ChunkColumns
 
     records = _chunk([_BARE, _RICH, _BARE])
     for codec, stored in ((0, records), (1, gzip.compress(records))):

@@ -1,4 +1,4 @@
-"""The even-spread rule (pumpd.daemon.spread) and the handover delays (pumpd.daemon.handover):
+"""The even-spread rule (pumpd.group.spread) and the handover delays (pumpd.group.handover):
 pure functions, checked on fixed cases and as properties."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pumpd.daemon.handover import Handover
-from pumpd.daemon.spread import PositionKey, assign, loads, moved, weight
+from pumpd.group.handover import Handover
+from pumpd.group.spread import PositionKey, assign, loads, moved, weight
 
 member_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-.:", min_size=1,
                      max_size=12)
@@ -47,7 +47,7 @@ def test_weight_is_a_fixed_function_of_the_pair() -> None:
 def test_the_rule_is_the_same_in_every_process() -> None:
     # Python's own hash() is salted per process; the rule must not be. Two interpreters with
     # different hash seeds give the same assignment, and the same as this one.
-    script = ("from pumpd.daemon.spread import PositionKey, assign\n"
+    script = ("from pumpd.group.spread import PositionKey, assign\n"
               "ms = [f'member-{i}' for i in range(3)]\n"
               "ps = [PositionKey(f'shovel-{i}', w) for i in range(30) for w in range(2)]\n"
               "a = assign(ms, ps)\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from pumpd.daemon.standstill import StandStill, stood_still_after
 from pumpd.engine.fence import gap_clock
+from pumpd.supervisor.standstill import StandStill, stood_still_after
 
 
 class FakeClock:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pika
 import pytest
-from pumpd.daemon.status_page import same_origin
+from pumpd.http.status_page import same_origin
 from pumpd.testing.localnode import LocalNode
 
 from daemon_helpers import Daemon, pumpd_daemon, running_state, shovel_def

@@ -11,9 +11,9 @@ from typing import Any
 
 import pika
 import pytest
-from pumpd.spark.read_options import parse_read_options
-from pumpd.spark.stream_protocol import connect
-from pumpd.spark.streams_wire import FIRST, StreamsConnectError
+from pumpd.spark.read.read_options import parse_read_options
+from pumpd.spark.read.streams.protocol import connect
+from pumpd.spark.read.streams.wire import FIRST, StreamsConnectError
 from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import blocking_connection

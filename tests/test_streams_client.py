@@ -10,10 +10,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from pumpd.spark.read_options import parse_read_options
-from pumpd.spark.stream_protocol import connect
-from pumpd.spark.streams_codes import COMMANDS, RESPONSE_CODES, command_name, refusal
-from pumpd.spark.streams_wire import FIRST, StreamsError
+from pumpd.spark.read.read_options import parse_read_options
+from pumpd.spark.read.streams.codes import COMMANDS, RESPONSE_CODES, command_name, refusal
+from pumpd.spark.read.streams.protocol import connect
+from pumpd.spark.read.streams.wire import FIRST, StreamsError
 from pumpd.testing.localnode import LocalNode
 
 from amqp_helpers import blocking_connection

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pumpd.cli import _run_parser
-from pumpd.daemon.coordinator import DRAIN_GRACE
+from pumpd.cli.dispatch import _run_parser
+from pumpd.supervisor.coordinator import DRAIN_GRACE
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from amqp_helpers import queue_depth

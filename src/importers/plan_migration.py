@@ -241,7 +241,7 @@ exit status: {exitcodes.OK} the plan was printed; {exitcodes.CONFIG_ERROR} bad u
 {exitcodes.UNAVAILABLE} the management API could not be read."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", required=True, metavar="URI",
@@ -314,20 +314,20 @@ def _write(path: str | None, text: str) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """``pumpd plan-migration``: print (or write) the plan; notes and a summary on stderr."""
-    parser = _parser()
-    ns = parser.parse_args(list(argv))
+    p = parser()
+    ns = p.parse_args(list(argv))
     try:
         source, destination = parse_uri(ns.source), parse_uri(ns.destination)
     except URIError as exc:
-        parser.error(str(exc))
+        p.error(str(exc))
     if source.vhost == "":
         # `GET /api/queues/` would list the queues of every vhost: never plan from that.
-        parser.error(f"--source {source.redacted()!r} names the empty vhost (a URI ending in '/'):"
+        p.error(f"--source {source.redacted()!r} names the empty vhost (a URI ending in '/'):"
                      " write the vhost after the host, e.g. amqp://host/%2F for the default "
                      "vhost '/', or leave the path out (amqp://host)")
     if (source.effective_host, source.port, source.vhost) == \
             (destination.effective_host, destination.port, destination.vhost):
-        parser.error("the source and the destination are the same vhost of the same broker: "
+        p.error("the source and the destination are the same vhost of the same broker: "
                      "every message would be published back into its own queue")
     base = ns.management_url or management_url(source, ns.management_port)
     try:

@@ -7,7 +7,7 @@ The data source needs Spark >= 4.0 (its Python Data Source API) and pyarrow (``p
 'pumpd[spark]'``); installed, the top-level module ``pyspark_pumpd`` registers it by itself, and
 :func:`register` does so explicitly. On Spark 3.x, :func:`publish_partition` in
 ``foreachPartition`` gives the same semantics. pyspark is imported only by :func:`register` and
-:mod:`pumpd.spark.source`; this package and :mod:`pumpd.spark.partition` do not need it.
+:mod:`pumpd.spark.source`; this package and :mod:`pumpd.spark.write.partition` do not need it.
 
 At-least-once: a task returns only when every row it published is confirmed; otherwise it
 fails, saying how many rows were confirmed, and Spark retries the whole partition, so the rows
@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..config.redaction import RedactingFilter
-from .options import WriteOptions, parse_options
-from .partition import PartitionCounts, PartitionFailed, PartitionPublisher
 from .redacted import redacting
+from .write.partition import PartitionCounts, PartitionFailed, PartitionPublisher
+from .write.write_options import WriteOptions, parse_options
 
 __all__ = ["PartitionCounts", "PartitionFailed", "WriteOptions", "parse_options",
            "publish_partition", "register"]

@@ -7,7 +7,7 @@ password or a missing exchange fails ``save()`` / ``start()`` before any task ru
 Spark pickles holds options only, never a connection.
 
 Executors: ``write()`` gets Arrow record batches, publishes them through a
-:class:`~pumpd.spark.partition.PartitionPublisher` and returns once every row is confirmed, with
+:class:`~pumpd.spark.write.partition.PartitionPublisher` and returns once every row is confirmed, with
 the counts as its commit message; ``commit()`` / ``abort()`` on the driver log the totals.
 """
 
@@ -30,9 +30,9 @@ from pyspark.sql.types import StructType
 
 from ..config.model import Declaration
 from ..publishing.publisher import LinkError, Publisher
-from .options import WriteOptions, parse_options
-from .partition import PartitionCounts, PartitionPublisher, check_schema
 from .redacted import redacting
+from .write.partition import PartitionCounts, PartitionPublisher, check_schema
+from .write.write_options import WriteOptions, parse_options
 
 log = logging.getLogger("pumpd.spark")
 
@@ -186,24 +186,24 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
     def streamWriter(self, schema: StructType, overwrite: bool) -> PumpdStreamWriter:
         return PumpdStreamWriter(self._prepare(schema, overwrite))
 
-    # -- reading (issue 24): the options stream / queue choose the reader (pumpd.spark.reading)
+    # -- reading (issue 24): the options stream / queue choose the reader (pumpd.spark.read.dispatch)
 
     def schema(self) -> str:
-        from .read_schema import SCHEMA_DDL
+        from .read.schema import SCHEMA_DDL
 
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> Any:
-        from .reading import batch_reader
+        from .read.dispatch import batch_reader
 
         return batch_reader(dict(self.options))
 
     def streamReader(self, schema: StructType) -> Any:
-        from .reading import stream_reader
+        from .read.dispatch import stream_reader
 
         return stream_reader(dict(self.options))
 
     def simpleStreamReader(self, schema: StructType) -> Any:
-        from .reading import queue_reader
+        from .read.dispatch import queue_reader
 
         return queue_reader(dict(self.options))

@@ -1,0 +1,3 @@
+"""An Erlang term reader and the Shovel plugin's static shovels in rabbitmq.config /
+advanced.config.
+"""

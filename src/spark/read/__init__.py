@@ -1,0 +1,2 @@
+"""Reading into Spark: options, schema, and the stream and queue readers.
+"""

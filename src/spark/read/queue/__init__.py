@@ -1,0 +1,2 @@
+"""Reading a queue: one consumer beside the driver, acked on commit.
+"""
