@@ -295,7 +295,7 @@ def _check(args: list[str]) -> int:
         u = s.undeliverable
         park = f" (park queue {u.park_queue!r} on the source)" if u.parks else ""
         print(f"  undeliverable: {u.policy.value}, unroutable: {u.unroutable.value}{park}")
-        for warning in s.warnings:  # where pumpd differs from the plugin (issue 13)
+        for warning in s.warnings:  # where pumpd differs from the plugin
             print(f"  warning: {warning}")
         for side, endpoint in (("source", s.source), ("destination", s.destination)):
             for broker in endpoint.brokers:

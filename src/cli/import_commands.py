@@ -3,7 +3,7 @@
 Two sources are understood:
 
 - :func:`pumpd.importers.erlang.shovels.import_erlang_config` -- the static shovels of a ``rabbitmq.config`` /
-  ``advanced.config`` file: its ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause in the seed's
+  ``advanced.config`` file: its ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause in the static
   format (``sources``, ``destinations``, ``queue``, ...) or the current one (``source``,
   ``destination``, ``ack_mode``, ``reconnect_delay``), converted clause by clause.
 - :func:`pumpd.importers.definitions_export.import_definitions` -- the dynamic shovels of a ``rabbitmqctl export_definitions``

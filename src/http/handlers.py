@@ -143,7 +143,7 @@ class CoordinatorApi:
         return text if group is None else text + group.metrics()
 
     def _group_refusal(self) -> Reply | None:
-        """A group's shovels come from the configuration file only (daemon/membership.py)."""
+        """A group's shovels come from the configuration file only (supervisor/membership.py)."""
         cluster = self.sup.opts.cluster
         if cluster is None:
             return None

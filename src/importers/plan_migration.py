@@ -5,7 +5,7 @@ declaration: the queue exists, and declaring it again could only fail on a misma
 the queue alike on the destination (durability, auto-delete, type and every argument, as the
 management API reports them) and publishes each message to the default exchange with the
 queue's name, so it lands in the queue of the same name, ``on_confirm``. The plan is printed as
-a configuration file in the seed form, sorted by queue name, to be read and edited before it
+a configuration file in the static form, sorted by queue name, to be read and edited before it
 runs.
 
 Left out, with a note on stderr: exclusive queues (owned by one connection of the source, no

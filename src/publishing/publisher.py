@@ -6,7 +6,7 @@
         p.publish_many([b"one", b"two"], properties={"delivery_mode": 2})
         p.flush()   # returns once every message is confirmed, or raises PublishError
 
-The seeds' three confirm strategies are modes of one publisher (``individual``: each publish
+RabbitMQ's three publisher-confirm strategies are modes of one publisher (``individual``: each publish
 waits for its confirm; ``batch``: a wait after every ``batch_size`` messages; ``async``: up to
 ``window`` messages unconfirmed, waiting only when the window is full), plus ``none`` (no
 confirms at all).
@@ -112,7 +112,7 @@ class Publisher(ConfirmingChannel):
     :param exchange: the exchange every message goes to (``""``: the default exchange)
     :param routing_key: the default routing key
     :param mode: ``individual``, ``batch``, ``async`` or ``none``
-    :param batch_size: messages per confirm wait in ``batch`` mode (the seeds use 100)
+    :param batch_size: messages per confirm wait in ``batch`` mode (RabbitMQ's confirm guide uses 100)
     :param window: unconfirmed messages allowed in ``async`` mode; a full window waits until
         half of it is confirmed
     :param mandatory: publish with mandatory set: unroutable messages are reported as returned

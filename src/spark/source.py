@@ -186,7 +186,7 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
     def streamWriter(self, schema: StructType, overwrite: bool) -> PumpdStreamWriter:
         return PumpdStreamWriter(self._prepare(schema, overwrite))
 
-    # -- reading (issue 24): the options stream / queue choose the reader (pumpd.spark.read.dispatch)
+    # -- reading: the options stream / queue choose the reader (pumpd.spark.read.dispatch)
 
     def schema(self) -> str:
         from .read.schema import SCHEMA_DDL

@@ -129,7 +129,7 @@ def join(opts: Options, http: tuple[str, int] | None, tls: bool, pauses: Pauses,
     :param http: the address the HTTP endpoint listens on (None: --http off)
     :param tls: whether it serves https
     :param pauses: the daemon's paused shovels: in a group they follow the group's markers
-        (``pausing.py``) for the shovels that ``shovels()`` names
+        (``supervisor/pauses.py``) for the shovels that ``shovels()`` names
     """
     cluster = opts.cluster
     if cluster is None or cluster.coordination_uri is None:

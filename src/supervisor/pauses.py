@@ -58,7 +58,7 @@ class PauseMarkers(Protocol):
 
 class MarkersOnLoop:
     """:class:`PauseMarkers` whose requests run on another thread's event loop: the group's
-    (``daemon/membership.py`` runs the group on a uvloop thread of its own, the engine's links
+    (``supervisor/membership.py`` runs the group on a uvloop thread of its own, the engine's links
     need it), awaited from the coordinator's loop."""
 
     def __init__(self, markers: PauseMarkers, loop: asyncio.AbstractEventLoop) -> None:

@@ -85,7 +85,7 @@ class PositionSpec:
     drain_timeout: float
     lease: LeaseSpec | None = None  # a position of a group (--cluster): run while holding it
     paused: bool = False  # its shovel is paused: start without connecting, until resumed
-    # Steered by the group's answers over the pipe (daemon/membership.py); before the first one
+    # Steered by the group's answers over the pipe (supervisor/membership.py); before the first one
     # the position tries its lease only after this many seconds. None: the lease alone decides.
     steered_grace: float | None = None
     member: str | None = None  # in a group: this daemon's member id, in connection names
@@ -310,7 +310,7 @@ class Worker:
             if ps.lease is not None and ps.steered_grace is not None else None
         running = RunningPosition(ps, sink, make_pump(ps, sink, gate), gate=gate)
         self.positions[ps.slot] = running
-        context = contextvars.copy_context()  # its log lines name its shovel (daemon.log)
+        context = contextvars.copy_context()  # its log lines name its shovel (supervisor/process_log.py)
         context.run(HOSTED.set, (ps.shovel.name, ps.index))
         running.task = asyncio.create_task(run_pump(ps, sink, running.pump, running.stop),
                                            name=f"pumpd {ps.tag}", context=context)

@@ -1,6 +1,6 @@
 """The bytes of one segment of an Erlang binary literal (``<<"é"/utf8, 300:16/little>>``).
 
-The term reader (:mod:`.erlang_terms`) reads a segment's value, size and type specifiers; this
+The term reader (:mod:`.terms`) reads a segment's value, size and type specifiers; this
 module makes its bytes. Supported: string, character and integer segments, ``Value:Size``, and
 the type specifiers ``integer``, ``float``, ``utf8``, ``utf16``, ``utf32``, ``signed``,
 ``unsigned``, ``big``, ``little``, ``native`` and ``unit:N``. Where Erlang would silently

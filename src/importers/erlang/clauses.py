@@ -1,7 +1,7 @@
-"""One clause of a static shovel in an Erlang-terms config, as pumpd's JSON: the seed format's
+"""One clause of a static shovel in an Erlang-terms config, as pumpd's JSON: the static form's
 clauses, a ``sources`` / ``destinations`` endpoint, its URIs and declarations.
 
-:class:`ClauseReader` is what :mod:`.erlang` reads both static formats' clauses with; every
+:class:`ClauseReader` is what :mod:`.shovels` reads both static formats' clauses with; every
 failure is a :class:`~pumpd.importers.errors.ConfigImportError` at the term's line and column.
 """
 

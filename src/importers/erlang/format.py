@@ -1,5 +1,5 @@
 """Erlang terms written back in Erlang syntax, for messages: the inverse of the reader
-(:mod:`.erlang_terms`)."""
+(:mod:`.terms`)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def _format(term: object) -> str:
 
 
 def format_term(term: object, limit: int | None = None) -> str:
-    """Write ``term`` in Erlang syntax (the inverse of :func:`.erlang_terms.parse_term`), for
+    """Write ``term`` in Erlang syntax (the inverse of :func:`.terms.parse_term`), for
     messages.
 
     :param limit: if given, shorten the result to about that many characters with ``...``.

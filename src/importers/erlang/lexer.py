@@ -1,4 +1,4 @@
-"""The tokenizer of the Erlang term reader (:mod:`.erlang_terms`): characters to tokens.
+"""The tokenizer of the Erlang term reader (:mod:`.terms`): characters to tokens.
 
 Tokens carry their 1-based line and column, so that every :class:`ErlangSyntaxError`, raised
 here or by the parser, says where the offending character is.

@@ -1,6 +1,6 @@
 """``pumpd import-erlang``: the static shovels of a ``rabbitmq.config`` / ``advanced.config``.
 
-The ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause, each shovel in the seed's format
+The ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause, each shovel in the static form
 (``sources``, ``destinations``, ``queue``, ``prefetch_count``, ``ack_mode``,
 ``publish_properties``, ``publish_fields``, ``reconnect_delay``) or in RabbitMQ 3.7+'s current one
 (``{source, [{protocol, amqp091}, {uris, [...]}, {queue, ...}, ...]}``, ``{destination, [...]}``),
@@ -276,7 +276,7 @@ def import_erlang_config(
     """Convert the static shovels of a RabbitMQ Erlang-terms config file to pumpd's JSON.
 
     The file is a list of application clauses (``[{rabbit, [...]}, {rabbitmq_shovel, [...]}].``)
-    or just the ``{rabbitmq_shovel, [...]}`` clause as the seed writes it. Conversion rules:
+    or just the ``{rabbitmq_shovel, [...]}`` clause as the plugin's documentation writes it. Conversion rules:
     property lists become objects, a bare atom in a property list means ``true``, binaries and
     strings become strings, typed table entries (``{<<"x-message-ttl">>, long, 60000}``) become
     plain JSON values (a ``decimal`` becomes a number, a ``timestamp`` its integer seconds,
@@ -285,7 +285,7 @@ def import_erlang_config(
     the rabbitmq_shovel application (older plugins) fills the optional clauses it names into
     every shovel that lacks them, as the plugin did.
 
-    Besides the seed's clauses, ``delete_after``, ``add_forward_headers`` and
+    Besides the static form's clauses, ``delete_after``, ``add_forward_headers`` and
     ``add_timestamp_header`` (which RabbitMQ 3.7+ also reads in this format) are carried over.
     The deprecated ``ticket`` field is dropped; ``immediate`` in
     ``publish_fields`` is refused (RabbitMQ rejects

@@ -23,8 +23,8 @@ map ``#{k => v}``      ``dict``
 Erlang makes no difference between a string and a list of character codes; neither does the
 reader beyond the literal syntax: ``"ab"`` gives an :class:`ErlString`, ``[97, 98]`` a list.
 
-The types in the table are :mod:`.erlang_types`' (exported here too); :mod:`.erlang_binary`
-makes the bytes of binary segments, and :func:`format_term` (:mod:`.erlang_format`) writes a
+The types in the table are :mod:`.types`' (exported here too); :mod:`.binary`
+makes the bytes of binary segments, and :func:`format_term` (:mod:`.format`) writes a
 term back.
 
 Binary segments support the forms that appear in configuration: string, character and integer

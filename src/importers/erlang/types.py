@@ -1,5 +1,5 @@
-"""The Python types of Erlang terms, as the term reader (:mod:`.erlang_terms`) makes them and
-the writer (:mod:`.erlang_format`) writes them."""
+"""The Python types of Erlang terms, as the term reader (:mod:`.terms`) makes them and
+the writer (:mod:`.format`) writes them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Values of an Erlang-terms config read as pumpd's JSON: property lists, text, booleans,
 integers in range, AMQP fields by their type and the Erlang client's typed field tables.
 
-:class:`TermReader` is what :mod:`.erlang` walks the ``rabbitmq_shovel`` clause with; every
+:class:`TermReader` is what :mod:`.shovels` walks the ``rabbitmq_shovel`` clause with; every
 failure is a :class:`~pumpd.importers.errors.ConfigImportError` at the term's line and column.
 """
 
