@@ -60,7 +60,7 @@ def configuration_markdown() -> str:
     """The configuration reference page, titled if the spec's text is not."""
     from pumpd.config.spec import reference_markdown
 
-    text = reference_markdown().strip()
+    text: str = reference_markdown().strip()
     if not text.startswith("# "):
         text = "# Configuration reference\n\n" + text
     return text + "\n"
@@ -101,8 +101,10 @@ def generate(out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write (default docs/reference)")
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help="where to write (default docs/reference)")
     ns = p.parse_args(argv)
     for path in generate(ns.out):
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
