@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
 
-.PHONY: venv install build debug dist test lint demo spark-demo spark-pipeline-demo bench bench-report bench-micro \
+.PHONY: venv install build debug dist test lint demo spark-demo spark-pipeline-demo bench bench-report bench-micro docs \
 	clean distclean rabbitmq system-packages
 
 system-packages:
@@ -90,6 +90,12 @@ bench-report: venv
 
 bench-micro: install
 	$(VPY) -m pytest bench/micro -q --benchmark-only --benchmark-columns=min,median,mean
+
+# The documentation site in site/: the generated reference pages (tools/gen_docs.py), then a strict
+# build, so that a broken link or a warning fails it.
+docs: venv
+	$(VPY) tools/gen_docs.py
+	$(VPY) -m mkdocs build --strict -d site
 
 clean:
 	rm -rf build dist *.egg-info src/*.egg-info src/_fastpath.c src/*.so .pytest_cache .mypy_cache
