@@ -332,8 +332,9 @@ def status_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help='print {"summary": {...}, "shovels": [...]} as JSON instead of the '
                         "summary line and the table")
-    p.add_argument("--cluster", action="store_true",
-                   help="list the members of this daemon's group instead (GET /api/cluster)")
+    p.add_argument("--group", "--cluster", dest="cluster", action="store_true",
+                   help="list the members of this daemon's group instead (GET /api/group; "
+                        "--cluster is an alias)")
     return p
 
 
@@ -363,7 +364,7 @@ def _cluster(ep: Endpoint, as_json: bool) -> int:
     from .group_status import render_members
 
     try:
-        cluster = request(ep, "GET", "/api/cluster")
+        cluster = request(ep, "GET", "/api/group")
     except Unreachable as exc:
         print(f"pumpd status --cluster: {exc}", file=sys.stderr)
         return exitcodes.UNAVAILABLE

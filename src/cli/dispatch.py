@@ -135,11 +135,12 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="print pumpd's version and exit")
     _process_options(p)
     p.add_argument(
-        "--cluster", type=_cluster_name, default=None, metavar="NAME",
+        "--group", "--cluster", dest="cluster", type=_cluster_name, default=None,
+        metavar="NAME",
         help="run as a member of the group NAME: every daemon started with the same "
              "configuration and NAME runs each shovel's worker positions once between them, "
-             "the others stand by (wins over the file's \"cluster\" name; README: Running "
-             "several daemons)",
+             "the others stand by (wins over the file's \"group\" name; --cluster is an "
+             "alias)",
     )
     p.add_argument(
         "--http", default=None, metavar="HOST:PORT",

@@ -11,7 +11,8 @@ Routes (every response is JSON via orjson, except /metrics and the page)::
     POST   /api/shovels/NAME/resume        resume a paused shovel: its workers consume again
     PUT    /api/shovels/NAME               add or replace a run-time shovel (body: its definition)
     DELETE /api/shovels/NAME               remove a run-time shovel (its workers drain)
-    GET    /api/cluster                    the group this daemon is a member of (404: none)
+    GET    /api/group                      the group this daemon is a member of (404: none);
+                                           /api/cluster is the same
     GET    /metrics                        Prometheus text format
 
 NAME is percent-encoded in the path (``/`` as ``%2F``). One request per connection
@@ -145,13 +146,13 @@ def route(api: Api, method: str, path: str, body: bytes,
         return error(404, f"no such resource: {path}")
     if parts == ["api", "overview"]:
         return Reply(200, api.overview()) if method in ("GET", "HEAD") else error(405, "use GET")
-    if parts == ["api", "cluster"]:
+    if parts in (["api", "group"], ["api", "cluster"]):
         if method not in ("GET", "HEAD"):
             return error(405, "use GET")
         doc = api.cluster()
         return Reply(200, doc) if doc is not None else error(
-            404, "this daemon is in no group with a coordination broker (--cluster and the "
-                 "\"cluster\" clause's coordination_uri)")
+            404, "this daemon is in no group with a coordination broker (--group and the "
+                 "\"group\" clause's coordination_uri)")
     if parts == ["api", "shovels"]:
         if method not in ("GET", "HEAD"):
             return error(405, "use GET (PUT and DELETE take a shovel name: /api/shovels/NAME)")
