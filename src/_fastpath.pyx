@@ -1,6 +1,6 @@
 # cython: language_level=3
 """The native data plane: ``ConfirmWindow`` and ``Relay`` in C, same API and behaviour as the
-pure-Python reference (:mod:`pumpd.dataplane.confirms`, :mod:`pumpd.dataplane.relay_ref`), which is the specification.
+pure-Python reference (:mod:`pumpd.dataplane.confirm_window_ref`, :mod:`pumpd.dataplane.relay_ref`), which is the specification.
 
 What makes it fast, compared with the reference:
 

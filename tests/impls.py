@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from pumpd.dataplane import confirms, relay_ref
+from pumpd.dataplane import confirm_window_ref, relay_ref
 
 IMPLEMENTATIONS = ["reference", "native"]
 
@@ -27,7 +27,7 @@ def native() -> ModuleType:
 
 
 def confirm_window_class(impl: str) -> Any:
-    return confirms.ConfirmWindow if impl == "reference" else native().ConfirmWindow
+    return confirm_window_ref.ConfirmWindow if impl == "reference" else native().ConfirmWindow
 
 
 def relay_class(impl: str) -> Any:
@@ -35,6 +35,6 @@ def relay_class(impl: str) -> Any:
 
 
 def delivery_reader_class(impl: str) -> Any:
-    from pumpd.dataplane import deliveries_ref
+    from pumpd.dataplane import delivery_reader_ref
 
-    return deliveries_ref.DeliveryReader if impl == "reference" else native().DeliveryReader
+    return delivery_reader_ref.DeliveryReader if impl == "reference" else native().DeliveryReader

@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from pumpd.dataplane import publish_ref, relay_ref
+from pumpd.dataplane import publish_plane_ref, relay_ref
 from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM
 from pumpd.dataplane.properties import encode_hop
 from pumpd.testing.hostile import (
@@ -166,7 +166,7 @@ CASES = [
 
 def make_plane(plane: str, impl: str, *, edits: bool = False) -> Any:
     if plane == "publish":
-        cls = publish_ref.PublishPlane if impl == "reference" else native().PublishPlane
+        cls = publish_plane_ref.PublishPlane if impl == "reference" else native().PublishPlane
         return cls(channel=CH, frame_max=FRAME_MAX, exchange=b"x", mandatory=True)
     cls = relay_ref.Relay if impl == "reference" else native().Relay
     return cls(source_channel=CH, dest_channel=CH, dest_frame_max=FRAME_MAX,

@@ -17,7 +17,7 @@ import pika
 import pika.frame
 import pika.spec
 import pytest
-from pumpd.dataplane import confirms, relay_ref
+from pumpd.dataplane import confirm_window_ref, relay_ref
 from pumpd.dataplane.frames import ACK_MODE_NO_ACK, ACK_MODE_ON_CONFIRM, ACK_MODE_ON_PUBLISH
 from pumpd.dataplane.properties import FrameError, encode_hop, encode_property_overrides
 
@@ -199,7 +199,7 @@ def test_relay_matches_the_reference_byte_for_byte(seed: int) -> None:
 def test_confirm_window_matches_the_reference(seed: int) -> None:
     rng = random.Random(seed)
     cap = rng.choice([0, 1, 64, 65, 100, 1000])
-    ref, nat = confirms.ConfirmWindow(cap), native().ConfirmWindow(cap)
+    ref, nat = confirm_window_ref.ConfirmWindow(cap), native().ConfirmWindow(cap)
     tag = 0
     for _ in range(4000):
         op = rng.random()

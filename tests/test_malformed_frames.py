@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from pumpd.dataplane import publish_ref
+from pumpd.dataplane import publish_plane_ref
 from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM, FrameError
 from pumpd.dataplane.received import FrameGuard
 from pumpd.testing.hostile import content_header, frame
@@ -95,7 +95,7 @@ def test_the_source_limit_is_the_source_connections_frame_max(impl: str) -> None
 @pytest.mark.parametrize("plane", ["source", "publish"])
 def test_max_body_size_is_configurable(plane: str, impl: str) -> None:
     if plane == "publish":
-        cls = publish_ref.PublishPlane if impl == "reference" else native().PublishPlane
+        cls = publish_plane_ref.PublishPlane if impl == "reference" else native().PublishPlane
         p = cls(channel=CH, frame_max=FRAME_MAX, max_body_size=100)
         p.feed(RETURN + content_header(CH, 100) + frame(3, CH, bytes(100)))
         with pytest.raises(FrameError, match="a body of 101 bytes, over the limit of 100"):

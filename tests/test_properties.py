@@ -40,7 +40,7 @@ from pumpd.dataplane.properties import (
     split_properties,
     table_entries,
 )
-from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
+from pumpd.dataplane.publish_plane_ref import PublishPlane as RefPlane
 
 from impls import IMPLEMENTATIONS, native
 

@@ -13,7 +13,7 @@ import pytest
 from pika import spec
 from pumpd import Publisher, PublishError
 from pumpd.dataplane.properties import encode_properties
-from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
+from pumpd.dataplane.publish_plane_ref import PublishPlane as RefPlane
 from pumpd.publishing import MessageIds
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode

@@ -20,7 +20,7 @@ pytest.importorskip("pyarrow")
 
 from pumpd import Publisher
 from pumpd.dataplane.properties import encode_properties, message_id_of
-from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
+from pumpd.dataplane.publish_plane_ref import PublishPlane as RefPlane
 from pumpd.publishing import MessageIds
 from pumpd.spark import publish_partition, register
 from pumpd.testing import TcpProxy

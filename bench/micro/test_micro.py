@@ -26,12 +26,12 @@ import pika.frame
 import pika.spec
 import pytest
 from pumpd import _fastpath
-from pumpd.dataplane import confirms, relay_ref
+from pumpd.dataplane import confirm_window_ref, relay_ref
 from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM
 from pumpd.dataplane.properties import encode_property_overrides
 
 IMPLS: dict[str, Any] = {
-    "reference": (confirms.ConfirmWindow, relay_ref.Relay),
+    "reference": (confirm_window_ref.ConfirmWindow, relay_ref.Relay),
     "native": (_fastpath.ConfirmWindow, _fastpath.Relay),
 }
 WINDOWS = [100, 1_000, 10_000, 100_000]

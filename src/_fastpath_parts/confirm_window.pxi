@@ -4,7 +4,7 @@
 cdef class ConfirmWindow:
     """Outstanding publishes: sequence number → source delivery tag, and which are settled.
 
-    Same API and behaviour as :class:`pumpd.dataplane.confirms.ConfirmWindow`. The ring of tags and the two
+    Same API and behaviour as :class:`pumpd.dataplane.confirm_window_ref.ConfirmWindow`. The ring of tags and the two
     bitmaps (settled: acked or nacked; nacked) have ``capacity`` entries; the bit of a sequence
     number is ``seq & (capacity - 1)``, so a word never straddles the end of the ring. Bits outside
     ``[base, next)`` are always 0: settling only touches that range and advancing clears what it

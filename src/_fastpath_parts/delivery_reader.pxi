@@ -2,7 +2,7 @@
 
 
 cdef class DeliveryReader:
-    """Native twin of :class:`pumpd.dataplane.deliveries_ref.DeliveryReader` (the
+    """Native twin of :class:`pumpd.dataplane.delivery_reader_ref.DeliveryReader` (the
     specification): frames walked with pointer arithmetic, one tuple and two or three ``bytes``
     made per delivery (a body in one frame is sliced straight from the input), the frames for
     pika copied into one buffer."""

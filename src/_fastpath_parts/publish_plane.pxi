@@ -1,6 +1,6 @@
 # -- the publisher's data plane (issue 11) ------------------------------------------------------
 #
-# Same API and behaviour as :class:`pumpd.dataplane.publish_ref.PublishPlane`, the specification. Publish
+# Same API and behaviour as :class:`pumpd.dataplane.publish_plane_ref.PublishPlane`, the specification. Publish
 # frames of a whole list of bodies are encoded into one buffer with no Python object per message;
 # outstanding confirms are the relay's ConfirmWindow (its C-level methods, no Python call), each
 # publish recorded with its own sequence number as its tag, so a nack hands back the numbers.

@@ -3,7 +3,7 @@
 @cython.final
 cdef class ReturnAssembler:
     """A ``basic.return`` on one channel, then its content header and body frames, which must
-    follow it there. Same behaviour as :class:`pumpd.dataplane.returns.ReturnAssembler`.
+    follow it there. Same behaviour as :class:`pumpd.dataplane.return_assembler_ref.ReturnAssembler`.
     ``keep_properties`` / ``keep_body``: what is kept of the content (the relay keeps both with
     hold_returns; the publish plane keeps the properties, for the message id)."""
 

@@ -2,8 +2,8 @@
 publish plane and a confirm window, and the messages a relay hands back.
 
 Two implementations keep it: the native extension (``pumpd._fastpath``, typed by
-``src/_fastpath.pyi``) and the pure-Python reference (:mod:`pumpd.dataplane.confirms`,
-:mod:`~pumpd.dataplane.relay_ref`, :mod:`~pumpd.dataplane.publish_ref`).
+``src/_fastpath.pyi``) and the pure-Python reference (:mod:`pumpd.dataplane.confirm_window_ref`,
+:mod:`~pumpd.dataplane.relay_ref`, :mod:`~pumpd.dataplane.publish_plane_ref`).
 :mod:`pumpd.dataplane.implementation` picks one and has mypy check both against these
 Protocols. Counters are read-only properties here; an implementation may keep them as plain
 attributes.

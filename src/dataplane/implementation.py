@@ -16,34 +16,34 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
-from . import api, confirms, deliveries_ref, publish_ref, relay_ref
+from . import api, confirm_window_ref, delivery_reader_ref, publish_plane_ref, relay_ref
 
 if TYPE_CHECKING:
     from .. import _fastpath
 
-    ConfirmWindow = confirms.ConfirmWindow
+    ConfirmWindow = confirm_window_ref.ConfirmWindow
     Relay = relay_ref.Relay
-    PublishPlane = publish_ref.PublishPlane
-    DeliveryReader = deliveries_ref.DeliveryReader
+    PublishPlane = publish_plane_ref.PublishPlane
+    DeliveryReader = delivery_reader_ref.DeliveryReader
     IMPLEMENTATION: str
 
     # The contract, checked for both implementations.
-    _reference_window: type[api.ConfirmWindow] = confirms.ConfirmWindow
+    _reference_window: type[api.ConfirmWindow] = confirm_window_ref.ConfirmWindow
     _reference_relay: type[api.Relay] = relay_ref.Relay
-    _reference_plane: type[api.PublishPlane] = publish_ref.PublishPlane
-    _reference_plane_class: api.PublishPlaneClass = publish_ref.PublishPlane
+    _reference_plane: type[api.PublishPlane] = publish_plane_ref.PublishPlane
+    _reference_plane_class: api.PublishPlaneClass = publish_plane_ref.PublishPlane
     _native_window: type[api.ConfirmWindow] = _fastpath.ConfirmWindow
     _native_relay: type[api.Relay] = _fastpath.Relay
     _native_plane: type[api.PublishPlane] = _fastpath.PublishPlane
     _native_plane_class: api.PublishPlaneClass = _fastpath.PublishPlane
-    _reference_reader: type[api.DeliveryReader] = deliveries_ref.DeliveryReader
-    _reference_reader_class: api.DeliveryReaderClass = deliveries_ref.DeliveryReader
+    _reference_reader: type[api.DeliveryReader] = delivery_reader_ref.DeliveryReader
+    _reference_reader_class: api.DeliveryReaderClass = delivery_reader_ref.DeliveryReader
     _native_reader: type[api.DeliveryReader] = _fastpath.DeliveryReader
     _native_reader_class: api.DeliveryReaderClass = _fastpath.DeliveryReader
 else:
     if os.environ.get("PUMPD_IMPLEMENTATION", "native") == "reference":
-        ConfirmWindow, Relay, IMPLEMENTATION = confirms.ConfirmWindow, relay_ref.Relay, "reference"
-        PublishPlane, DeliveryReader = publish_ref.PublishPlane, deliveries_ref.DeliveryReader
+        ConfirmWindow, Relay, IMPLEMENTATION = confirm_window_ref.ConfirmWindow, relay_ref.Relay, "reference"
+        PublishPlane, DeliveryReader = publish_plane_ref.PublishPlane, delivery_reader_ref.DeliveryReader
     else:
         try:
             from .._fastpath import ConfirmWindow, DeliveryReader, PublishPlane, Relay
@@ -57,11 +57,11 @@ else:
                 stacklevel=2,
             )
             ConfirmWindow, Relay, IMPLEMENTATION = (
-                confirms.ConfirmWindow,
+                confirm_window_ref.ConfirmWindow,
                 relay_ref.Relay,
                 "reference",
             )
-            PublishPlane, DeliveryReader = publish_ref.PublishPlane, deliveries_ref.DeliveryReader
+            PublishPlane, DeliveryReader = publish_plane_ref.PublishPlane, delivery_reader_ref.DeliveryReader
 
 
 def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
@@ -74,7 +74,7 @@ def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
     if name is None:
         return PublishPlane, IMPLEMENTATION
     if name == "reference":
-        return publish_ref.PublishPlane, "reference"
+        return publish_plane_ref.PublishPlane, "reference"
     if name == "native":
         from .._fastpath import PublishPlane as native
 

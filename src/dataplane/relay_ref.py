@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from .api import Delivered, Returned
-from .confirms import ConfirmCounts, ConfirmWindow
+from .confirm_window_ref import ConfirmCounts, ConfirmWindow
 from .frames import (
     ACK_MODE_NO_ACK,
     ACK_MODE_ON_CONFIRM,
@@ -54,7 +54,7 @@ from .received import (
     content_header_fields,
     scan_frames,
 )
-from .returns import IDLE, ReturnAssembler
+from .return_assembler_ref import IDLE, ReturnAssembler
 
 # States of the delivery assembler on the source channel.
 _IDLE, _HEADER, _BODY = 0, 1, 2

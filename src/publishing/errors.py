@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 class ReturnedMessage:
     """An unroutable ``mandatory`` message the broker sent back (``basic.return``).
 
-    ``seq`` is attributed from the broker's next confirm (see :mod:`pumpd.dataplane.publish_ref`);
+    ``seq`` is attributed from the broker's next confirm (see :mod:`pumpd.dataplane.publish_plane_ref`);
     ``message_id`` comes from the returned message itself and identifies it exactly.
     """
 

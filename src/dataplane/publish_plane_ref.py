@@ -4,7 +4,7 @@
 into one buffer, numbers them by the channel's confirm sequence (1, 2, ...), and reads
 ``basic.ack`` / ``basic.nack`` / ``basic.return`` straight from the bytes read off the socket,
 handing every other frame back (for pika). Outstanding confirms are the shovel's confirm
-window (:class:`~pumpd.dataplane.confirms.ConfirmWindow` here, the native one in
+window (:class:`~pumpd.dataplane.confirm_window_ref.ConfirmWindow` here, the native one in
 ``pumpd._fastpath.PublishPlane``). Same API, same tests.
 
 A ``basic.return`` carries no sequence number. RabbitMQ sends it while it handles the publish,
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .api import PublishReturn
-from .confirms import ConfirmCounts, ConfirmWindow
+from .confirm_window_ref import ConfirmCounts, ConfirmWindow
 from .frames import (
     BASIC_ACK,
     BASIC_NACK,
@@ -47,7 +47,7 @@ from .received import (
     confirm_fields,
     scan_frames,
 )
-from .returns import HEADER, IDLE, ReturnAssembler
+from .return_assembler_ref import HEADER, IDLE, ReturnAssembler
 
 _HEADER_PREFIX = struct.Struct(">BHIHHQ")  # frame head + class, weight, body size
 
