@@ -66,6 +66,7 @@ def _require(w: Position, phases: frozenset[Phase], what: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ moves
+# Each checks its move before it writes anything: an illegal one leaves the position as it was.
 
 def new_position(index: int, slot: SlotRef, now: float) -> Position:
     """A position due now: a new shovel's, or one a changed definition adds."""
@@ -81,34 +82,50 @@ def started(w: Position, proc: WorkerProcess, now: float) -> None:
     w.record, w.seen_seq = SlotRecord(), -1
 
 
+def spawn_failed(w: Position, failures: int, delay: float, what: str, now: float) -> None:
+    """DUE or BACKING_OFF -> BACKING_OFF: its process could not be started."""
+    _require(w, frozenset({Phase.DUE, Phase.BACKING_OFF}), "a failed spawn")
+    _move(w, Phase.BACKING_OFF)
+    _back_off(w, failures, delay, what, now)
+
+
 def stop(w: Position, then: Literal["restart", "retire"], now: float) -> bool:
     """Asked to stop, ``then`` restarted or retired. RUNNING -> DRAINING (True: the caller tells
-    its process); DRAINING stays so, with ``then`` replacing what was asked before (False).
-    Without a process: a restart makes it DUE now, with its backoff forgotten (False); retiring
-    is :func:`retired`'s, which the caller does next (False)."""
-    if w.phase in WITH_PROCESS:
-        first = w.phase is Phase.RUNNING
-        _move(w, Phase.DRAINING)
-        w.then = then
-        if first:
-            w.stop_sent_at = now
-        return first
-    _require(w, WITHOUT_PROCESS, f"stop then {then}")
-    if then == "restart":
+    its process); DRAINING stays so, ``then`` replacing what was asked before (False). Without a
+    process, a restart makes it DUE now with its backoff forgotten (False); retiring one without
+    a process is :func:`retired`."""
+    if then == "retire":
+        _require(w, WITH_PROCESS, "stop then retire")
+    elif w.phase not in WITH_PROCESS:
         _move(w, Phase.DUE)
         w.then, w.failures, w.start_at = None, 0, now
-    else:
-        w.then, w.start_at = then, None
-    return False
+        return False
+    first = w.phase is Phase.RUNNING
+    _move(w, Phase.DRAINING)
+    w.then = then
+    if first:
+        w.stop_sent_at = now
+    return first
 
 
 def restart_requested(w: Position, now: float) -> bool:
-    """A restart asked for (``POST .../restart``): as :func:`stop` then restart, and a position
+    """A restart asked for (``POST .../restart``): as :func:`stop` then restart; a position
     terminated by design counts it as a restart, since it is a new attempt."""
-    if w.phase is Phase.TERMINATED:
-        w.restarts += 1
-        w.last_exit = f"restarted on request ({w.last_exit})"
-    return stop(w, "restart", now)
+    if w.phase is not Phase.TERMINATED:
+        return stop(w, "restart", now)
+    last_exit = w.last_exit
+    stop(w, "restart", now)
+    w.restarts += 1
+    w.last_exit = f"restarted on request ({last_exit})"
+    return False
+
+
+def retired(w: Position) -> None:
+    """DUE, BACKING_OFF or TERMINATED -> RETIRED: its shovel no longer has it (the caller frees
+    its slot)."""
+    _require(w, WITHOUT_PROCESS, "retired")
+    _move(w, Phase.RETIRED)
+    w.start_at = None
 
 
 def noted_end(w: Position, code: int, failure: str | None) -> None:
@@ -117,19 +134,11 @@ def noted_end(w: Position, code: int, failure: str | None) -> None:
     w.ended = (code, failure)
 
 
-def _exited(w: Position) -> None:
-    """Its process ended it: fold the final report's totals in (its gauges, in flight and
-    buffered, end with it) and forget the process (its pid stays, for the log lines)."""
-    _require(w, WITH_PROCESS, "an exit")
-    if w.live_record():
-        w.carried = carry(w.carried, w.record.counters)
-    w.process, w.runner, w.ended, w.stop_sent_at = None, None, None, None
-
-
 def exited_to_restart(w: Position, exit_text: str, now: float) -> None:
     """DRAINING -> DUE now: stopped for a restart."""
-    _exited(w)
+    _require(w, WITH_PROCESS, "an exit")
     _move(w, Phase.DUE)
+    _exited(w)
     w.then, w.failures, w.start_at = None, 0, now
     w.restarts += 1
     w.last_exit = f"restarted on request ({exit_text})"
@@ -137,41 +146,40 @@ def exited_to_restart(w: Position, exit_text: str, now: float) -> None:
 
 def exited_terminated(w: Position, exit_text: str) -> None:
     """RUNNING -> TERMINATED: it ended by design."""
-    _exited(w)
+    _require(w, WITH_PROCESS, "an exit")
     _move(w, Phase.TERMINATED)
+    _exited(w)
     w.start_at, w.last_exit = None, exit_text
 
 
 def exited_crashed(w: Position, failures: int, delay: float, what: str, now: float) -> None:
-    """RUNNING -> BACKING_OFF: it crashed (``what`` says how)."""
+    """RUNNING -> BACKING_OFF: it crashed or was killed (``what`` says how)."""
+    _require(w, WITH_PROCESS, "an exit")
+    _move(w, Phase.BACKING_OFF)
     _exited(w)
     _back_off(w, failures, delay, what, now)
-
-
-def spawn_failed(w: Position, failures: int, delay: float, what: str, now: float) -> None:
-    """DUE or BACKING_OFF -> BACKING_OFF: its process could not be started."""
-    _require(w, frozenset({Phase.DUE, Phase.BACKING_OFF}), "a failed spawn")
-    _back_off(w, failures, delay, what, now)
-
-
-def _back_off(w: Position, failures: int, delay: float, what: str, now: float) -> None:
-    """-> BACKING_OFF: it starts again after ``delay``, its ``failures``-th crash in a row."""
-    _move(w, Phase.BACKING_OFF)
-    w.failures = failures
-    w.restarts += 1
-    w.start_at, w.last_exit, w.process = now + delay, what, None
 
 
 def exited_retired(w: Position) -> None:
     """RUNNING or DRAINING -> RETIRED: it exited and is not to run again."""
-    _exited(w)
-    retired(w)
-
-
-def retired(w: Position) -> None:
-    """-> RETIRED: its shovel no longer has it (the caller frees its slot)."""
+    _require(w, WITH_PROCESS, "an exit")
     _move(w, Phase.RETIRED)
-    w.start_at = None
+    _exited(w)
+
+
+def _exited(w: Position) -> None:
+    """Its process ended it: fold the final report's totals in (its gauges, in flight and
+    buffered, end with it) and forget the process (its pid stays, for the log lines)."""
+    if w.live_record():
+        w.carried = carry(w.carried, w.record.counters)
+    w.process, w.runner, w.ended, w.stop_sent_at = None, None, None, None
+
+
+def _back_off(w: Position, failures: int, delay: float, what: str, now: float) -> None:
+    """It starts again after ``delay``, its ``failures``-th crash in a row."""
+    w.failures = failures
+    w.restarts += 1
+    w.start_at, w.last_exit, w.process = now + delay, what, None
 
 
 # -------------------------------------------------------- observations (any phase, not moves)

@@ -168,11 +168,11 @@ class Supervision:
              now: float) -> None:
         """Ask a position to drain and exit; ``then`` says what follows its exit. One with no
         process is restarted or retired at once."""
-        if lifecycle.stop(w, then, now):
-            self._workers.stop(w)
-        elif w.process is None and then == "retire":
+        if w.process is None and then == "retire":
             lifecycle.retired(w)
             self._free(s, w)
+        elif lifecycle.stop(w, then, now):
+            self._workers.stop(w)
 
     def restart(self, s: Shovel, w: Position, now: float) -> None:
         """A restart asked for: a position terminated by design makes a new attempt."""
