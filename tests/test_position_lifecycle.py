@@ -56,9 +56,9 @@ def fields_of(w: Position) -> list[object]:
     return [getattr(w, f.name) for f in dataclasses.fields(w)]
 
 
-def report(w: Position, **changes: object) -> None:
+def report(w: Position, counters: Counters) -> None:
     """The running process's own report in its slot."""
-    lifecycle.observed(w, SlotRecord(pid=w.pid, **changes), w.seen_seq + 1)  # type: ignore[arg-type]
+    lifecycle.observed(w, SlotRecord(pid=w.pid, counters=counters), w.seen_seq + 1)
 
 
 # Each move, one lifecycle call as the supervisor makes it.
@@ -157,7 +157,7 @@ def test_a_crash_and_its_restart(proc: WorkerProcess) -> None:
     """Crash: the final totals are carried, the backoff is scheduled and counted; the next
     start begins from a fresh record and forgets the process's end."""
     w = reach(Phase.RUNNING, proc)
-    report(w, counters=Counters(consumed=5, published=5))
+    report(w, Counters(consumed=5, published=5))
     lifecycle.noted_end(w, 1, "boom")
     lifecycle.exited_crashed(w, 1, 0.75, "failed: boom", NOW + 1)
     assert (w.phase, w.start_at, w.restarts, w.failures) == (Phase.BACKING_OFF, NOW + 1.75, 1, 1)

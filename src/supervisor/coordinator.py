@@ -23,7 +23,8 @@ the rest are not touched; an invalid file is refused and the running set kept.
 The HTTP endpoint (:mod:`pumpd.http.server`) runs on the same event loop; its methods
 (:mod:`pumpd.http.handlers`) call the coordinator's verbs (add, replace, remove,
 restart_worker). In a group with a coordination broker, :mod:`pumpd.supervisor.membership` (its
-group on a thread of its own) steers the worker processes every tick: which positions to try, which to hand over.
+group on a thread of its own) steers the worker processes every tick: which positions to try,
+which to hand over.
 """
 
 from __future__ import annotations

@@ -118,7 +118,8 @@ class Supervision:
             log.warning("%s terminated by design: %s; not restarted", who, rec.reason,
                         extra={**extra, "event": "terminated", "reason": rec.reason})
         else:
-            code = ReasonCode.HUNG if exit_text.startswith("killed by pumpd") else ReasonCode.CRASHED
+            killed = exit_text.startswith("killed by pumpd")
+            code = ReasonCode.HUNG if killed else ReasonCode.CRASHED
             self._back_off(s, w, exit_text, code, now, exited=True)
 
     def _back_off(self, s: Shovel, w: Position, what: str, code: ReasonCode, now: float,
