@@ -83,7 +83,7 @@ def test_sigterm_during_a_100000_message_run_drains_and_exits_0(
 # first on the command line: the real daemon otherwise, with real workers and brokers.
 _FAULTY_COORDINATOR = """
 import os, sys
-from pumpd.daemon import coordinator
+from pumpd.supervisor import coordinator
 observe = coordinator.Coordinator._observe
 def faulty(self, now):
     if os.path.exists(sys.argv[1]):

@@ -239,8 +239,9 @@ def test_a_host_that_reads_no_control_message_is_killed_not_waited_for(
         workers = hosting.WorkerProcesses(multiprocessing.get_context("spawn"), pool, 10, "text",
                                           "warning", lambda: None)
         try:
-            assert workers._spawn(10, [], no_position, time.monotonic()) is None
-            (host,) = workers.processes
+            host = workers._spawn(10, [], no_position, time.monotonic())
+            assert isinstance(host, hosting.WorkerProcess), host
+            assert workers.processes == [host]
             os.kill(host.pid, signal.SIGSTOP)
             began, sent = time.monotonic(), 0
             while workers.send(host, ("padding", b"x" * 65536)):

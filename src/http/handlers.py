@@ -8,7 +8,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
@@ -74,8 +74,7 @@ class Supervisor(Protocol):
 
     def remove(self, s: Shovel, now: float) -> None: ...
 
-    def stop_worker(self, s: Shovel, w: Position, then: Literal["restart", "retire"],
-                    now: float) -> None: ...
+    def restart_worker(self, s: Shovel, w: Position, now: float) -> None: ...
 
     def runtime_definitions(self) -> Mapping[str, ShovelDefinition]: ...
 
@@ -167,11 +166,7 @@ class CoordinatorApi:
         log.info("shovel %s: restart requested", name, extra={"event": "restart_requested",
                                                                 "shovel": name})
         for w in list(s.workers):
-            if w.process is None and w.done:  # terminated by design: this is a new attempt
-                w.restarts += 1
-                w.last_exit = f"restarted on request ({w.last_exit})"
-            w.done, w.failures = False, 0
-            sup.stop_worker(s, w, "restart", now)
+            sup.restart_worker(s, w, now)
         sup.wake_loop()
         return Reply(202, shovel_doc(shovel_view(s, now)))
 

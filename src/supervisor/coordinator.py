@@ -10,16 +10,9 @@ the loop hands each recorded signal to its own method (``handle_term``, ``handle
 ``handle_hup``) and does everything else in plain verbs, every tick (and at once on SIGCHLD or a
 report on a pipe):
 
-* ``reap``: collect workers that exited and decide what follows: nothing (pumpd is stopping, or
-  the worker was retired), a start right away (a restart was asked for), nothing ever (the shovel
-  terminated by design: reconnect_delay 0 after a failure, or its delete_after limit), or a
-  restart after an exponential backoff with jitter (a crash);
-* ``murder``: SIGKILL a worker whose heartbeat stopped (a hung event loop), one that never
-  started, and one that drains longer than the drain timeout plus a grace period; after the
-  coordinator itself stood still (:mod:`pumpd.supervisor.standstill`), those silences count only
-  from the moment it resumed: its workers stood still with it;
-* ``spawn``: start the workers that are due, in multiprocessing's "spawn" context (never fork:
-  a fresh interpreter, no inherited threads or locks);
+* ``reap``, ``murder``, ``spawn``: a position's whole life, from a crash to its restart
+  (:mod:`pumpd.supervisor.supervision`; workers start in multiprocessing's "spawn" context, never
+  fork: a fresh interpreter, no inherited threads or locks);
 * ``observe``: read every slot, sample the rates, log each shovel's state changes.
 
 SIGTERM / SIGINT: every worker is told to drain, the loop waits for them (killing those
@@ -28,9 +21,10 @@ file is read again; shovels whose definition changed restart, new ones start, re
 the rest are not touched; an invalid file is refused and the running set kept.
 
 The HTTP endpoint (:mod:`pumpd.http.server`) runs on the same event loop; its methods
-(:mod:`pumpd.http.handlers`) call the coordinator's verbs (add, replace, remove, stop_worker). In a
-group with a coordination broker, :mod:`pumpd.supervisor.membership` (its group on a thread of its
-own) steers the worker processes every tick: which positions to try, which to hand over.
+(:mod:`pumpd.http.handlers`) call the coordinator's verbs (add, replace, remove,
+restart_worker). In a group with a coordination broker, :mod:`pumpd.supervisor.membership` (its
+group on a thread of its own) steers the worker processes every tick: which positions to try,
+which to hand over.
 """
 
 from __future__ import annotations
@@ -39,38 +33,33 @@ import asyncio
 import logging
 import multiprocessing
 import os
-import random
 import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from .. import exitcodes
 from ..config.model import ClusterConfig
 from ..config.parse import ConfigError
-from ..engine.status import State
 from ..version import __version__
-from . import definitions, membership
+from . import definitions, lifecycle, membership
 from .definitions import ShovelDefinition
 from .hosting import WorkerProcesses
 from .membership import Membership
-from .observation import observe, read_slot
+from .observation import observe
 from .pauses import Pauses
 from .positions import Position, Shovel, missing_positions, reload_plan
-from .report import carry
-from .restarts import schedule_restart
 from .service import ServiceState
-from .slots import ReasonCode, SlotPool, SlotRecord, SlotRef, SlotsUnavailable
+from .slots import SlotPool, SlotRef, SlotsUnavailable
 from .standstill import StandStill, stood_still_after
+from .supervision import DRAIN_GRACE, Supervision
 from .worker import PositionSpec
 
 log = logging.getLogger("pumpd.coordinator")
 
 TICK = 0.25  # seconds between passes of the main loop when nothing wakes it earlier
-DRAIN_GRACE = 10.0  # beyond the drain timeout, before a draining worker is killed
-STARTUP_TIMEOUT = 30.0  # a spawned worker must write its first heartbeat within this
 
 
 class ControlEndpoint(Protocol):
@@ -120,7 +109,6 @@ class Coordinator:
         self._signals: deque[int] = deque()
         self._wake: asyncio.Event | None = None
         self.stopping = False
-        self._rng = random.Random()
         self.started = time.time()
         self.http_address: tuple[str, int] | None = None
         self.service = ServiceState()  # systemd's Type=notify: readiness, reload, stop
@@ -128,6 +116,8 @@ class Coordinator:
         self.membership: Membership | None = None  # a group's, with a coordination broker
         # the loop's own passes: a stand-still of the coordinator is not its workers' silence
         self._standstill = StandStill(stood_still_after(TICK, opts.heartbeat_timeout))
+        self._supervision = Supervision(self.pool, self._workers, opts.drain_timeout,
+                                        opts.heartbeat_timeout, self._standstill.silent_for)
 
     # ---------------------------------------------------------------------------- main loop
 
@@ -260,71 +250,20 @@ class Coordinator:
     # ------------------------------------------------------------------------------- verbs
 
     def _spawn_due(self, now: float) -> None:
-        if self.stopping:
-            return
-        due = [(s, w) for s, w in self._all_workers()
-               if w.process is None and not w.done and w.start_at is not None
-               and w.start_at <= now and not s.removing]
-        if not due:
-            return
-        started, failed = self._workers.place(due, self._position_spec, now)
-        for _s, w in started:
-            w.spawned_at = now
-            w.start_at, w.stop_sent_at, w.then, w.ended = None, None, None, None
-            w.record, w.seen_seq = SlotRecord(), -1
-        for (s, w), error in failed:
-            self._crashed(s, w, error, ReasonCode.SPAWN_FAILED, now)
+        if not self.stopping:
+            self._supervision.spawn_due(self.shovels.values(), self._position_spec, now)
 
     def _position_spec(self, s: Shovel, w: Position) -> PositionSpec:
         return membership.position_spec(self.opts, s, w, steered=self.membership is not None,
                                          paused=s.name in self.pauses)
 
     def _reap(self, now: float) -> None:
-        for s, w, exit_text in self._workers.reap():
-            self._position_exited(s, w, exit_text, now)
+        self._supervision.reap(self.stopping, now)
         self._workers.release_idle()
         for s in list(self.shovels.values()):
             if s.removing and not s.workers:
                 del self.shovels[s.name]
                 log.info("shovel %s: removed", s.name, extra={"event": "removed", "shovel": s.name})
-
-    def _position_exited(self, s: Shovel, w: Position, exit_text: str, now: float) -> None:
-        read_slot(self.pool, w)  # the final report
-        if w.live_record():  # fold it in; its gauges (in flight, buffered) end with it
-            w.carried = carry(w.carried, w.record.counters)
-        if w.runner is not None:
-            w.runner.positions.pop(w.slot, None)
-        w.process, w.runner, w.ended, w.stop_sent_at = None, None, None, None
-        self._after_exit(s, w, exit_text, now)
-
-    def _after_exit(self, s: Shovel, w: Position, exit_text: str, now: float) -> None:
-        rec, pid = w.record, w.pid
-        who = f"worker {s.name}#{w.index} (pid {pid})"
-        extra: dict[str, Any] = {"shovel": s.name, "worker": w.index, "exit": exit_text}
-        if w.then == "retire" or self.stopping:
-            c = w.carried
-            log.info("%s stopped (%s): consumed %d published %d confirmed %d acked %d", who,
-                     exit_text, c.consumed, c.published, c.confirmed, c.acked,
-                     extra={**extra, "event": "worker_stopped", "counters": c.as_dict()})
-            self._retire(s, w)
-        elif w.then == "restart":
-            w.then, w.done, w.failures, w.start_at = None, False, 0, now
-            w.restarts += 1
-            w.last_exit = f"restarted on request ({exit_text})"
-            log.info("%s stopped for a restart (%s); restart %d", who, exit_text, w.restarts,
-                     extra={**extra, "event": "restart", "restarts": w.restarts})
-        elif (rec.pid == pid and rec.state == State.TERMINATED
-              and rec.reason_code in (ReasonCode.GAVE_UP, ReasonCode.DELETE_AFTER,
-                                      ReasonCode.UNDELIVERABLE)):
-            w.done, w.start_at, w.last_exit = True, None, exit_text
-            log.warning("%s terminated by design: %s; not restarted", who, rec.reason,
-                        extra={**extra, "event": "terminated", "reason": rec.reason})
-        else:
-            code = ReasonCode.HUNG if exit_text.startswith("killed by pumpd") else ReasonCode.CRASHED
-            self._crashed(s, w, exit_text, code, now)
-
-    def _crashed(self, s: Shovel, w: Position, what: str, code: ReasonCode, now: float) -> None:
-        schedule_restart(self.pool, self._rng, s, w, what, code, now)
 
     def _check_standstill(self, now: float) -> None:
         """Whether the coordinator stood still since its last pass; if it did, say so once:
@@ -337,42 +276,17 @@ class Coordinator:
                     extra={"event": "stood_still"})
 
     def _murder(self, now: float) -> None:
-        silent_for = self._standstill.silent_for
-        for s, w in self._all_workers():
-            if w.runner is None or w.runner.kill_reason is not None:
-                continue
-            reason = None
-            if w.stop_sent_at is not None:
-                limit = self.opts.drain_timeout + DRAIN_GRACE
-                if silent_for(w.stop_sent_at, now) > limit:
-                    reason = f"still draining after {limit:g}s"
-            elif w.record.pid != w.pid:
-                if silent_for(w.spawned_at, now) > STARTUP_TIMEOUT:
-                    reason = f"no report within {STARTUP_TIMEOUT:g}s of starting"
-            elif silent_for(w.record.heartbeat, now) > self.opts.heartbeat_timeout:
-                reason = f"no heartbeat for {now - w.record.heartbeat:.1f}s"
-            if reason is not None:
-                self._workers.murder(s, w, reason)
+        self._supervision.murder(self.shovels.values(), now)
 
     def stop_worker(self, s: Shovel, w: Position, then: Literal["restart", "retire"],
                     now: float) -> None:
         """Ask a worker to drain and exit; ``then`` says what follows its exit."""
-        w.then = then
-        if w.process is None:
-            w.start_at = None
-            if then == "retire":
-                self._retire(s, w)
-            else:
-                w.then, w.done, w.failures, w.start_at = None, False, 0, now
-            return
-        if w.stop_sent_at is None:
-            w.stop_sent_at = now
-            self._workers.stop(w)
+        self._supervision.stop(s, w, then, now)
 
-    def _retire(self, s: Shovel, w: Position) -> None:
-        if w in s.workers:
-            s.workers.remove(w)
-            self.pool.free(w.slot)
+    def restart_worker(self, s: Shovel, w: Position, now: float) -> None:
+        """A restart asked for (``POST .../restart``): drain, then start again; a position
+        terminated by design makes a new attempt."""
+        self._supervision.restart(s, w, now)
 
     def process_count(self) -> tuple[int, int]:
         """Live worker positions, and the worker processes running them."""
@@ -400,7 +314,7 @@ class Coordinator:
         s = Shovel(name, definition)
         self.shovels[name] = s
         for i in range(n):
-            s.workers.append(Position(i, slots.pop(), start_at=now))
+            s.workers.append(lifecycle.new_position(i, slots.pop(), now))
         return s
 
     def replace(self, s: Shovel, definition: ShovelDefinition, now: float,
@@ -418,12 +332,11 @@ class Coordinator:
         s.definition, s.removing = definition, False
         for w in list(s.workers):
             if w.index < n:
-                w.done, w.failures = False, 0
                 self.stop_worker(s, w, "restart", now)
             else:
                 self.stop_worker(s, w, "retire", now)
         for i in missing:
-            s.workers.append(Position(i, slots.pop(), start_at=now))
+            s.workers.append(lifecycle.new_position(i, slots.pop(), now))
         s.workers.sort(key=lambda w: w.index)
 
     def remove(self, s: Shovel, now: float) -> None:

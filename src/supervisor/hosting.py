@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
 
+from . import lifecycle
 from .positions import Position, Shovel, WorkerProcess, describe_exit
 from .slots import SlotPool, SlotRecord
 from .worker import HEARTBEAT_INTERVAL, PositionSpec, ProcessSpec
@@ -37,6 +38,7 @@ from .worker import main as worker_main
 log = logging.getLogger("pumpd.coordinator")
 
 Placed = tuple[Shovel, Position]
+Started = tuple[Shovel, Position, "WorkerProcess"]
 STALE = 3 * HEARTBEAT_INTERVAL  # a process silent this long gets no new position
 # A control message waits at most this long for room in a process's pipe. A live process reads
 # its pipe at once and the pipe holds hundreds of kilobytes, so a full one means a stuck event
@@ -82,11 +84,10 @@ class WorkerProcesses:
         return 1 if s.definition.cfg.own_process else self.shovels_per_process
 
     def place(self, due: list[Placed], spec: Callable[[Shovel, Position], PositionSpec],
-              now: float) -> tuple[list[Placed], list[tuple[Placed, str]]]:
-        """Start ``due`` positions in worker processes; returns those started and those that
-        could not be (with why). A started position's ``runner``, ``process`` and ``pid`` are
-        set."""
-        started: list[Placed] = []
+              now: float) -> tuple[list[Started], list[tuple[Placed, str]]]:
+        """Start ``due`` positions in worker processes; returns those started, each with its
+        process, and those that could not be (with why)."""
+        started: list[Started] = []
         failed: list[tuple[Placed, str]] = []
         groups: list[tuple[int, list[Placed]]] = []
         for s, w in due:
@@ -94,7 +95,7 @@ class WorkerProcesses:
             proc = next((p for p in self.processes if p.capacity == k
                          and p.takes(now, STALE) and not p.hosts_shovel(s.name)), None)
             if proc is not None and self._start_in(proc, s, w, spec(s, w), now):
-                started.append((s, w))
+                started.append((s, w, proc))
                 continue
             group = next((g for gk, g in groups if gk == k and len(g) < k
                           and all(gs.name != s.name for gs, _gw in g)), None)
@@ -103,11 +104,11 @@ class WorkerProcesses:
             else:
                 group.append((s, w))
         for k, group in groups:
-            error = self._spawn(k, group, spec, now)
-            if error is None:
-                started.extend(group)
+            spawned = self._spawn(k, group, spec, now)
+            if isinstance(spawned, WorkerProcess):
+                started.extend((s, w, spawned) for s, w in group)
             else:
-                failed.extend((p, error) for p in group)
+                failed.extend((p, spawned) for p in group)
         return started, failed
 
     def _fresh_slot(self, w: Position, now: float) -> None:
@@ -130,11 +131,17 @@ class WorkerProcesses:
     @staticmethod
     def _adopt(proc: WorkerProcess, s: Shovel, w: Position) -> None:
         proc.positions[w.slot] = (s, w)
-        w.runner, w.process, w.pid = proc, proc.process, proc.pid
+
+    @staticmethod
+    def vacate(w: Position) -> None:
+        """``w``'s process runs it no more: its end was reaped."""
+        if w.runner is not None:
+            w.runner.positions.pop(w.slot, None)
 
     def _spawn(self, capacity: int, group: list[Placed],
-               spec: Callable[[Shovel, Position], PositionSpec], now: float) -> str | None:
-        """A new worker process of ``capacity`` for ``group``; None, or why it did not start."""
+               spec: Callable[[Shovel, Position], PositionSpec],
+               now: float) -> WorkerProcess | str:
+        """A new worker process of ``capacity`` for ``group``, or why it did not start."""
         for _s, w in group:
             self._fresh_slot(w, now)
         ours, theirs = self._ctx.Pipe()
@@ -160,7 +167,7 @@ class WorkerProcesses:
         for s, w in group:
             self._adopt(proc, s, w)
         self._log_spawn(proc, group)
-        return None
+        return proc
 
     @staticmethod
     def _log_spawn(proc: WorkerProcess, group: list[Placed]) -> None:
@@ -190,7 +197,7 @@ class WorkerProcesses:
                 if msg[0] == "ended":
                     entry = proc.positions.get(msg[1])
                     if entry is not None:
-                        entry[1].ended = (msg[2], msg[3])
+                        lifecycle.noted_end(entry[1], msg[2], msg[3])
         except (EOFError, OSError):
             self._gone(proc)
         self._wake()

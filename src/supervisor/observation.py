@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 
 from ..engine.status import State
+from . import lifecycle
 from .positions import Position, Shovel
 from .report import SAMPLE_EVERY
 from .slots import SlotPool, SlotUnreadable
@@ -21,8 +22,7 @@ def read_slot(pool: SlotPool, w: Position) -> None:
         seq = pool.seq(w.slot)
         if seq == w.seen_seq:
             return  # not written since the last read: idle shovels cost no unpacking
-        w.record = pool.read(w.slot)
-        w.seen_seq = seq
+        lifecycle.observed(w, pool.read(w.slot), seq)
     except SlotUnreadable:
         pass  # keep the last good copy; a dead writer's slot is rewritten at its restart
 
@@ -33,8 +33,7 @@ def observe(pool: SlotPool, shovels: Iterable[Shovel], now: float) -> None:
         for w in s.workers:
             read_slot(pool, w)
             if now - w.sampled_at >= SAMPLE_EVERY:
-                w.sampled_at = now
-                w.meter.sample(w.counters(), now)
+                lifecycle.sampled(w, now)
         state, reason = aggregate(s)
         if (state, reason) != (s.state, s.reason):
             s.since = max((w.record.since for w in s.workers if w.record.state == state),

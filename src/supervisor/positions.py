@@ -11,6 +11,7 @@ positions that process runs.
 
 from __future__ import annotations
 
+import enum
 import signal
 import time
 from collections.abc import Mapping
@@ -59,12 +60,27 @@ class WorkerProcess:
 _NOTHING_CARRIED = Counters()
 
 
+class Phase(enum.Enum):
+    """Where a position is in its life (:mod:`pumpd.supervisor.lifecycle`: the moves)."""
+
+    DUE = "due"  # waits for start_at: its first start, or a restart asked for
+    BACKING_OFF = "backing off"  # crashed or not spawned: waits for start_at, a backoff
+    RUNNING = "running"  # a worker process runs it (starting until its first report)
+    DRAINING = "draining"  # told to stop; ``then`` says what follows
+    TERMINATED = "terminated"  # by design: not started again until restarted or redefined
+    RETIRED = "retired"  # gone from its shovel, its slot freed
+
+
 @dataclass(eq=False)
 class Position:
-    """One worker position of a shovel: successive processes, one slot."""
+    """One worker position of a shovel: successive processes, one slot.
+
+    Its fields are written only by :mod:`pumpd.supervisor.lifecycle` (its phases and their
+    moves); everything else reads them."""
 
     index: int
     slot: SlotRef
+    phase: Phase = Phase.DUE
     process: BaseProcess | None = None
     pid: int = 0
     runner: WorkerProcess | None = None  # the worker process running this position, if any
@@ -73,7 +89,6 @@ class Position:
     spawned_at: float = 0.0
     stop_sent_at: float | None = None
     then: Literal["restart", "retire"] | None = None  # what follows the requested stop
-    done: bool = False  # terminated by design: not started again until restarted or changed
     restarts: int = 0
     failures: int = 0  # consecutive crashes, for the backoff
     last_exit: str | None = None
@@ -82,6 +97,11 @@ class Position:
     sampled_at: float = 0.0
     record: SlotRecord = field(default_factory=SlotRecord)  # the last consistent slot read
     seen_seq: int = -1  # the slot's sequence number when ``record`` was read
+
+    @property
+    def done(self) -> bool:
+        """Terminated by design: not started again until restarted or redefined."""
+        return self.phase is Phase.TERMINATED
 
     def live_record(self) -> bool:
         """Whether the slot holds the running process's own report."""
