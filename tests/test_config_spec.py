@@ -464,7 +464,16 @@ def test_the_reference_page_has_every_clause_with_its_doc_default_and_names() ->
             if clause.legacy:
                 assert f"`{clause.legacy}`" in section
     assert "- Default: `1000`" in page
-    assert "- Bound: 0 to 65535; messages" in page
+    assert "- Default: `5`" in page  # reconnect_delay, as a user writes it
+    assert "- Bound: 0 to 65535 messages" in page
+
+
+def test_the_command_lines_options_name_their_clauses() -> None:
+    assert spec.cli_clause("--workers") is spec.SHOVEL["workers"]
+    assert spec.cli_clause("--shovels-per-process") is spec.FILE["shovels_per_process"]
+    assert spec.cli_clause("--cluster") is spec.CLUSTER["name"]
+    with pytest.raises(KeyError):
+        spec.cli_clause("--http")
 
 
 def test_the_reference_pages_links_reach_a_heading() -> None:

@@ -47,7 +47,7 @@ from .vocabulary import (
 
 __all__ = ["CLUSTER", "DYNAMIC", "ENDPOINT", "FILE", "GROUPS", "INTERNAL_OWNER", "PUBLISH_FIELDS",
            "REQUIRED", "SHOVEL", "TYPES", "UNDECLARED", "UNDELIVERABLE", "Clause", "Group",
-           "NoDefault", "json_schema", "reference_markdown"]
+           "NoDefault", "cli_clause", "json_schema", "reference_markdown"]
 
 SINCE = "0.1.0"
 
@@ -207,7 +207,7 @@ FILE = Group("file", "The file", (
     Clause("shovels_per_process", "integer", "How many shovels' workers one worker process "
            "runs on its event loop.",
            NoDefault("the command line's --shovels-per-process, else 1"), 1,
-           MAX_SHOVELS_PER_PROCESS, cli="--shovels-per-process"),
+           MAX_SHOVELS_PER_PROCESS, unit="shovels", cli="--shovels-per-process"),
     Clause("cluster", "object", "The group of daemons this one belongs to (a group of "
            "daemons, not a RabbitMQ cluster).", NoDefault("not in a group"), group="cluster"),
     Clause("paused", "names", "The shovels paused at run time: written by the daemon into its "
@@ -245,8 +245,9 @@ SHOVEL = Group("shovel", "A shovel", (
     Clause("prefetch_count", "integer", "The source channel's basic.qos prefetch count; 0 "
            "means unlimited.", 1000, 0, MAX_PREFETCH, unit="messages",
            dynamic="src-prefetch-count", legacy="prefetch-count"),
-    Clause("ack_mode", "enum", "When the source is told a message is done with: after the "
-           "destination confirms it, once it is published, or at delivery.", "on_confirm",
+    Clause("ack_mode", "enum", "When the source is told a message is done with: at delivery "
+           "(no_ack), once it is published (on_publish), or once the destination confirms it "
+           "(on_confirm).", "on_confirm",
            enum=("no_ack", "on_publish", "on_confirm"), dynamic="ack-mode",
            dynamic_enum=("on-confirm", "on-publish", "no-ack")),
     Clause("publish_properties", "properties", "Basic properties set on every message "
@@ -396,6 +397,18 @@ def dynamic_names() -> tuple[str, ...]:
             + tuple(c.legacy for c in SHOVEL if c.legacy))
 
 
+def cli_clause(option: str) -> Clause:
+    """The clause a daemon's command-line option gives (``--workers``, ``--cluster``, ...).
+
+    :raises KeyError: when no clause has that option
+    """
+    for group in GROUPS:
+        for clause in group:
+            if clause.cli == option:
+                return clause
+    raise KeyError(option)
+
+
 # --- the reference page ------------------------------------------------------------------------
 
 
@@ -408,7 +421,10 @@ def _json(value: object) -> str:
 def _default_text(clause: Clause) -> str:
     if isinstance(clause.default, NoDefault):
         return "required" if clause.required else f"none: {clause.default.meaning}"
-    return f"`{_json(clause.default)}`"
+    value = clause.default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # as a user writes it: 5, not 5.0
+    return f"`{_json(value)}`"
 
 
 def _number(value: int | float) -> str:
@@ -422,14 +438,13 @@ def _bound_text(clause: Clause) -> str:
     if clause.dynamic_enum:
         parts.append("dynamic form: " + ", ".join(f"`{_json(v)}`" for v in clause.dynamic_enum))
     low, high = clause.minimum, clause.maximum
+    unit = f" {clause.unit}" if clause.unit else ""
     if low is not None and high is not None:
-        parts.append(f"{_number(low)} to {_number(high)}")
+        parts.append(f"{_number(low)} to {_number(high)}{unit}")
     elif high is not None:
-        parts.append(f"at most {_number(high)}")
+        parts.append(f"at most {_number(high)}{unit}")
     elif low is not None:
-        parts.append(f"at least {_number(low)}")
-    if clause.unit:
-        parts.append(clause.unit)
+        parts.append(f"at least {_number(low)}{unit}")
     if clause.pattern:
         parts.append(f"matches `{clause.pattern}`")
     return "; ".join(parts) or "—"
@@ -478,8 +493,8 @@ def _anchor(title: str) -> str:
     """The anchor a Markdown renderer (Python-Markdown's toc, GitHub) gives a heading."""
     import re
 
-    text = re.sub(r"[^\w\- ]", "", title.lower())
-    return re.sub(r"[ ]+", "-", text.strip())
+    text = re.sub(r"[^\w\s-]", "", title).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
 
 
 # --- the JSON Schema ---------------------------------------------------------------------------
