@@ -297,24 +297,26 @@ def test_the_plugins_vocabulary_is_in_the_spec() -> None:
 # --- the example configs of the repository -------------------------------------------------------
 
 
-def readme_examples() -> list[tuple[str, Any]]:
-    """The README's JSON blocks that are configuration files (``{...}`` stands for shovels)."""
-    text = (ROOT / "README.md").read_text()
+def documented_examples() -> list[tuple[str, Any]]:
+    """The JSON blocks of the README and the docs that are configuration files (``{...}``
+    stands for the shovels)."""
     out = []
-    for i, block in enumerate(re.findall(r"```json\n(.*?)```", text, re.S)):
-        block = block.replace('"shovels": {...}', '"shovels": {}')
-        try:
-            doc = json.loads(block)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(doc, dict) and "shovels" in doc:
-            out.append((f"README.md[{i}]", doc))
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]:
+        text = path.read_text()
+        for i, block in enumerate(re.findall(r"```json\n(.*?)```", text, re.S)):
+            block = block.replace('"shovels": {...}', '"shovels": {}')
+            try:
+                doc = json.loads(block)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(doc, dict) and "shovels" in doc:
+                out.append((f"{path.relative_to(ROOT)}[{i}]", doc))
     return out
 
 
 def example_configs() -> list[tuple[str, Any]]:
     examples = [("contrib/pumpd.json", json.loads((ROOT / "contrib/pumpd.json").read_text()))]
-    examples += readme_examples()
+    examples += documented_examples()
     for name in ("seed_example.config", "advanced.config"):
         examples.append((f"tests/data/{name}", import_erlang_config(
             (DATA / name).read_text(), source=name)))
@@ -325,7 +327,7 @@ def example_configs() -> list[tuple[str, Any]]:
 
 def test_the_examples_are_found() -> None:
     names = [name for name, _ in example_configs()]
-    assert len([n for n in names if n.startswith("README")]) >= 4, names
+    assert len([n for n in names if n.endswith("]")]) >= 4, names
 
 
 def keys_of(doc: dict[str, Any]) -> set[tuple[str, str]]:
@@ -471,6 +473,7 @@ def test_the_reference_page_has_every_clause_with_its_doc_default_and_names() ->
 def test_the_command_lines_options_name_their_clauses() -> None:
     assert spec.cli_clause("--workers") is spec.SHOVEL["workers"]
     assert spec.cli_clause("--shovels-per-process") is spec.FILE["shovels_per_process"]
+    assert spec.cli_clause("--group") is spec.CLUSTER["name"]
     assert spec.cli_clause("--cluster") is spec.CLUSTER["name"]
     with pytest.raises(KeyError):
         spec.cli_clause("--http")

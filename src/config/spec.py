@@ -93,7 +93,8 @@ class Clause:
     ``minimum`` / ``maximum`` bound a number, or the length of a string in ``unit``;
     ``dynamic`` is the clause's name in a dynamic shovel (the same name for pumpd's own clauses
     that both forms share), ``legacy`` its pre-3.7 dynamic name, ``dynamic_enum`` its values as
-    the dynamic form spells them; ``cli`` the daemon's option that gives it on the command line;
+    the dynamic form spells them; ``cli`` the daemon's options that give it on the command line (the first is its name, the
+    others aliases);
     ``group`` the clauses of an ``object`` (or of an ``undeliverable`` object).
     """
 
@@ -110,7 +111,7 @@ class Clause:
     legacy: str | None = None
     dynamic_enum: tuple[str, ...] = ()
     empty_list: bool = False  # [] reads as "none" (how a definitions export writes {})
-    cli: str | None = None
+    cli: tuple[str, ...] = ()
     group: str | None = None
     since: str = SINCE
 
@@ -207,7 +208,7 @@ FILE = Group("file", "The file", (
     Clause("shovels_per_process", "integer", "How many shovels' workers one worker process "
            "runs on its event loop.",
            NoDefault("the command line's --shovels-per-process, else 1"), 1,
-           MAX_SHOVELS_PER_PROCESS, unit="shovels", cli="--shovels-per-process"),
+           MAX_SHOVELS_PER_PROCESS, unit="shovels", cli=("--shovels-per-process",)),
     Clause("cluster", "object", "The group of daemons this one belongs to (a group of "
            "daemons, not a RabbitMQ cluster).", NoDefault("not in a group"), group="cluster"),
     Clause("paused", "names", "The shovels paused at run time: written by the daemon into its "
@@ -219,7 +220,7 @@ CLUSTER = Group("cluster", 'The "cluster" clause: a group of daemons', (
     "worker position in one member at a time."), (
     Clause("name", "string", "The group's name, the same on every member.", REQUIRED,
            1, MAX_CLUSTER_NAME, unit="characters", pattern=rf"^[A-Za-z0-9_-]{{1,{MAX_CLUSTER_NAME}}}$",
-           cli="--cluster"),
+           cli=("--group", "--cluster")),
     Clause("coordination_uri", "uri", "The broker where the members find each other and spread "
            "the positions between them.", NoDefault("no spread: each position's lease decides"),
            maximum=MAX_URI, unit="characters"),
@@ -277,7 +278,7 @@ SHOVEL = Group("shovel", "A shovel", (
            "choose one.", "", 0, MAX_SHORTSTR, unit=_BYTES, dynamic="src-consumer-name"),
     Clause("workers", "integer", "Worker positions of this shovel, competing consumers on its "
            "source queue (a process each, by default).", 1, 1, MAX_WORKERS, unit="positions",
-           dynamic="workers", cli="--workers"),
+           dynamic="workers", cli=("--workers",)),
     Clause("source_read_hold_ms", "integer", "After a short read from the source, wait this "
            "long before reading again; 0 reads at once.", 1, 0, MAX_READ_HOLD_MS,
            unit="milliseconds", dynamic="source_read_hold_ms"),
@@ -398,13 +399,13 @@ def dynamic_names() -> tuple[str, ...]:
 
 
 def cli_clause(option: str) -> Clause:
-    """The clause a daemon's command-line option gives (``--workers``, ``--cluster``, ...).
+    """The clause a daemon's command-line option gives (``--workers``, ``--group``, ...).
 
     :raises KeyError: when no clause has that option
     """
     for group in GROUPS:
         for clause in group:
-            if clause.cli == option:
+            if option in clause.cli:
                 return clause
     raise KeyError(option)
 
@@ -459,7 +460,9 @@ def _names_text(clause: Clause) -> str:
     if clause.legacy:
         names.append(f"legacy dynamic name: `{clause.legacy}`")
     if clause.cli:
-        names.append(f"command line: `{clause.cli}`")
+        first, *aliases = clause.cli
+        also = "".join(f" (alias `{a}`)" for a in aliases)
+        names.append(f"command line: `{first}`{also}")
     return "; ".join(names)
 
 
