@@ -1,4 +1,4 @@
-"""The clauses of a shovel, each read and checked, and a shovel in the seed's clauses.
+"""The clauses of a shovel, each read and checked, and a shovel in the static form's clauses.
 
 The dynamic form (:mod:`.dynamic`) reads the same values under RabbitMQ's flat names with the
 same checks.
@@ -346,7 +346,7 @@ def read_common_clauses(ctx: Context, obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
-    """A shovel in the seed's clauses.
+    """A shovel in the static form's clauses (the plugin's static shovels, and pumpd's own).
 
     :raises ConfigError: on the first bad clause.
     """

@@ -1,7 +1,7 @@
 """A shovel in the flat names of a RabbitMQ dynamic shovel (``src-uri``, ``dest-exchange``, ...).
 
 AMQP 0-9-1 only, normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does; the
-values are checked as the seed's clauses are (:mod:`.clauses`).
+values are checked as the static form's clauses are (:mod:`.clauses`).
 """
 
 from __future__ import annotations

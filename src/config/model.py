@@ -1,6 +1,6 @@
 """The validated, normalised shape of a shovel definition.
 
-Both configuration forms (the seed's clauses and RabbitMQ's dynamic-shovel names) end up here;
+Both configuration forms (the static form's clauses and RabbitMQ's dynamic-shovel names) end up here;
 nothing downstream of :mod:`pumpd.config.parse` ever sees raw JSON.
 """
 
@@ -26,7 +26,7 @@ DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 
 
 class AckMode(str, enum.Enum):
-    """When the source is told a message is done with (seed: ``ack_mode``)."""
+    """When the source is told a message is done with (the clause ``ack_mode``)."""
 
     NO_ACK = "no_ack"
     ON_PUBLISH = "on_publish"
@@ -220,7 +220,7 @@ _DEFAULT_DELETE_AFTER = DeleteAfter(SHOVEL["delete_after"].str_default())
 
 @dataclass(frozen=True)
 class ShovelConfig:
-    """One shovel, every clause of the seed plus the dynamic-shovel extras."""
+    """One shovel, every clause of the static form plus the dynamic-shovel extras."""
 
     name: str
     source: Endpoint
