@@ -393,6 +393,17 @@ def test_the_schema_accepts_every_sample(validator: jsonschema.protocols.Validat
     validator.validate(doc)
 
 
+@pytest.mark.parametrize("item", [i for i in clauses() if i[1].has_value_default], ids=ids)
+def test_the_schema_accepts_every_default(validator: jsonschema.protocols.Validator,
+                                          item: tuple[str, spec.Clause]) -> None:
+    group, clause = item
+    doc = document(group, clause.name, clause.default, SAMPLES[(group, clause.name)][1])
+    validator.validate(doc)
+    if clause.dynamic:
+        default = clause.dynamic_default() if clause.dynamic_enum else clause.default
+        validator.validate(document("dynamic", clause.dynamic, default, {}))
+
+
 BAD: list[tuple[str, dict[str, Any]]] = [
     ("unknown clause", {"shovels": {"o": {**STATIC, "prefetch": 1}}}),
     ("unknown top-level key", {"shovels": {}, "shovel": {}}),
