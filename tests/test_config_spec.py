@@ -495,3 +495,12 @@ def test_the_reference_pages_links_reach_a_heading() -> None:
     anchors = {spec._anchor(title) for title in re.findall(r"^## (.*)$", page, re.M)}
     for target in re.findall(r"\]\(#([^)]*)\)", page):
         assert target in anchors
+
+
+def test_no_two_shovels_share_a_default_container() -> None:
+    config = parse_config({"shovels": {"a": STATIC, "b": STATIC, "c": DYNAMIC}})
+    a, b, c = (config.shovels[n] for n in "abc")
+    assert a.consumer_arguments == b.consumer_arguments == {}
+    assert a.consumer_arguments is not b.consumer_arguments
+    assert b.consumer_arguments is not c.consumer_arguments
+    assert spec.SHOVEL["consumer_args"].default == {}

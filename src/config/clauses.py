@@ -100,7 +100,7 @@ def read_delete_after_duration(ctx: Context, clause: str, value: object) -> floa
 def read_consumer(ctx: Context, args_clause: str, name_clause: str,
                   obj: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """basic.consume's arguments (an AMQP table; [] is the plugin's "none") and tag."""
-    raw = obj.get(args_clause, SHOVEL["consumer_args"].default)
+    raw = obj.get(args_clause, SHOVEL["consumer_args"].default_value())
     args = {} if raw == [] else table_value(ctx, args_clause, raw)
     priority = args.get("x-priority")
     if priority is not None and not is_int(priority):
@@ -111,7 +111,7 @@ def read_consumer(ctx: Context, args_clause: str, name_clause: str,
                  'must be "first", "last", "next", an offset (integer) or an interval such as '
                  f'"1h", got {show(offset)}')
     tag = shortstr_value(ctx, name_clause, obj.get(name_clause,
-                                                   SHOVEL["consumer_name"].default))
+                                                   SHOVEL["consumer_name"].default_value()))
     return args, tag
 
 
@@ -184,7 +184,7 @@ def _endpoint(ctx: Context, clause: str, value: object) -> Endpoint:
         brokers = (read_uri(ctx, f"{clause}.broker", obj["broker"]),)
     else:
         ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
-    raw_decls = obj.get("declarations", ENDPOINT["declarations"].default)
+    raw_decls = obj.get("declarations", ENDPOINT["declarations"].default_value())
     if not isinstance(raw_decls, list):
         ctx.fail(f"{clause}.declarations", f"must be a list, got {show(raw_decls)}")
     declarations = declaration_list(ctx, f"{clause}.declarations", raw_decls)
@@ -288,7 +288,7 @@ def _publish_fields(
     if "routing_key" in obj:
         routing_key = shortstr_value(ctx, f"{clause}.routing_key", obj["routing_key"])
     mandatory = bool_value(ctx, f"{clause}.mandatory",
-                           obj.get("mandatory", PUBLISH_FIELDS["mandatory"].default))
+                           obj.get("mandatory", PUBLISH_FIELDS["mandatory"].default_value()))
     return exchange, routing_key, mandatory
 
 
@@ -317,12 +317,12 @@ def _undeliverable(ctx: Context, value: object) -> UndeliverablePolicy:
     obj = object_value(ctx, clause, value)
     check_keys(ctx, f"{clause}.", obj, UNDELIVERABLE.names())
     policy = enum_value(ctx, f"{clause}.policy",
-                        obj.get("policy", UNDELIVERABLE["policy"].default), _POLICIES)
+                        obj.get("policy", UNDELIVERABLE["policy"].default_value()), _POLICIES)
     unroutable = enum_value(ctx, f"{clause}.unroutable",
-                            obj.get("unroutable", UNDELIVERABLE["unroutable"].default),
+                            obj.get("unroutable", UNDELIVERABLE["unroutable"].default_value()),
                             _UNROUTABLE_POLICIES)
     park_queue = shortstr_value(ctx, f"{clause}.park_queue",
-                                obj.get("park_queue", UNDELIVERABLE["park_queue"].default))
+                                obj.get("park_queue", UNDELIVERABLE["park_queue"].default_value()))
     if not park_queue:
         ctx.fail(f"{clause}.park_queue", "must name a queue (the server-named \"\" cannot be "
                                          "found again)")
@@ -332,16 +332,16 @@ def _undeliverable(ctx: Context, value: object) -> UndeliverablePolicy:
 def read_common_clauses(ctx: Context, obj: Mapping[str, Any]) -> dict[str, Any]:
     """pumpd's own clauses, named alike in both forms, as :class:`ShovelConfig` fields."""
     return {
-        "workers": int_value(ctx, "workers", obj.get("workers", SHOVEL["workers"].default),
+        "workers": int_value(ctx, "workers", obj.get("workers", SHOVEL["workers"].default_value()),
                              *SHOVEL["workers"].int_bounds()),
         "source_read_hold_ms": int_value(ctx, "source_read_hold_ms",
                                          obj.get("source_read_hold_ms",
-                                                 SHOVEL["source_read_hold_ms"].default),
+                                                 SHOVEL["source_read_hold_ms"].default_value()),
                                          *SHOVEL["source_read_hold_ms"].int_bounds()),
         "own_process": bool_value(ctx, "own_process",
-                                  obj.get("own_process", SHOVEL["own_process"].default)),
+                                  obj.get("own_process", SHOVEL["own_process"].default_value())),
         "undeliverable": _undeliverable(ctx, obj.get("undeliverable",
-                                                     SHOVEL["undeliverable"].default)),
+                                                     SHOVEL["undeliverable"].default_value())),
     }
 
 
@@ -358,7 +358,7 @@ def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     destination = _endpoint(ctx, "destinations", obj["destinations"])
     queue = shortstr_value(ctx, "queue", obj["queue"])
     exchange, routing_key, mandatory = _publish_fields(
-        ctx, "publish_fields", obj.get("publish_fields", SHOVEL["publish_fields"].default)
+        ctx, "publish_fields", obj.get("publish_fields", SHOVEL["publish_fields"].default_value())
     )
     ack_mode = SHOVEL["ack_mode"]
     consumer_args, consumer_tag = read_consumer(ctx, "consumer_args", "consumer_name", obj)
@@ -373,7 +373,7 @@ def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
                                     ack_mode.enum)),
         publish_properties=read_publish_properties(
             ctx, "publish_properties", obj.get("publish_properties",
-                                               SHOVEL["publish_properties"].default)),
+                                               SHOVEL["publish_properties"].default_value())),
         publish_exchange=exchange,
         publish_routing_key=routing_key,
         publish_mandatory=mandatory,
@@ -382,16 +382,16 @@ def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
         stall_timeout=read_stall_timeout(ctx, "stall_timeout",
                                          obj.get("stall_timeout", DEFAULT_STALL_TIMEOUT)),
         delete_after=read_delete_after(ctx, "delete_after",
-                                       obj.get("delete_after", SHOVEL["delete_after"].default)),
+                                       obj.get("delete_after", SHOVEL["delete_after"].default_value())),
         delete_after_duration=read_delete_after_duration(ctx, "delete_after_duration",
                                                          obj.get("delete_after_duration")),
         consumer_arguments=consumer_args,
         consumer_tag=consumer_tag,
         add_forward_headers=bool_value(ctx, "add_forward_headers",
                                        obj.get("add_forward_headers",
-                                               SHOVEL["add_forward_headers"].default)),
+                                               SHOVEL["add_forward_headers"].default_value())),
         add_timestamp_header=bool_value(ctx, "add_timestamp_header",
                                         obj.get("add_timestamp_header",
-                                                SHOVEL["add_timestamp_header"].default)),
+                                                SHOVEL["add_timestamp_header"].default_value())),
         **read_common_clauses(ctx, obj),
     )

@@ -49,8 +49,8 @@ def _default(key: str) -> object:
     """What leaving out ``key`` means: the spec's default of the clause the key names."""
     for clause in SHOVEL:
         if clause.dynamic == key:
-            return clause.default
-    return DYNAMIC[key].default
+            return clause.default_value()
+    return DYNAMIC[key].default_value()
 
 
 def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:

@@ -12,6 +12,7 @@ them); a clause names the one it is checked against.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -123,6 +124,11 @@ class Clause:
     def has_value_default(self) -> bool:
         """A default value the reader supplies when the clause is left out."""
         return not isinstance(self.default, NoDefault)
+
+    def default_value(self) -> object:
+        """The default as a reader hands it on: a copy, so that no two shovels share one
+        ``{}``."""
+        return copy.deepcopy(self.default)
 
     def int_default(self) -> int:
         assert isinstance(self.default, int) and not isinstance(self.default, bool), self
