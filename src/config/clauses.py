@@ -1,4 +1,4 @@
-"""The clauses of a shovel, each read and checked, and a shovel in the seed's clauses.
+"""The clauses of a shovel, each read and checked, and a shovel in the static form's clauses.
 
 The dynamic form (:mod:`.dynamic`) reads the same values under RabbitMQ's flat names with the
 same checks.
@@ -10,18 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from .json_input import INT64_BOUND
-from .limits import (
-    MAX_BROKERS,
-    MAX_DECLARATIONS,
-    MAX_DELETE_AFTER,
-    MAX_DURATION,
-    MAX_PREFETCH,
-    MAX_READ_HOLD_MS,
-    MAX_RECONNECT_DELAY,
-    MAX_STALL_TIMEOUT,
-    MAX_URI,
-    MAX_WORKERS,
-)
 from .model import (
     AckMode,
     BrokerURI,
@@ -32,6 +20,7 @@ from .model import (
     ShovelConfig,
     UndeliverablePolicy,
 )
+from .spec import ENDPOINT, PUBLISH_FIELDS, SHOVEL, UNDELIVERABLE, common_names, static_names
 from .uri import URIError, parse_uri, uri_notes
 from .values import (
     Context,
@@ -52,10 +41,7 @@ from .vocabulary import (
     BASIC_PROPERTIES,
     BIT,
     DECLARATION_METHODS,
-    PUBLISH_FIELDS,
     REQUIRED_FIELDS,
-    SEED_CLAUSES,
-    SEED_EXTRAS,
     SHORTSTR,
     USES_LAST_QUEUE,
 )
@@ -64,17 +50,15 @@ _SHORTSTR_PROPERTIES = tuple(name for name, kind in BASIC_PROPERTIES.items()
                              if kind == SHORTSTR and name != "expiration")
 
 # pumpd's own: allowed in both forms
-COMMON_CLAUSES = ("workers", "source_read_hold_ms", "undeliverable", "own_process")
-# pumpd's own, named in the seed's style (the dynamic form says "stall-timeout")
-SEED_OWN = ("stall_timeout",)
-SEED_ALL = SEED_CLAUSES + SEED_EXTRAS + COMMON_CLAUSES + SEED_OWN
+COMMON_CLAUSES = common_names()
+# Every clause of a shovel in the static form
+SEED_ALL = static_names()
 # The plugin's floor for delete_after_duration (rabbit_shovel.hrl, SOFT_..._FLOOR), in seconds.
 PLUGIN_DURATION_FLOOR = 60
 
-DEFAULT_PREFETCH = 1000
-DEFAULT_RECONNECT_DELAY = 5.0  # seed; also ?DEFAULT_RECONNECT_DELAY in rabbit_shovel.hrl
-DEFAULT_READ_HOLD_MS = 1  # the event loop's timers count whole milliseconds
-DEFAULT_STALL_TIMEOUT = 60.0  # issue 23: about a minute
+DEFAULT_PREFETCH = SHOVEL["prefetch_count"].int_default()
+DEFAULT_RECONNECT_DELAY = SHOVEL["reconnect_delay"].float_default()
+DEFAULT_STALL_TIMEOUT = SHOVEL["stall_timeout"].float_default()
 
 
 def read_reconnect_delay(ctx: Context, clause: str, value: object) -> float:
@@ -84,7 +68,7 @@ def read_reconnect_delay(ctx: Context, clause: str, value: object) -> float:
         ctx.warn(clause, f"{value:g} is read as 0, as the plugin does: the shovel stops for good "
                          "after its first failure")
         return 0.0
-    delay = seconds_value(ctx, clause, value, MAX_RECONNECT_DELAY)
+    delay = seconds_value(ctx, clause, value, SHOVEL["reconnect_delay"].high())
     if delay > 0 and not float(delay).is_integer():
         ctx.warn(clause, f"{delay:g} s: pumpd reconnects after {delay:g} s, where the plugin "
                          "never reconnects (it restarts a shovel only for a whole number of "
@@ -94,17 +78,18 @@ def read_reconnect_delay(ctx: Context, clause: str, value: object) -> float:
 
 def read_stall_timeout(ctx: Context, clause: str, value: object) -> float:
     """pumpd's own: seconds without movement before a stalled session restarts; 0 = never."""
-    return seconds_value(ctx, clause, value, MAX_STALL_TIMEOUT)
+    return seconds_value(ctx, clause, value, SHOVEL["stall_timeout"].high())
 
 
 def read_delete_after_duration(ctx: Context, clause: str, value: object) -> float | None:
     """delete_after_duration: a positive whole number of seconds, as the plugin validates it."""
     if value is None:
         return None
-    if not is_int(value) or not isinstance(value, int) or value <= 0:
+    low, high = SHOVEL["delete_after_duration"].int_bounds()
+    if not is_int(value) or not isinstance(value, int) or value < low:
         ctx.fail(clause, f"must be a positive integer (seconds), got {show(value)}")
-    if value > MAX_DURATION:
-        ctx.fail(clause, f"must be at most {MAX_DURATION} seconds, got {show(value)}")
+    if value > high:
+        ctx.fail(clause, f"must be at most {high} seconds, got {show(value)}")
     if value < PLUGIN_DURATION_FLOOR:
         ctx.warn(clause, f"{value} s: pumpd stops after {value} s; the plugin raises any value "
                          f"under {PLUGIN_DURATION_FLOOR} s to {PLUGIN_DURATION_FLOOR} s "
@@ -115,7 +100,7 @@ def read_delete_after_duration(ctx: Context, clause: str, value: object) -> floa
 def read_consumer(ctx: Context, args_clause: str, name_clause: str,
                   obj: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """basic.consume's arguments (an AMQP table; [] is the plugin's "none") and tag."""
-    raw = obj.get(args_clause, {})
+    raw = obj.get(args_clause, SHOVEL["consumer_args"].default_value())
     args = {} if raw == [] else table_value(ctx, args_clause, raw)
     priority = args.get("x-priority")
     if priority is not None and not is_int(priority):
@@ -125,7 +110,8 @@ def read_consumer(ctx: Context, args_clause: str, name_clause: str,
         ctx.fail(f"{args_clause}.x-stream-offset",
                  'must be "first", "last", "next", an offset (integer) or an interval such as '
                  f'"1h", got {show(offset)}')
-    tag = shortstr_value(ctx, name_clause, obj.get(name_clause, ""))
+    tag = shortstr_value(ctx, name_clause, obj.get(name_clause,
+                                                   SHOVEL["consumer_name"].default_value()))
     return args, tag
 
 
@@ -189,7 +175,7 @@ def _endpoint(ctx: Context, clause: str, value: object) -> Endpoint:
     :raises ConfigError: on a bad shape, an unknown key, a malformed URI or declaration.
     """
     obj = object_value(ctx, clause, value)
-    check_keys(ctx, f"{clause}.", obj, ("brokers", "broker", "declarations"), "unknown key")
+    check_keys(ctx, f"{clause}.", obj, ENDPOINT.names(), "unknown key")
     if "brokers" in obj and "broker" in obj:
         ctx.fail(clause, "give 'brokers' (a list) or 'broker' (one URI), not both")
     if "brokers" in obj:
@@ -198,7 +184,7 @@ def _endpoint(ctx: Context, clause: str, value: object) -> Endpoint:
         brokers = (read_uri(ctx, f"{clause}.broker", obj["broker"]),)
     else:
         ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
-    raw_decls = obj.get("declarations", [])
+    raw_decls = obj.get("declarations", ENDPOINT["declarations"].default_value())
     if not isinstance(raw_decls, list):
         ctx.fail(f"{clause}.declarations", f"must be a list, got {show(raw_decls)}")
     declarations = declaration_list(ctx, f"{clause}.declarations", raw_decls)
@@ -206,13 +192,14 @@ def _endpoint(ctx: Context, clause: str, value: object) -> Endpoint:
 
 
 def declaration_list(ctx: Context, clause: str, items: list[object]) -> tuple[Declaration, ...]:
-    """A ``declarations`` list: at most ``MAX_DECLARATIONS``, each checked in order (a binding
-    to queue "" needs a queue.declare before it).
+    """A ``declarations`` list: at most the spec's bound of declarations, each checked in order
+    (a binding to queue "" needs a queue.declare before it).
 
     :raises ConfigError: naming the list or the element
     """
-    if len(items) > MAX_DECLARATIONS:
-        ctx.fail(clause, f"at most {MAX_DECLARATIONS} declarations, got {len(items)}")
+    most = ENDPOINT["declarations"].int_max()
+    if len(items) > most:
+        ctx.fail(clause, f"at most {most} declarations, got {len(items)}")
     out: list[Declaration] = []
     for i, item in enumerate(items):
         declared = any(d.method == "queue.declare" for d in out)
@@ -233,8 +220,9 @@ def read_uri(ctx: Context, clause: str, value: object) -> BrokerURI:
     """One AMQP URI, parsed; what pumpd reads differently from the plugin becomes a warning."""
     if not isinstance(value, str):
         ctx.fail(clause, f"must be an AMQP URI string, got {show(value)}")
-    if len(value) > MAX_URI:
-        ctx.fail(clause, f"a URI of at most {MAX_URI} characters, got {len(value)}")
+    most = ENDPOINT["broker"].int_max()
+    if len(value) > most:
+        ctx.fail(clause, f"a URI of at most {most} characters, got {len(value)}")
     try:
         uri = parse_uri(value)
     except URIError as exc:
@@ -246,14 +234,15 @@ def read_uri(ctx: Context, clause: str, value: object) -> BrokerURI:
 
 def read_uri_list(ctx: Context, clause: str, value: object,
                   expected: str = "a non-empty list of URIs") -> tuple[BrokerURI, ...]:
-    """A non-empty list of at most ``MAX_BROKERS`` URIs, each read as :func:`read_uri` does.
+    """A non-empty list of URIs, at most the spec's bound, each read as :func:`read_uri` does.
 
     :param expected: what the clause takes, for the message when ``value`` is not such a list.
     """
     if not isinstance(value, list) or not value:
         ctx.fail(clause, f"must be {expected}, got {show(value)}")
-    if len(value) > MAX_BROKERS:
-        ctx.fail(clause, f"at most {MAX_BROKERS} URIs, got {len(value)}")
+    most = ENDPOINT["brokers"].int_max()
+    if len(value) > most:
+        ctx.fail(clause, f"at most {most} URIs, got {len(value)}")
     return tuple(read_uri(ctx, f"{clause}[{i}]", u) for i, u in enumerate(value))
 
 
@@ -292,13 +281,14 @@ def _publish_fields(
     ctx: Context, clause: str, value: object
 ) -> tuple[str | None, str | None, bool]:
     obj = object_value(ctx, clause, value)
-    check_keys(ctx, f"{clause}.", obj, tuple(PUBLISH_FIELDS), "not a publish field")
+    check_keys(ctx, f"{clause}.", obj, PUBLISH_FIELDS.names(), "not a publish field")
     exchange = routing_key = None
     if "exchange" in obj:  # "" is the default exchange
         exchange = shortstr_value(ctx, f"{clause}.exchange", obj["exchange"])
     if "routing_key" in obj:
         routing_key = shortstr_value(ctx, f"{clause}.routing_key", obj["routing_key"])
-    mandatory = bool_value(ctx, f"{clause}.mandatory", obj.get("mandatory", True))
+    mandatory = bool_value(ctx, f"{clause}.mandatory",
+                           obj.get("mandatory", PUBLISH_FIELDS["mandatory"].default_value()))
     return exchange, routing_key, mandatory
 
 
@@ -306,16 +296,17 @@ def read_delete_after(ctx: Context, clause: str, value: object) -> DeleteAfter |
     """``delete_after``: ``"never"``, ``"queue-length"`` or a number of messages."""
     if value in ("never", "queue-length"):
         return DeleteAfter(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        if value > MAX_DELETE_AFTER:
-            ctx.fail(clause, f"must be at most {MAX_DELETE_AFTER} messages, got {show(value)}")
+    low, high = SHOVEL["delete_after"].int_bounds()
+    if isinstance(value, int) and not isinstance(value, bool) and value >= low:
+        if value > high:
+            ctx.fail(clause, f"must be at most {high} messages, got {show(value)}")
         return value
     ctx.fail(clause, f'must be "never", "queue-length" or a non-negative integer, '
                      f"got {show(value)}")
 
 
-_POLICIES = (Disposition.PARK.value, Disposition.DEAD_LETTER.value, Disposition.STOP.value)
-_UNROUTABLE_POLICIES = (Disposition.DROP.value, Disposition.PARK.value, Disposition.STOP.value)
+_POLICIES = UNDELIVERABLE["policy"].enum
+_UNROUTABLE_POLICIES = UNDELIVERABLE["unroutable"].enum
 
 
 def _undeliverable(ctx: Context, value: object) -> UndeliverablePolicy:
@@ -324,13 +315,14 @@ def _undeliverable(ctx: Context, value: object) -> UndeliverablePolicy:
     if isinstance(value, str):
         value = {"policy": value}
     obj = object_value(ctx, clause, value)
-    check_keys(ctx, f"{clause}.", obj, ("policy", "park_queue", "unroutable"))
-    default = UndeliverablePolicy()
-    policy = enum_value(ctx, f"{clause}.policy", obj.get("policy", default.policy.value),
-                        _POLICIES)
+    check_keys(ctx, f"{clause}.", obj, UNDELIVERABLE.names())
+    policy = enum_value(ctx, f"{clause}.policy",
+                        obj.get("policy", UNDELIVERABLE["policy"].default_value()), _POLICIES)
     unroutable = enum_value(ctx, f"{clause}.unroutable",
-                            obj.get("unroutable", default.unroutable.value), _UNROUTABLE_POLICIES)
-    park_queue = shortstr_value(ctx, f"{clause}.park_queue", obj.get("park_queue", default.park_queue))
+                            obj.get("unroutable", UNDELIVERABLE["unroutable"].default_value()),
+                            _UNROUTABLE_POLICIES)
+    park_queue = shortstr_value(ctx, f"{clause}.park_queue",
+                                obj.get("park_queue", UNDELIVERABLE["park_queue"].default_value()))
     if not park_queue:
         ctx.fail(f"{clause}.park_queue", "must name a queue (the server-named \"\" cannot be "
                                          "found again)")
@@ -340,31 +332,35 @@ def _undeliverable(ctx: Context, value: object) -> UndeliverablePolicy:
 def read_common_clauses(ctx: Context, obj: Mapping[str, Any]) -> dict[str, Any]:
     """pumpd's own clauses, named alike in both forms, as :class:`ShovelConfig` fields."""
     return {
-        "workers": int_value(ctx, "workers", obj.get("workers", 1), 1, MAX_WORKERS),
+        "workers": int_value(ctx, "workers", obj.get("workers", SHOVEL["workers"].default_value()),
+                             *SHOVEL["workers"].int_bounds()),
         "source_read_hold_ms": int_value(ctx, "source_read_hold_ms",
-                                         obj.get("source_read_hold_ms", DEFAULT_READ_HOLD_MS), 0,
-                                         MAX_READ_HOLD_MS),
-        "own_process": bool_value(ctx, "own_process", obj.get("own_process", False)),
-        "undeliverable": _undeliverable(ctx, obj.get("undeliverable", {})),
+                                         obj.get("source_read_hold_ms",
+                                                 SHOVEL["source_read_hold_ms"].default_value()),
+                                         *SHOVEL["source_read_hold_ms"].int_bounds()),
+        "own_process": bool_value(ctx, "own_process",
+                                  obj.get("own_process", SHOVEL["own_process"].default_value())),
+        "undeliverable": _undeliverable(ctx, obj.get("undeliverable",
+                                                     SHOVEL["undeliverable"].default_value())),
     }
 
 
 def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
-    """A shovel in the seed's clauses.
+    """A shovel in the static form's clauses (the plugin's static shovels, and pumpd's own).
 
     :raises ConfigError: on the first bad clause.
     """
     check_keys(ctx, "", obj, SEED_ALL)
-    for clause in ("sources", "destinations", "queue"):
+    for clause in (c.name for c in SHOVEL if c.required):
         if clause not in obj:
             ctx.fail(clause, "missing (it is mandatory)")
     source = _endpoint(ctx, "sources", obj["sources"])
     destination = _endpoint(ctx, "destinations", obj["destinations"])
     queue = shortstr_value(ctx, "queue", obj["queue"])
     exchange, routing_key, mandatory = _publish_fields(
-        ctx, "publish_fields", obj.get("publish_fields", {})
+        ctx, "publish_fields", obj.get("publish_fields", SHOVEL["publish_fields"].default_value())
     )
-    modes = [m.value for m in AckMode]
+    ack_mode = SHOVEL["ack_mode"]
     consumer_args, consumer_tag = read_consumer(ctx, "consumer_args", "consumer_name", obj)
     return ShovelConfig(
         name=ctx.shovel or "",
@@ -372,10 +368,12 @@ def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
         destination=destination,
         queue=queue,
         prefetch_count=int_value(ctx, "prefetch_count", obj.get("prefetch_count", DEFAULT_PREFETCH),
-                                 0, MAX_PREFETCH),
-        ack_mode=AckMode(enum_value(ctx, "ack_mode", obj.get("ack_mode", "on_confirm"), modes)),
-        publish_properties=read_publish_properties(ctx, "publish_properties",
-                                                   obj.get("publish_properties", {})),
+                                 *SHOVEL["prefetch_count"].int_bounds()),
+        ack_mode=AckMode(enum_value(ctx, "ack_mode", obj.get("ack_mode", ack_mode.default),
+                                    ack_mode.enum)),
+        publish_properties=read_publish_properties(
+            ctx, "publish_properties", obj.get("publish_properties",
+                                               SHOVEL["publish_properties"].default_value())),
         publish_exchange=exchange,
         publish_routing_key=routing_key,
         publish_mandatory=mandatory,
@@ -383,14 +381,17 @@ def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
                                              obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
         stall_timeout=read_stall_timeout(ctx, "stall_timeout",
                                          obj.get("stall_timeout", DEFAULT_STALL_TIMEOUT)),
-        delete_after=read_delete_after(ctx, "delete_after", obj.get("delete_after", "never")),
+        delete_after=read_delete_after(ctx, "delete_after",
+                                       obj.get("delete_after", SHOVEL["delete_after"].default_value())),
         delete_after_duration=read_delete_after_duration(ctx, "delete_after_duration",
                                                          obj.get("delete_after_duration")),
         consumer_arguments=consumer_args,
         consumer_tag=consumer_tag,
         add_forward_headers=bool_value(ctx, "add_forward_headers",
-                                       obj.get("add_forward_headers", False)),
+                                       obj.get("add_forward_headers",
+                                               SHOVEL["add_forward_headers"].default_value())),
         add_timestamp_header=bool_value(ctx, "add_timestamp_header",
-                                        obj.get("add_timestamp_header", False)),
+                                        obj.get("add_timestamp_header",
+                                                SHOVEL["add_timestamp_header"].default_value())),
         **read_common_clauses(ctx, obj),
     )

@@ -15,19 +15,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from .clauses import read_uri
+from .limits import MAX_CLUSTER_NAME
 from .model import DEFAULT_LEASE_RETRY, BrokerURI, ClusterConfig
+from .spec import CLUSTER
 from .values import Context, check_keys, seconds_value, show
 
 __all__ = ["CLUSTER_KEYS", "DEFAULT_LEASE_RETRY", "MAX_CLUSTER_NAME", "ClusterConfig",
            "check_cluster_name", "coordination_heartbeat", "parse_cluster", "with_name"]
 
-CLUSTER_KEYS = ("name", "coordination_uri", "lease_retry", "poll_interval", "settle", "grace")
-MAX_CLUSTER_NAME = 64  # characters; the name is part of every lease queue's name
-MAX_LEASE_RETRY = 3600.0
+CLUSTER_KEYS = CLUSTER.names()
 # Letters, digits, '_' and '-': the name goes into queue names and log lines unquoted, and the
 # group's queue names (pumpd.lease.<cluster>.<shovel>.<i>, pumpd.member.<cluster>.<k>) use dots
 # as separators: a dot in the name would make two groups' names read alike.
-_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_CLUSTER_NAME}}}")
+_NAME = re.compile(CLUSTER["name"].pattern or "")
 
 
 def check_cluster_name(name: object) -> str | None:
@@ -49,25 +49,27 @@ def parse_cluster(ctx: Context, value: object) -> ClusterConfig:
         ctx.fail("cluster", f'must be an object {{"name": ...}}, got {show(value)}')
     obj: dict[str, Any] = value
     check_keys(ctx, "cluster.", obj, CLUSTER_KEYS, "unknown key")
-    if "name" not in obj:
+    if not all(c.name in obj for c in CLUSTER if c.required):
         ctx.fail("cluster", 'missing "name" (the group\'s name, the same on every member)')
     why = check_cluster_name(obj["name"])
     if why is not None:
         ctx.fail("cluster.name", why)
     uri = (read_uri(ctx, "cluster.coordination_uri", obj["coordination_uri"])
            if "coordination_uri" in obj else None)
-    retry = DEFAULT_LEASE_RETRY
-    if "lease_retry" in obj:
-        retry = seconds_value(ctx, "cluster.lease_retry", obj["lease_retry"], MAX_LEASE_RETRY)
-        if retry < 0.1:
-            ctx.fail("cluster.lease_retry", f"must be at least 0.1 seconds, got {show(retry)}")
     # the group's timing (daemon/handover.py): defaults for production, short ones for tests
-    timing = {key: seconds_value(ctx, f"cluster.{key}", obj[key], MAX_LEASE_RETRY)
-              for key in ("poll_interval", "settle", "grace") if key in obj}
-    if timing.get("poll_interval", 1.0) < 0.1:
-        ctx.fail("cluster.poll_interval", f"must be at least 0.1 seconds, got "
-                                          f"{show(timing['poll_interval'])}")
-    return ClusterConfig(name=obj["name"], coordination_uri=uri, lease_retry=retry, **timing)
+    timing = {key: _seconds(ctx, key, obj[key])
+              for key in ("lease_retry", "poll_interval", "settle", "grace") if key in obj}
+    return ClusterConfig(name=obj["name"], coordination_uri=uri, **timing)
+
+
+def _seconds(ctx: Context, key: str, value: object) -> float:
+    """A number clause of the group, within the spec's bounds."""
+    clause = CLUSTER[key]
+    seconds = seconds_value(ctx, f"cluster.{key}", value, clause.high())
+    if seconds < clause.low():
+        ctx.fail(f"cluster.{key}", f"must be at least {clause.low():g} seconds, got "
+                                   f"{show(seconds)}")
+    return seconds
 
 
 def with_name(clause: ClusterConfig | None, name: str | None) -> ClusterConfig | None:

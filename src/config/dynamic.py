@@ -1,7 +1,7 @@
 """A shovel in the flat names of a RabbitMQ dynamic shovel (``src-uri``, ``dest-exchange``, ...).
 
 AMQP 0-9-1 only, normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does; the
-values are checked as the seed's clauses are (:mod:`.clauses`).
+values are checked as the static form's clauses are (:mod:`.clauses`).
 """
 
 from __future__ import annotations
@@ -10,10 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from .clauses import (
-    COMMON_CLAUSES,
-    DEFAULT_PREFETCH,
-    DEFAULT_RECONNECT_DELAY,
-    DEFAULT_STALL_TIMEOUT,
     read_common_clauses,
     read_consumer,
     read_delete_after,
@@ -24,8 +20,8 @@ from .clauses import (
     read_uri,
     read_uri_list,
 )
-from .limits import MAX_PREFETCH
 from .model import AckMode, BrokerURI, Declaration, Endpoint, ShovelConfig, ShovelOwner
+from .spec import DYNAMIC, INTERNAL_OWNER, SHOVEL, dynamic_names
 from .values import (
     Context,
     bool_value,
@@ -38,18 +34,23 @@ from .values import (
 )
 from .vocabulary import (
     AMQP10_KEYS,
-    DYNAMIC_KEYS,
-    INTERNAL_OWNER_FIELDS,
-    INTERNAL_OWNER_KINDS,
     LEGACY_DYNAMIC_KEYS,
 )
 
 # The legacy pre-3.7 dynamic names are accepted as the plugin does, but not together with their
 # current name.
-_LEGACY_NAME = {current: legacy for legacy, current in LEGACY_DYNAMIC_KEYS.items()}
-# pumpd's own, named in the dynamic form's style (the seed's form says "stall_timeout")
-DYNAMIC_OWN = ("stall-timeout",)
-DYNAMIC_ALL = DYNAMIC_KEYS + tuple(LEGACY_DYNAMIC_KEYS) + COMMON_CLAUSES + DYNAMIC_OWN
+_LEGACY_NAME = {c.dynamic: c.legacy for c in SHOVEL if c.dynamic and c.legacy}
+# Every key of a shovel in the dynamic form
+DYNAMIC_ALL = dynamic_names()
+_INTERNAL_OWNER_FIELDS = INTERNAL_OWNER.names()
+
+
+def _default(key: str) -> object:
+    """What leaving out ``key`` means: the spec's default of the clause the key names."""
+    for clause in SHOVEL:
+        if clause.dynamic == key:
+            return clause.default_value()
+    return DYNAMIC[key].default_value()
 
 
 def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
@@ -77,8 +78,9 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
 
     queue, src_decls = _dynamic_source(ctx, obj)
     dest_decls, publish_exchange, publish_routing_key = _dynamic_destination(ctx, obj)
-    ack_mode = enum_value(ctx, "ack-mode", obj.get("ack-mode", "on-confirm"),
-                          ("on-confirm", "on-publish", "no-ack"))
+    modes = SHOVEL["ack_mode"]
+    ack_mode = enum_value(ctx, "ack-mode", obj.get("ack-mode", modes.dynamic_default()),
+                          modes.dynamic_enum)
     consumer_args, consumer_tag = read_consumer(ctx, "src-consumer-args", "src-consumer-name", obj)
     return ShovelConfig(
         name=ctx.shovel or "",
@@ -86,27 +88,32 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
         destination=Endpoint(_uri_list(ctx, "dest-uri", obj["dest-uri"]), dest_decls),
         queue=queue,
         prefetch_count=int_value(ctx, where("src-prefetch-count"),
-                                 get("src-prefetch-count", DEFAULT_PREFETCH), 0, MAX_PREFETCH),
+                                 get("src-prefetch-count", _default("src-prefetch-count")),
+                                 *SHOVEL["prefetch_count"].int_bounds()),
         ack_mode=AckMode(ack_mode.replace("-", "_")),
         publish_properties=read_publish_properties(ctx, where("dest-publish-properties"),
-                                                   get("dest-publish-properties", {})),
+                                                   get("dest-publish-properties",
+                                                       _default("dest-publish-properties"))),
         publish_exchange=publish_exchange,
         publish_routing_key=publish_routing_key,
         reconnect_delay=read_reconnect_delay(ctx, "reconnect-delay",
-                                             obj.get("reconnect-delay", DEFAULT_RECONNECT_DELAY)),
+                                             obj.get("reconnect-delay",
+                                                     _default("reconnect-delay"))),
         stall_timeout=read_stall_timeout(ctx, "stall-timeout",
-                                         obj.get("stall-timeout", DEFAULT_STALL_TIMEOUT)),
+                                         obj.get("stall-timeout", _default("stall-timeout"))),
         delete_after=read_delete_after(ctx, where("src-delete-after"),
-                                       get("src-delete-after", "never")),
+                                       get("src-delete-after", _default("src-delete-after"))),
         delete_after_duration=read_delete_after_duration(ctx, "src-delete-after-duration",
                                                          obj.get("src-delete-after-duration")),
         consumer_arguments=consumer_args,
         consumer_tag=consumer_tag,
         add_forward_headers=bool_value(ctx, where("dest-add-forward-headers"),
-                                       get("dest-add-forward-headers", False)),
+                                       get("dest-add-forward-headers",
+                                           _default("dest-add-forward-headers"))),
         add_timestamp_header=bool_value(ctx, where("dest-add-timestamp-header"),
-                                        get("dest-add-timestamp-header", False)),
-        internal=bool_value(ctx, "internal", obj.get("internal", False)),
+                                        get("dest-add-timestamp-header",
+                                            _default("dest-add-timestamp-header"))),
+        internal=bool_value(ctx, "internal", obj.get("internal", _default("internal"))),
         internal_owner=_internal_owner(ctx, obj.get("internal_owner")),
         **read_common_clauses(ctx, obj),
     )
@@ -118,13 +125,13 @@ def _internal_owner(ctx: Context, value: object) -> ShovelOwner | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        ctx.fail("internal_owner", f"must be an object with {', '.join(INTERNAL_OWNER_FIELDS)}, "
+        ctx.fail("internal_owner", f"must be an object with {', '.join(_INTERNAL_OWNER_FIELDS)}, "
                                    f"got {show(value)}")
-    check_keys(ctx, "internal_owner.", value, INTERNAL_OWNER_FIELDS, "unknown field")
-    for key in INTERNAL_OWNER_FIELDS:
+    check_keys(ctx, "internal_owner.", value, _INTERNAL_OWNER_FIELDS, "unknown field")
+    for key in _INTERNAL_OWNER_FIELDS:
         if key not in value:
             ctx.fail(f"internal_owner.{key}", "missing (it is mandatory)")
-    kind = enum_value(ctx, "internal_owner.kind", value["kind"], INTERNAL_OWNER_KINDS)
+    kind = enum_value(ctx, "internal_owner.kind", value["kind"], INTERNAL_OWNER["kind"].enum)
     return ShovelOwner(kind, shortstr_value(ctx, "internal_owner.name", value["name"]),
                        shortstr_value(ctx, "internal_owner.virtual_host", value["virtual_host"]))
 
@@ -170,7 +177,7 @@ def _warn_dynamic_ignored(ctx: Context, obj: Mapping[str, Any]) -> None:
                                       "to that queue through the default exchange")
     for side in ("src", "dest"):
         key = f"{side}-predeclared"
-        if bool_value(ctx, key, obj.get(key, False)):
+        if bool_value(ctx, key, obj.get(key, _default(key))):
             if f"{side}-queue" not in obj:
                 ctx.warn(key, f"ignored, as the plugin does: it only applies together with "
                               f"'{side}-queue'")
@@ -189,7 +196,8 @@ def _dynamic_source(ctx: Context, obj: Mapping[str, Any]) -> tuple[str, tuple[De
     exchange = shortstr_value(ctx, "src-exchange", obj["src-exchange"])
     if not exchange:
         ctx.fail("src-exchange", "must not be empty (the default exchange cannot be bound)")
-    key = shortstr_value(ctx, "src-exchange-key", obj.get("src-exchange-key", ""))
+    key = shortstr_value(ctx, "src-exchange-key",
+                         obj.get("src-exchange-key", _default("src-exchange-key")))
     # "": the server-named queue declared just before
     return "", (Declaration("queue.declare", {"exclusive": True}),
                 Declaration("queue.bind", {"queue": "", "exchange": exchange, "routing_key": key}))
@@ -215,7 +223,7 @@ def _dynamic_destination(
 
 def _ensure_queue(ctx: Context, side: str, obj: Mapping[str, Any], queue: str) -> Declaration:
     """The plugin's ensure_queue (passive, then durable if missing) or check_queue (predeclared)."""
-    if obj.get(f"{side}-predeclared", False):
+    if obj.get(f"{side}-predeclared", _default(f"{side}-predeclared")):
         return Declaration("queue.declare", {"queue": queue, "passive": True})
     fields: dict[str, Any] = {"queue": queue, "durable": True}
     if obj.get(f"{side}-queue-args") not in (None, [], {}):

@@ -24,10 +24,12 @@ MAX_STALL_TIMEOUT = 86_400  # stall_timeout, seconds (one day)
 MAX_DURATION = 315_360_000  # delete_after_duration, seconds (ten years: rabbit_misc:check_expiry)
 MAX_READ_HOLD_MS = 1000  # source_read_hold_ms
 MAX_CONNECTION_TIMEOUT_MS = 3_600_000  # a URI's connection_timeout (one hour)
+MAX_GROUP_SECONDS = 3600.0  # a group's lease_retry, poll_interval, settle and grace (one hour)
 
 # -- lengths ------------------------------------------------------------------------------------
 MAX_SHORTSTR = 255  # bytes of UTF-8: AMQP names (queue, exchange, routing key, tags, ...)
 MAX_SHOVEL_NAME = 512  # bytes of UTF-8 (room for a 255-byte queue name and a suffix)
+MAX_CLUSTER_NAME = 64  # characters: the group's name is part of every lease queue's name
 MAX_URI = 8192  # characters of one AMQP URI (TLS file paths included)
 MAX_TABLE_STRING = 65_536  # bytes of UTF-8 of one string inside a field table
 MAX_TABLE_VALUES = 1024  # values in one field table, nested tables and arrays counted

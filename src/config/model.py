@@ -1,6 +1,6 @@
 """The validated, normalised shape of a shovel definition.
 
-Both configuration forms (the seed's clauses and RabbitMQ's dynamic-shovel names) end up here;
+Both configuration forms (the static form's clauses and RabbitMQ's dynamic-shovel names) end up here;
 nothing downstream of :mod:`pumpd.config.parse` ever sees raw JSON.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .redaction import redact, register_secret
+from .spec import CLUSTER, PUBLISH_FIELDS, SHOVEL, UNDELIVERABLE
 
 
 def _reduce_through_init(obj: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -25,7 +26,7 @@ DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 
 
 class AckMode(str, enum.Enum):
-    """When the source is told a message is done with (seed: ``ack_mode``)."""
+    """When the source is told a message is done with (the clause ``ack_mode``)."""
 
     NO_ACK = "no_ack"
     ON_PUBLISH = "on_publish"
@@ -183,7 +184,10 @@ class Disposition(str, enum.Enum):
     DROP = "drop"  # unroutable messages only: confirmed by the destination and gone (the plugin)
 
 
-DEFAULT_PARK_QUEUE = "pumpd.parked"
+# The defaults the configuration's spec declares, as the model's types.
+DEFAULT_PARK_QUEUE = UNDELIVERABLE["park_queue"].str_default()
+_DEFAULT_POLICY = Disposition(UNDELIVERABLE["policy"].str_default())
+_DEFAULT_UNROUTABLE = Disposition(UNDELIVERABLE["unroutable"].str_default())
 
 
 @dataclass(frozen=True)
@@ -196,9 +200,9 @@ class UndeliverablePolicy:
     (mandatory publish).
     """
 
-    policy: Disposition = Disposition.PARK
+    policy: Disposition = _DEFAULT_POLICY
     park_queue: str = DEFAULT_PARK_QUEUE
-    unroutable: Disposition = Disposition.DROP
+    unroutable: Disposition = _DEFAULT_UNROUTABLE
 
     @property
     def parks(self) -> bool:
@@ -210,16 +214,20 @@ class DeleteAfter(str, enum.Enum):
     QUEUE_LENGTH = "queue-length"
 
 
+_DEFAULT_ACK_MODE = AckMode(SHOVEL["ack_mode"].str_default())
+_DEFAULT_DELETE_AFTER = DeleteAfter(SHOVEL["delete_after"].str_default())
+
+
 @dataclass(frozen=True)
 class ShovelConfig:
-    """One shovel, every clause of the seed plus the dynamic-shovel extras."""
+    """One shovel, every clause of the static form plus the dynamic-shovel extras."""
 
     name: str
     source: Endpoint
     destination: Endpoint
     queue: str  # "" = the queue most recently declared in the source declarations
-    prefetch_count: int = 1000  # 0 = unlimited
-    ack_mode: AckMode = AckMode.ON_CONFIRM
+    prefetch_count: int = SHOVEL["prefetch_count"].int_default()  # 0 = unlimited
+    ack_mode: AckMode = _DEFAULT_ACK_MODE
     # Basic properties set on every re-published message, by AMQP name (content_type, headers, ...).
     publish_properties: Mapping[str, Any] = field(default_factory=dict)
     # None = keep the message's original exchange / routing key.
@@ -228,24 +236,24 @@ class ShovelConfig:
     # basic.publish's mandatory flag: unroutable messages come back and are counted as returned
     # (the plugin publishes without it, and such messages are lost silently). False saves the
     # broker some work per message.
-    publish_mandatory: bool = True
-    reconnect_delay: float = 5.0  # 0 = stop for good after the first failure
-    # issue 23: restart a session that moved nothing for this many seconds while the source had
+    publish_mandatory: bool = PUBLISH_FIELDS["mandatory"].bool_default()
+    reconnect_delay: float = SHOVEL["reconnect_delay"].float_default()  # 0 = stop for good
+    # Restart a session that moved nothing for this many seconds while the source had
     # a backlog, or that got no confirm with messages outstanding (engine/stall.py); 0 = never.
-    stall_timeout: float = 60.0
+    stall_timeout: float = SHOVEL["stall_timeout"].float_default()
     # Dynamic-shovel extras.
-    delete_after: DeleteAfter | int = DeleteAfter.NEVER
-    add_forward_headers: bool = False
-    add_timestamp_header: bool = False
+    delete_after: DeleteAfter | int = _DEFAULT_DELETE_AFTER
+    add_forward_headers: bool = SHOVEL["add_forward_headers"].bool_default()
+    add_timestamp_header: bool = SHOVEL["add_timestamp_header"].bool_default()
     # Competing consumers on the source queue (the daemon's --workers / per-shovel clause).
-    workers: int = 1
+    workers: int = SHOVEL["workers"].int_default()
     # After a short read from the source, wait this long before reading it again, so that what
     # the broker sends meanwhile is handled in one go: a third to a half less of the pump's CPU
     # per message for at most this much added latency (docs/bench.md). 0 = read at once.
-    source_read_hold_ms: int = 1
+    source_read_hold_ms: int = SHOVEL["source_read_hold_ms"].int_default()
     # With the daemon's --shovels-per-process K > 1, still run this shovel's workers each in a
     # process of its own (a shovel that must not share an event loop with others).
-    own_process: bool = False
+    own_process: bool = SHOVEL["own_process"].bool_default()
     undeliverable: UndeliverablePolicy = field(default_factory=UndeliverablePolicy)
     # Stop after this many seconds of running (src-delete-after-duration, the plugin's
     # delete_after_duration); None = no time limit.
@@ -253,7 +261,7 @@ class ShovelConfig:
     # basic.consume's arguments (src-consumer-args: x-stream-offset, x-priority, ...) and tag
     # (src-consumer-name; "" lets the broker choose).
     consumer_arguments: Mapping[str, Any] = field(default_factory=dict)
-    consumer_tag: str = ""
+    consumer_tag: str = SHOVEL["consumer_name"].str_default()
     # The plugin 4.x's protected shovels ("internal": true): the HTTP API deletes or replaces
     # one only when forced, as `rabbitmqctl delete_shovel --force`; "internal_owner" names the
     # queue or exchange it belongs to (information only).
@@ -277,7 +285,7 @@ class ShovelOwner:
         return f"{self.kind} {self.name!r} in vhost {self.virtual_host!r}"
 
 
-DEFAULT_LEASE_RETRY = 2.0  # seconds between lease attempts of a position on standby
+DEFAULT_LEASE_RETRY = CLUSTER["lease_retry"].float_default()
 
 
 @dataclass(frozen=True)
@@ -297,9 +305,9 @@ class ClusterConfig:
     name: str
     coordination_uri: BrokerURI | None = None
     lease_retry: float = DEFAULT_LEASE_RETRY
-    poll_interval: float = 1.0
-    settle: float = 10.0
-    grace: float = 10.0
+    poll_interval: float = CLUSTER["poll_interval"].float_default()
+    settle: float = CLUSTER["settle"].float_default()
+    grace: float = CLUSTER["grace"].float_default()
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,11 @@
 """Reading and validating a pumpd configuration file into :class:`pumpd.config.model.PumpConfig`.
 
 The file is JSON: ``{"shovels": {"NAME": {...}, ...}}``, optionally with ``"shovels_per_process":
-K`` beside ``"shovels"`` (the daemon's packing, see README) and ``"cluster": {...}`` (a group of
-daemons, ``config/cluster.py``). Each shovel is written in one of two
-forms, never a mix of both:
-
-* the Shovel seed's clauses, one to one: ``sources``, ``destinations``, ``queue``,
-  ``prefetch_count``, ``ack_mode``, ``publish_properties``, ``publish_fields``,
-  ``reconnect_delay``; plus pumpd's own ``workers``, ``source_read_hold_ms``, ``undeliverable``,
-  ``own_process`` and ``stall_timeout`` (``stall-timeout`` in the dynamic form), and the
-  dynamic-shovel extras under seed-style names (``delete_after``, ``add_forward_headers``,
-  ``add_timestamp_header``, and the current static format's ``delete_after_duration``,
-  ``consumer_args``, ``consumer_name``);
-* the flat names of a RabbitMQ dynamic shovel (``src-uri``, ``src-queue``, ``dest-exchange``, ...,
-  AMQP 0-9-1 only), normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does.
+K`` and ``"cluster": {...}`` (a group of daemons, ``config/cluster.py``) beside ``"shovels"``.
+Each shovel is written in one of two forms, never a mix of both: the clauses of the plugin's
+static shovels (rabbit_shovel_config) with pumpd's own, or the flat names of a RabbitMQ dynamic
+shovel (AMQP 0-9-1 only), normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest``
+does. Every clause of both forms, with its default and bound, is declared in :mod:`.spec`.
 
 Validation stops at the first error (shovels in file order, a shovel's clauses in a fixed order):
 one :class:`ConfigError` naming the file, the shovel and the clause.
@@ -233,7 +225,7 @@ def parse_document(data: bytes, source: str) -> tuple[PumpConfig, dict[str, Any]
 
 
 def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
-    """The shovel in the seed form, which :func:`parse_config` reads back to an equal shovel.
+    """The shovel in the static form, which :func:`parse_config` reads back to an equal shovel.
 
     Passwords included: for the daemon's state file, never for logs.
     """

@@ -5,7 +5,7 @@ The syntax is RabbitMQ's AMQP URI specification (https://www.rabbitmq.com/uri-sp
 
     amqp[s]://[user[:password]@]host[:port][/vhost][?query]
 
-with the Shovel seed's extensions: a host-less ``amqp://`` means the local broker
+with the Shovel plugin's extensions: a host-less ``amqp://`` means the local broker
 (:attr:`BrokerURI.host` is ``None``), and a query part with ``heartbeat``, ``channel_max``,
 ``frame_max``, ``connection_timeout``, ``auth_mechanism`` and, for ``amqps``, any subset of the TLS
 parameters (amqp_uri.erl).
@@ -261,7 +261,7 @@ def _parse_tls(params: dict[str, str], uri: str) -> TLSOptions | None:
 
 
 def parse_uri(text: str) -> BrokerURI:
-    """Parse one AMQP URI (the spec, plus the seed's host-less form and query parameters).
+    """Parse one AMQP URI (the spec, plus the plugin's host-less form and query parameters).
 
     :param text: e.g. ``"amqp://fred:secret@host1.domain/my_vhost?heartbeat=5"``.
     :returns: the parsed URI; user, password, host and vhost percent-decoded.

@@ -70,11 +70,11 @@ BASIC_PROPERTIES: dict[str, str] = {
 PUBLISH_FIELDS: dict[str, str] = {"exchange": SHORTSTR, "routing_key": SHORTSTR,
                                   "mandatory": BIT}
 
-# The seed's clauses (rabbit_shovel_config), in the seed's order.
+# The clauses of the plugin's static shovels (rabbit_shovel_config), in its order.
 SEED_CLAUSES = ("sources", "destinations", "queue", "prefetch_count", "ack_mode",
                 "publish_properties", "publish_fields", "reconnect_delay")
-# Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in the seed's
-# format; the last two only in its current static format (source: [...]).
+# Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in the legacy
+# static format (sources: [...]); the last two only in its current static format (source: [...]).
 SEED_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header",
                "delete_after_duration", "consumer_args", "consumer_name")
 

@@ -1,0 +1,676 @@
+"""Every clause of the configuration file, declared once: name, type, default, bound, unit, doc.
+
+The readers (:mod:`.clauses`, :mod:`.dynamic`, :mod:`.cluster`, :mod:`.parse`) take their
+defaults, bounds and accepted names from these tables, the model's dataclasses their defaults;
+:func:`reference_markdown` writes the configuration reference page and :func:`json_schema` the
+JSON Schema of the file from them and from nothing else. A clause added to the file is added
+here first: a clause without a doc or a declared default fails the tests.
+
+The numbers of the bounds live in :mod:`.limits` (the daemon, the CLI and the importers share
+them); a clause names the one it is checked against.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .limits import (
+    MAX_BROKERS,
+    MAX_CLUSTER_NAME,
+    MAX_DECLARATIONS,
+    MAX_DELETE_AFTER,
+    MAX_DURATION,
+    MAX_GROUP_SECONDS,
+    MAX_PREFETCH,
+    MAX_READ_HOLD_MS,
+    MAX_RECONNECT_DELAY,
+    MAX_SHORTSTR,
+    MAX_SHOVEL_NAME,
+    MAX_SHOVELS,
+    MAX_SHOVELS_PER_PROCESS,
+    MAX_STALL_TIMEOUT,
+    MAX_URI,
+    MAX_WORKERS,
+)
+from .vocabulary import (
+    BASIC_PROPERTIES,
+    BIT,
+    DECLARATION_METHODS,
+    INTERNAL_OWNER_KINDS,
+    LONGLONG,
+    OCTET,
+    REQUIRED_FIELDS,
+    SHORTSTR,
+)
+
+__all__ = ["CLUSTER", "DYNAMIC", "ENDPOINT", "FILE", "GROUPS", "INTERNAL_OWNER", "PUBLISH_FIELDS",
+           "REQUIRED", "SHOVEL", "TYPES", "UNDECLARED", "UNDELIVERABLE", "Clause", "Group",
+           "NoDefault", "cli_clause", "json_schema", "reference_markdown"]
+
+SINCE = "0.1.0"
+
+
+@dataclass(frozen=True)
+class NoDefault:
+    """A clause that has no default value: the file must give it (``required``), or leaving it out
+    means what ``meaning`` says (no time limit, the message's own exchange, ...)."""
+
+    meaning: str
+    required: bool = False
+
+
+REQUIRED = NoDefault("required", required=True)
+# What a clause's default is until its author declares one: the tests refuse it.
+UNDECLARED = NoDefault("undeclared")
+
+# The types a clause may have, with how the reference page names them.
+TYPES: dict[str, str] = {
+    "integer": "integer",
+    "number": "number",
+    "boolean": "boolean",
+    "string": "string",
+    "enum": "string",
+    "uri": "AMQP URI (string)",
+    "uris": "list of AMQP URIs",
+    "uri or uris": "AMQP URI, or a list of them",
+    "declarations": "list of declarations",
+    "table": "object (an AMQP field table)",
+    "properties": "object of basic properties",
+    "object": "object",
+    "shovels": "object: shovel name → shovel",
+    "names": "list of strings",
+    "delete_after": '"never", "queue-length" or integer',
+    "undeliverable": "string (a policy) or object",
+}
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One clause: how it is written, what it holds, and what leaving it out means.
+
+    ``minimum`` / ``maximum`` bound a number, or the length of a string in ``unit``;
+    ``dynamic`` is the clause's name in a dynamic shovel (the same name for pumpd's own clauses
+    that both forms share), ``legacy`` its pre-3.7 dynamic name, ``dynamic_enum`` its values as
+    the dynamic form spells them; ``cli`` the daemon's options that give it on the command line (the first is its name, the
+    others aliases);
+    ``group`` the clauses of an ``object`` (or of an ``undeliverable`` object).
+    """
+
+    name: str
+    type: str
+    doc: str
+    default: object = UNDECLARED
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    enum: tuple[str, ...] = ()
+    unit: str = ""
+    pattern: str | None = None
+    dynamic: str | None = None
+    legacy: str | None = None
+    dynamic_enum: tuple[str, ...] = ()
+    empty_list: bool = False  # [] reads as "none" (how a definitions export writes {})
+    cli: tuple[str, ...] = ()
+    group: str | None = None
+    since: str = SINCE
+
+    @property
+    def required(self) -> bool:
+        return isinstance(self.default, NoDefault) and self.default.required
+
+    @property
+    def has_value_default(self) -> bool:
+        """A default value the reader supplies when the clause is left out."""
+        return not isinstance(self.default, NoDefault)
+
+    def default_value(self) -> object:
+        """The default as a reader hands it on: a copy, so that no two shovels share one
+        ``{}``."""
+        return copy.deepcopy(self.default)
+
+    def int_default(self) -> int:
+        assert isinstance(self.default, int) and not isinstance(self.default, bool), self
+        return self.default
+
+    def float_default(self) -> float:
+        assert isinstance(self.default, (int, float)) and not isinstance(self.default, bool), self
+        return float(self.default)
+
+    def str_default(self) -> str:
+        assert isinstance(self.default, str), self
+        return self.default
+
+    def bool_default(self) -> bool:
+        assert isinstance(self.default, bool), self
+        return self.default
+
+    def dynamic_default(self) -> str:
+        """The default of an enum clause as the dynamic form spells it: hyphens for
+        underscores."""
+        value = self.str_default().replace("_", "-")
+        assert value in self.dynamic_enum, self
+        return value
+
+    def int_bounds(self) -> tuple[int, int]:
+        """[minimum, maximum] of an integer clause."""
+        assert isinstance(self.minimum, int) and isinstance(self.maximum, int), self
+        return self.minimum, self.maximum
+
+    def int_max(self) -> int:
+        """The maximum of an integer clause, or of a list's or a string's length."""
+        assert isinstance(self.maximum, int), self
+        return self.maximum
+
+    def low(self) -> float:
+        """The minimum of a number clause."""
+        assert self.minimum is not None, self
+        return float(self.minimum)
+
+    def high(self) -> float:
+        """The maximum of a number clause (seconds, for every number clause)."""
+        assert self.maximum is not None, self
+        return float(self.maximum)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Clauses written side by side in one JSON object.
+
+    ``exactly_one`` / ``at_most_one``: sets of clauses of which the object must give exactly
+    one, or may give at most one.
+    """
+
+    key: str
+    title: str
+    doc: str
+    clauses: tuple[Clause, ...]
+    exactly_one: tuple[tuple[str, ...], ...] = ()
+    at_most_one: tuple[tuple[str, ...], ...] = ()
+
+    def __getitem__(self, name: str) -> Clause:
+        for clause in self.clauses:
+            if clause.name == name:
+                return clause
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[Clause]:
+        return iter(self.clauses)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.clauses)
+
+
+_SECONDS = "seconds"
+_BYTES = "bytes of UTF-8"
+
+FILE = Group("file", "The file", (
+    'A JSON object: "shovels", and optionally "shovels_per_process" and "cluster" beside it.'), (
+    Clause("shovels", "shovels", "The shovels this daemon runs, by name; each is written in "
+           "the static shovel's clauses or in a dynamic shovel's flat names, never a mix of "
+           "both.",
+           REQUIRED, maximum=MAX_SHOVELS, unit="shovels"),
+    Clause("shovels_per_process", "integer", "How many shovels' workers one worker process "
+           "runs on its event loop.",
+           NoDefault("the command line's --shovels-per-process, else 1"), 1,
+           MAX_SHOVELS_PER_PROCESS, unit="shovels", cli=("--shovels-per-process",)),
+    Clause("cluster", "object", "The group of daemons this one belongs to (a group of "
+           "daemons, not a RabbitMQ cluster).", NoDefault("not in a group"), group="cluster"),
+    Clause("paused", "names", "The shovels paused at run time: written by the daemon into its "
+           "state file, and ignored in a configuration file.", NoDefault("nothing paused")),
+))
+
+CLUSTER = Group("cluster", 'The "cluster" clause: a group of daemons', (
+    "Every daemon started with the same configuration and the same group name runs each "
+    "worker position in one member at a time."), (
+    Clause("name", "string", "The group's name, the same on every member.", REQUIRED,
+           1, MAX_CLUSTER_NAME, unit="characters", pattern=rf"^[A-Za-z0-9_-]{{1,{MAX_CLUSTER_NAME}}}$",
+           cli=("--group", "--cluster")),
+    Clause("coordination_uri", "uri", "The broker where the members find each other and spread "
+           "the positions between them.", NoDefault("no spread: each position's lease decides"),
+           maximum=MAX_URI, unit="characters"),
+    Clause("lease_retry", "number", "Seconds between the lease attempts of a position on "
+           "standby, jittered by 25 %.", 2.0, 0.1, MAX_GROUP_SECONDS, unit=_SECONDS),
+    Clause("poll_interval", "number", "Seconds between the group's looks at the coordination "
+           "broker.", 1.0, 0.1, MAX_GROUP_SECONDS, unit=_SECONDS),
+    Clause("settle", "number", "Seconds a newcomer stays in the view before positions move to "
+           "it.", 10.0, 0, MAX_GROUP_SECONDS, unit=_SECONDS),
+    Clause("grace", "number", "Seconds a position stays free before a member it is not meant "
+           "for takes it.", 10.0, 0, MAX_GROUP_SECONDS, unit=_SECONDS),
+))
+
+SHOVEL = Group("shovel", "A shovel", (
+    "A shovel in the clauses of the plugin's static shovels (rabbit_shovel_config), with "
+    "pumpd's own; a clause's name in the dynamic form is given beside it."), (
+    Clause("sources", "object", "Where messages come from: the source brokers and what to "
+           "declare on them.", REQUIRED, group="endpoint"),
+    Clause("destinations", "object", "Where messages go: the destination brokers and what to "
+           "declare on them.", REQUIRED, group="endpoint"),
+    Clause("queue", "string", 'The source queue to consume from; "" means the queue the '
+           "source declarations declared last.", REQUIRED, 0, MAX_SHORTSTR, unit=_BYTES),
+    Clause("prefetch_count", "integer", "The source channel's basic.qos prefetch count; 0 "
+           "means unlimited.", 1000, 0, MAX_PREFETCH, unit="messages",
+           dynamic="src-prefetch-count", legacy="prefetch-count"),
+    Clause("ack_mode", "enum", "When the source is told a message is done with: at delivery "
+           "(no_ack), once it is published (on_publish), or once the destination confirms it "
+           "(on_confirm).", "on_confirm",
+           enum=("no_ack", "on_publish", "on_confirm"), dynamic="ack-mode",
+           dynamic_enum=("on-confirm", "on-publish", "no-ack")),
+    Clause("publish_properties", "properties", "Basic properties set on every message "
+           "published, by AMQP name.", {}, dynamic="dest-publish-properties",
+           legacy="publish-properties", empty_list=True),
+    Clause("publish_fields", "object", "basic.publish's exchange, routing key and mandatory "
+           "flag for every message published.", {}, group="publish_fields"),
+    Clause("reconnect_delay", "number", "Seconds between a failure and the next connection "
+           "attempt; 0 stops the shovel for good after its first failure.", 5.0, 0,
+           MAX_RECONNECT_DELAY, unit=_SECONDS, dynamic="reconnect-delay"),
+    Clause("delete_after", "delete_after", 'When the shovel stops by itself: "never", '
+           '"queue-length" (the messages in the queue when it started) or a number of '
+           "messages.", "never", 0, MAX_DELETE_AFTER, unit="messages",
+           dynamic="src-delete-after", legacy="delete-after"),
+    Clause("add_forward_headers", "boolean", "Add the x-shovelled header, which says where a "
+           "message came from.", False, dynamic="dest-add-forward-headers",
+           legacy="add-forward-headers"),
+    Clause("add_timestamp_header", "boolean", "Add the x-shovelled-timestamp header, the time "
+           "the message was forwarded.", False, dynamic="dest-add-timestamp-header",
+           legacy="add-timestamp-header"),
+    Clause("delete_after_duration", "integer", "Stop the shovel after this many seconds of "
+           "running.", NoDefault("no time limit"), 1, MAX_DURATION, unit=_SECONDS,
+           dynamic="src-delete-after-duration"),
+    Clause("consumer_args", "table", "basic.consume's arguments (x-stream-offset, x-priority, "
+           "...).", {}, dynamic="src-consumer-args", empty_list=True),
+    Clause("consumer_name", "string", 'basic.consume\'s consumer tag; "" lets the broker '
+           "choose one.", "", 0, MAX_SHORTSTR, unit=_BYTES, dynamic="src-consumer-name"),
+    Clause("workers", "integer", "Worker positions of this shovel, competing consumers on its "
+           "source queue (a process each, by default).", 1, 1, MAX_WORKERS, unit="positions",
+           dynamic="workers", cli=("--workers",)),
+    Clause("source_read_hold_ms", "integer", "After a short read from the source, wait this "
+           "long before reading again; 0 reads at once.", 1, 0, MAX_READ_HOLD_MS,
+           unit="milliseconds", dynamic="source_read_hold_ms"),
+    Clause("undeliverable", "undeliverable", "What happens to a message pumpd cannot forward, "
+           "or that the destination returns: a policy, or an object.", {},
+           dynamic="undeliverable", group="undeliverable"),
+    Clause("own_process", "boolean", "Run this shovel's workers each in a process of its own, "
+           "whatever --shovels-per-process says.", False, dynamic="own_process"),
+    Clause("stall_timeout", "number", "Restart a session that moved nothing for this many "
+           "seconds while its source had a backlog, or got no confirm with messages "
+           "outstanding; 0 never does.", 60.0, 0, MAX_STALL_TIMEOUT, unit=_SECONDS,
+           dynamic="stall-timeout"),
+))
+
+ENDPOINT = Group("endpoint", '"sources" and "destinations"', (
+    "The brokers of one side, picked from at random on each connection, and the declarations "
+    "made on each connection."), (
+    Clause("brokers", "uris", "The side's brokers.", NoDefault('give "brokers" or "broker"'),
+           1, MAX_BROKERS, unit="URIs"),
+    Clause("broker", "uri", "The side's one broker.", NoDefault('give "brokers" or "broker"'),
+           maximum=MAX_URI, unit="characters"),
+    Clause("declarations", "declarations", "AMQP methods issued in order after connecting: "
+           '"queue.declare" or {"queue.bind": {...}}.', [], maximum=MAX_DECLARATIONS,
+           unit="declarations"),
+), exactly_one=(("brokers", "broker"),))
+
+PUBLISH_FIELDS = Group("publish_fields", '"publish_fields"', (
+    "basic.publish's fields for every message published."), (
+    Clause("exchange", "string", 'The exchange to publish to; "" is the default exchange.',
+           NoDefault("the message's own exchange"), 0, MAX_SHORTSTR, unit=_BYTES),
+    Clause("routing_key", "string", "The routing key to publish with.",
+           NoDefault("the message's own routing key"), 0, MAX_SHORTSTR, unit=_BYTES),
+    Clause("mandatory", "boolean", "Publish with the mandatory flag, so that an unroutable "
+           "message comes back and is counted as returned.", True),
+))
+
+_POLICIES = ("park", "dead-letter", "stop")
+
+UNDELIVERABLE = Group("undeliverable", '"undeliverable"', (
+    'What happens to a message pumpd cannot forward; "undeliverable": "stop" is short for '
+    '{"policy": "stop"}.'), (
+    Clause("policy", "enum", "For a message that cannot be forwarded at all: park it, "
+           "dead-letter it (reject it to the source queue's dead-letter exchange), or stop the "
+           "shovel.", "park", enum=_POLICIES),
+    Clause("park_queue", "string", "The queue on the source broker where parked messages go.",
+           "pumpd.parked", 1, MAX_SHORTSTR, unit=_BYTES),
+    Clause("unroutable", "enum", "For a message the destination returns as unroutable: drop "
+           "it (as the plugin does), park it, or stop the shovel.", "drop",
+           enum=("drop", "park", "stop")),
+))
+
+DYNAMIC = Group("dynamic", "A shovel in a dynamic shovel's names", (
+    "A shovel in RabbitMQ's dynamic-shovel names (AMQP 0-9-1), read as the plugin reads it. "
+    "The clauses of a shovel that have a dynamic name are accepted under it too."), (
+    Clause("src-uri", "uri or uris", "The source broker, or a list of them.", REQUIRED,
+           1, MAX_BROKERS, unit="URIs"),
+    Clause("src-protocol", "enum", "The source's protocol: AMQP 0-9-1 only.", "amqp091",
+           enum=("amqp091",)),
+    Clause("src-queue", "string", "The source queue, declared durable when missing.",
+           NoDefault('give "src-queue" or "src-exchange"'), 1, MAX_SHORTSTR, unit=_BYTES),
+    Clause("src-queue-args", "table", "The source queue's arguments, when pumpd declares it.",
+           {}, empty_list=True),
+    Clause("src-exchange", "string", "Consume from a server-named queue bound to this exchange.",
+           NoDefault('give "src-queue" or "src-exchange"'), 1, MAX_SHORTSTR, unit=_BYTES),
+    Clause("src-exchange-key", "string", "The routing key of that binding.", "", 0,
+           MAX_SHORTSTR, unit=_BYTES),
+    Clause("src-predeclared", "boolean", "Only check that the source queue exists; never "
+           "declare it.", False),
+    Clause("dest-uri", "uri or uris", "The destination broker, or a list of them.", REQUIRED,
+           1, MAX_BROKERS, unit="URIs"),
+    Clause("dest-protocol", "enum", "The destination's protocol: AMQP 0-9-1 only.", "amqp091",
+           enum=("amqp091",)),
+    Clause("dest-queue", "string", "Publish to this queue through the default exchange; it is "
+           "declared durable when missing.", NoDefault("the message's own routing"), 1,
+           MAX_SHORTSTR, unit=_BYTES),
+    Clause("dest-queue-args", "table", "The destination queue's arguments, when pumpd declares "
+           "it.", {}, empty_list=True),
+    Clause("dest-exchange", "string", "The exchange to publish to.",
+           NoDefault("the message's own exchange"), 0, MAX_SHORTSTR, unit=_BYTES),
+    Clause("dest-exchange-key", "string", "The routing key to publish with.",
+           NoDefault("the message's own routing key"), 0, MAX_SHORTSTR, unit=_BYTES),
+    Clause("dest-predeclared", "boolean", "Only check that the destination queue exists; never "
+           "declare it.", False),
+    Clause("internal", "boolean", "A protected shovel: the HTTP API deletes or replaces it only "
+           "when forced.", False),
+    Clause("internal_owner", "object", "The queue or exchange a protected shovel belongs to "
+           "(information only).", NoDefault("no owner"), group="internal_owner"),
+), exactly_one=(("src-queue", "src-exchange"),), at_most_one=(("dest-queue", "dest-exchange"),))
+
+INTERNAL_OWNER = Group("internal_owner", '"internal_owner"', (
+    "A protected shovel's owner; every field is required."), (
+    Clause("name", "string", "The owner's name.", REQUIRED, 0, MAX_SHORTSTR, unit=_BYTES),
+    Clause("kind", "enum", "What the owner is.", REQUIRED, enum=INTERNAL_OWNER_KINDS),
+    Clause("virtual_host", "string", "The owner's virtual host.", REQUIRED, 0, MAX_SHORTSTR,
+           unit=_BYTES),
+))
+
+GROUPS: tuple[Group, ...] = (FILE, SHOVEL, ENDPOINT, PUBLISH_FIELDS, UNDELIVERABLE, DYNAMIC,
+                             INTERNAL_OWNER, CLUSTER)
+_BY_KEY = {g.key: g for g in GROUPS}
+
+
+def static_names() -> tuple[str, ...]:
+    """The clauses of a shovel in the static form."""
+    return SHOVEL.names()
+
+
+def common_names() -> tuple[str, ...]:
+    """pumpd's own clauses, named alike in both forms."""
+    return tuple(c.name for c in SHOVEL if c.dynamic == c.name)
+
+
+def dynamic_names() -> tuple[str, ...]:
+    """Every key a shovel in the dynamic form may have: its own, the clauses' dynamic names,
+    and their legacy names."""
+    return (DYNAMIC.names() + tuple(c.dynamic for c in SHOVEL if c.dynamic)
+            + tuple(c.legacy for c in SHOVEL if c.legacy))
+
+
+def cli_clause(option: str) -> Clause:
+    """The clause a daemon's command-line option gives (``--workers``, ``--group``, ...).
+
+    :raises KeyError: when no clause has that option
+    """
+    for group in GROUPS:
+        for clause in group:
+            if option in clause.cli:
+                return clause
+    raise KeyError(option)
+
+
+# --- the reference page ------------------------------------------------------------------------
+
+
+def _json(value: object) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _default_text(clause: Clause) -> str:
+    if isinstance(clause.default, NoDefault):
+        return "required" if clause.required else f"none: {clause.default.meaning}"
+    value = clause.default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # as a user writes it: 5, not 5.0
+    return f"`{_json(value)}`"
+
+
+def _number(value: int | float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _bound_text(clause: Clause) -> str:
+    parts = []
+    if clause.enum:
+        parts.append("one of " + ", ".join(f"`{_json(v)}`" for v in clause.enum))
+    if clause.dynamic_enum:
+        parts.append("dynamic form: " + ", ".join(f"`{_json(v)}`" for v in clause.dynamic_enum))
+    low, high = clause.minimum, clause.maximum
+    unit = f" {clause.unit}" if clause.unit else ""
+    if low is not None and high is not None:
+        parts.append(f"{_number(low)} to {_number(high)}{unit}")
+    elif high is not None:
+        parts.append(f"at most {_number(high)}{unit}")
+    elif low is not None:
+        parts.append(f"at least {_number(low)}{unit}")
+    if clause.pattern:
+        parts.append(f"matches `{clause.pattern}`")
+    return "; ".join(parts) or "—"
+
+
+def _names_text(clause: Clause) -> str:
+    names = []
+    if clause.dynamic and clause.dynamic != clause.name:
+        names.append(f"dynamic form: `{clause.dynamic}`")
+    elif clause.dynamic == clause.name:
+        names.append("the same in the dynamic form")
+    if clause.legacy:
+        names.append(f"legacy dynamic name: `{clause.legacy}`")
+    if clause.cli:
+        first, *aliases = clause.cli
+        also = "".join(f" (alias `{a}`)" for a in aliases)
+        names.append(f"command line: `{first}`{also}")
+    return "; ".join(names)
+
+
+def reference_markdown() -> str:
+    """The configuration reference page: one section per group of clauses, one entry per
+    clause (type, default, bound and unit, other names, since), generated from the spec."""
+    lines = ["# Configuration reference", "",
+             "The configuration file is JSON. This page is generated from `pumpd.config.spec`; "
+             "`pumpd schema` prints the same clauses as a JSON Schema.", ""]
+    for group in GROUPS:
+        lines += [f"## {group.title}", "", group.doc, ""]
+        for names in group.exactly_one:
+            lines += ["Give exactly one of " + " and ".join(f"`{n}`" for n in names) + ".", ""]
+        for names in group.at_most_one:
+            lines += ["Give at most one of " + " and ".join(f"`{n}`" for n in names) + ".", ""]
+        for clause in group:
+            lines += [f"### `{clause.name}`", "", clause.doc, "",
+                      f"- Type: {TYPES[clause.type]}",
+                      f"- Default: {_default_text(clause)}",
+                      f"- Bound: {_bound_text(clause)}"]
+            if clause.group is not None:
+                target = _BY_KEY[clause.group]
+                lines.append(f"- Clauses: see [{target.title}](#{_anchor(target.title)})")
+            if other := _names_text(clause):
+                lines.append(f"- Other names: {other}")
+            lines += [f"- Since: {clause.since}", ""]
+    return "\n".join(lines)
+
+
+def _anchor(title: str) -> str:
+    """The anchor a Markdown renderer (Python-Markdown's toc, GitHub) gives a heading."""
+    import re
+
+    text = re.sub(r"[^\w\s-]", "", title).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+# --- the JSON Schema ---------------------------------------------------------------------------
+
+_AMQP_TYPES: dict[str, dict[str, Any]] = {
+    BIT: {"type": "boolean"},
+    SHORTSTR: {"type": "string", "maxLength": MAX_SHORTSTR},
+    OCTET: {"type": "integer", "minimum": 0, "maximum": 255},
+    LONGLONG: {"type": "integer", "minimum": 0},
+    "table": {"$ref": "#/$defs/table"},
+}
+
+
+def _declaration_schema() -> dict[str, Any]:
+    """A declaration: a method without required fields by name, or ``{method: {fields}}`` with
+    ``if_missing`` beside it."""
+    methods: list[dict[str, Any]] = []
+    for method, fields in DECLARATION_METHODS.items():
+        body: dict[str, Any] = {
+            "type": "object",
+            "properties": {name: _AMQP_TYPES[kind] for name, kind in fields.items()},
+            "additionalProperties": False,
+        }
+        needed = REQUIRED_FIELDS.get(method, ())
+        if needed:
+            body["required"] = list(needed)
+            for name in needed:
+                body["properties"][name] = {"type": "string", "minLength": 1,
+                                            "maxLength": MAX_SHORTSTR}
+        methods.append({
+            "type": "object",
+            "properties": {method: body, "if_missing": {"type": "boolean"}},
+            "required": [method],
+            "additionalProperties": False,
+        })
+    bare = [m for m in DECLARATION_METHODS if m not in REQUIRED_FIELDS]
+    return {"anyOf": [{"enum": bare}, *methods]}
+
+
+def _clause_schema(clause: Clause, dynamic: bool = False) -> dict[str, Any]:
+    """The schema of one clause's value, with its doc and default for an editor's hints."""
+    kind = clause.type
+    out: dict[str, Any]
+    if kind in ("integer", "number"):
+        out = {"type": kind}
+        if clause.minimum is not None:
+            out["minimum"] = clause.minimum
+        if clause.maximum is not None:
+            out["maximum"] = clause.maximum
+    elif kind == "boolean":
+        out = {"type": "boolean"}
+    elif kind == "string":
+        out = {"type": "string"}
+        if clause.minimum:
+            out["minLength"] = clause.minimum
+        if clause.maximum is not None:
+            out["maxLength"] = clause.maximum
+        if clause.pattern is not None:
+            out["pattern"] = clause.pattern
+    elif kind == "enum":
+        out = {"enum": list(clause.dynamic_enum if dynamic and clause.dynamic_enum
+                            else clause.enum)}
+    elif kind == "uri":
+        out = {"$ref": "#/$defs/uri"}
+    elif kind == "uris":
+        out = {"type": "array", "items": {"$ref": "#/$defs/uri"}, "minItems": clause.minimum,
+               "maxItems": clause.maximum}
+    elif kind == "uri or uris":
+        out = {"anyOf": [{"$ref": "#/$defs/uri"},
+                         {"type": "array", "items": {"$ref": "#/$defs/uri"},
+                          "minItems": clause.minimum, "maxItems": clause.maximum}]}
+    elif kind == "declarations":
+        out = {"type": "array", "items": {"$ref": "#/$defs/declaration"},
+               "maxItems": clause.maximum}
+    elif kind == "table":
+        out = {"$ref": "#/$defs/table"}
+    elif kind == "properties":
+        out = {"$ref": "#/$defs/basic_properties"}
+    elif kind == "object":
+        out = {"$ref": f"#/$defs/{clause.group}"}
+    elif kind == "shovels":
+        out = {"type": "object", "maxProperties": clause.maximum,
+               "propertyNames": {"minLength": 1, "maxLength": MAX_SHOVEL_NAME},
+               "additionalProperties": {"$ref": "#/$defs/shovel"}}
+    elif kind == "names":
+        out = {"type": "array", "items": {"type": "string"}}
+    elif kind == "delete_after":
+        out = {"anyOf": [{"enum": ["never", "queue-length"]},
+                         {"type": "integer", "minimum": clause.minimum,
+                          "maximum": clause.maximum}]}
+    elif kind == "undeliverable":
+        out = {"anyOf": [{"enum": list(UNDELIVERABLE["policy"].enum)},
+                         {"$ref": f"#/$defs/{clause.group}"}]}
+    else:
+        raise ValueError(f"clause {clause.name!r}: unknown type {kind!r}")
+    if clause.empty_list:
+        out = {"anyOf": [out, {"type": "array", "maxItems": 0}]}
+    out["description"] = clause.doc
+    if clause.has_value_default:
+        out["default"] = clause.default
+    return out
+
+
+def _object_schema(clauses: list[tuple[str, Clause]], *, dynamic: bool = False,
+                   group: Group | None = None) -> dict[str, Any]:
+    """A JSON object of these clauses (by the name each is written with), nothing else."""
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": {name: _clause_schema(c, dynamic) for name, c in clauses},
+        "additionalProperties": False,
+    }
+    required = [name for name, c in clauses if c.required]
+    if required:
+        out["required"] = required
+    if group is not None:
+        out["description"] = group.doc
+        rules: list[dict[str, Any]] = [{"oneOf": [{"required": [n]} for n in names]}
+                                       for names in group.exactly_one]
+        rules += [{"not": {"required": list(names)}} for names in group.at_most_one]
+        if rules:
+            out["allOf"] = rules
+    return out
+
+
+def _static_shovel() -> dict[str, Any]:
+    return _object_schema([(c.name, c) for c in SHOVEL], group=SHOVEL)
+
+
+def _dynamic_shovel() -> dict[str, Any]:
+    clauses = [(c.name, c) for c in DYNAMIC]
+    clauses += [(c.dynamic, c) for c in SHOVEL if c.dynamic]
+    clauses += [(c.legacy, c) for c in SHOVEL if c.legacy]
+    schema = _object_schema(clauses, dynamic=True, group=DYNAMIC)
+    # a legacy name and its current name are never given together
+    schema["allOf"] = schema.get("allOf", []) + [
+        {"not": {"required": [c.dynamic, c.legacy]}} for c in SHOVEL if c.legacy]
+    return schema
+
+
+def json_schema() -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) of the configuration file, for editors: every clause with
+    its type, bound, default and doc, generated from the spec."""
+    defs: dict[str, Any] = {
+        "shovel": {"oneOf": [{"$ref": "#/$defs/static_shovel"},
+                             {"$ref": "#/$defs/dynamic_shovel"}]},
+        "static_shovel": _static_shovel(),
+        "dynamic_shovel": _dynamic_shovel(),
+        "uri": {"type": "string", "pattern": "^amqps?://", "maxLength": MAX_URI,
+                "description": "An AMQP URI: amqp:// or amqps://, with its query parameters."},
+        "table": {"type": "object", "description": "An AMQP field table."},
+        "declaration": _declaration_schema(),
+        "basic_properties": {
+            "type": "object",
+            "properties": {
+                **{name: _AMQP_TYPES[kind] for name, kind in BASIC_PROPERTIES.items()},
+                "delivery_mode": {"enum": [1, 2]},
+                "expiration": {"type": "string", "pattern": "^[0-9]+$"},
+            },
+            "additionalProperties": False,
+        },
+    }
+    for group in (ENDPOINT, PUBLISH_FIELDS, UNDELIVERABLE, INTERNAL_OWNER, CLUSTER):
+        defs[group.key] = _object_schema([(c.name, c) for c in group], group=group)
+    schema = _object_schema([(c.name, c) for c in FILE], group=FILE)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "pumpd configuration",
+        **schema,
+        "$defs": defs,
+    }
