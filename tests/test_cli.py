@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -165,7 +166,8 @@ def test_sigterm_drains_and_exits_0(node_a: LocalNode, node_b: LocalNode, vhost_
 
 
 @pytest.mark.parametrize("command", ["", "status", "pause", "resume", "delete-shovel", "check",
-                                     "plan-migration", "import-erlang", "import-definitions"])
+                                     "schema", "plan-migration", "import-erlang",
+                                     "import-definitions"])
 def test_no_help_text_is_mistaken_for_a_secret(command: str) -> None:
     """Everything pumpd prints goes through the redactor, which hides what looks like a URI's
     password: a help text must not look like one ("[https://]HOST:PORT" once printed as
@@ -175,3 +177,34 @@ def test_no_help_text_is_mistaken_for_a_secret(command: str) -> None:
     assert out.returncode == 0, out.stderr
     assert "usage: pumpd" in out.stdout
     assert "***" not in out.stdout, out.stdout
+
+
+def test_version_prints_the_package_version_and_exits_0() -> None:
+    from pumpd.version import __version__
+
+    out = subprocess.run([sys.executable, "-m", "pumpd", "--version"], capture_output=True,
+                         text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, f"pumpd {__version__}"), out.stderr
+
+
+def test_schema_prints_the_spec_s_json_schema_which_accepts_the_shipped_example() -> None:
+    import jsonschema
+    from pumpd.config.spec import json_schema
+
+    out = subprocess.run([sys.executable, "-m", "pumpd", "schema"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    assert printed == json_schema()
+    example = json.loads((Path(__file__).resolve().parents[1] / "contrib" / "pumpd.json")
+                         .read_text())
+    jsonschema.validate(example, printed)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"shovels": {"s": {"queue": "q", "prefetch_count": -1}}}, printed)
+
+
+def test_every_command_has_a_parser_for_the_reference() -> None:
+    from pumpd.cli import command_parsers
+    from pumpd.cli.dispatch import COMMANDS
+
+    assert set(command_parsers()) == set(COMMANDS) | {"run"}

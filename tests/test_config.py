@@ -879,3 +879,17 @@ def test_plugin_valid_params(definition: dict[str, Any]) -> None:
 @pytest.mark.parametrize("definition", PLUGIN_INVALID)
 def test_plugin_invalid_params(definition: dict[str, Any]) -> None:
     error(definition)
+
+
+def test_the_group_clause_and_its_earlier_name_cluster_read_alike() -> None:
+    body = {"name": "eu-1", "coordination_uri": "amqp://coord/pumpd", "grace": 3}
+    shovels = {"s": {"sources": {"broker": "amqp://a"}, "destinations": {"broker": "amqp://b"},
+                     "queue": "q"}}
+    as_group = parse_config({"shovels": shovels, "group": body}).cluster
+    as_cluster = parse_config({"shovels": shovels, "cluster": body}).cluster
+    assert as_group is not None and as_group == as_cluster
+    assert as_group.name == "eu-1" and as_group.grace == 3
+    with pytest.raises(ConfigError, match='give "group" or its earlier name "cluster", not both'):
+        parse_config({"shovels": shovels, "group": body, "cluster": body})
+    with pytest.raises(ConfigError, match=r"group\.grace"):
+        parse_config({"shovels": shovels, "group": {**body, "grace": -1}})

@@ -45,6 +45,7 @@ OWNER: dict[str, Any] = {"name": "q", "kind": "queue", "virtual_host": "/"}
 SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("file", "shovels"): ({"other": STATIC}, {}),
     ("file", "shovels_per_process"): (4, {}),
+    ("file", "group"): ({"name": "g"}, {}),
     ("file", "cluster"): ({"name": "g"}, {}),
     ("file", "paused"): (["orders"], {}),
     ("cluster", "name"): ("eu-1", {}),

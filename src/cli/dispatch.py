@@ -25,8 +25,8 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
 
   pumpd --config shovels.json          run the daemon: a coordinator and one worker process per
                                        shovel (N with --workers N), until SIGTERM / SIGINT
-  pumpd status [--json] [--cluster]    show what every shovel of a running daemon is doing
-                                       (--cluster: the members of its group)
+  pumpd status [--json] [--group]      show what every shovel of a running daemon is doing
+                                       (--group: the members of its group)
   pumpd delete-shovel NAME [--force]   remove a run-time shovel (--force: a protected one)
   pumpd pause NAME                     stop a shovel consuming: what it holds is delivered, the
                                        rest stays in the source (kept across restarts)
@@ -34,6 +34,8 @@ broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
   pumpd import-erlang rabbitmq.config  convert the plugin's {rabbitmq_shovel, ...} clause to JSON
   pumpd import-definitions defs.json   convert dynamic shovels from `rabbitmqctl export_definitions`
   pumpd check --config shovels.json    validate a configuration and print what it means
+  pumpd schema                         print the configuration's JSON Schema (for editors)
+  pumpd --version                      print pumpd's version
   pumpd plan-migration --source URI --destination URI
                                        plan a vhost's move: one shovel per queue, from the
                                        source's management API (see --help)
@@ -95,10 +97,27 @@ def _positive_int(text: str, high: int = 1000) -> int:
     return value
 
 
-def _workers(text: str) -> int:
-    from ..config.limits import MAX_WORKERS
+def _clause_count(option: str) -> Callable[[str], int]:
+    """The argument type of an option that gives a configuration clause: the clause's bounds,
+    from the configuration's spec."""
+    from ..config.spec import cli_clause
 
-    return _positive_int(text, MAX_WORKERS)
+    clause = cli_clause(option)
+    assert clause.maximum is not None, clause
+    high = int(clause.maximum)
+
+    def count(text: str) -> int:
+        return _positive_int(text, high)
+
+    return count
+
+
+def _clause_default(option: str) -> str:
+    """How the help text states the default of an option that gives a configuration clause."""
+    from ..config.spec import NoDefault, cli_clause
+
+    default = cli_clause(option).default
+    return default.meaning if isinstance(default, NoDefault) else str(default)
 
 
 def _seconds(text: str) -> float:
@@ -187,14 +206,16 @@ def _run_parser() -> argparse.ArgumentParser:
 def _process_options(p: argparse.ArgumentParser) -> None:
     """How many worker processes, and how many shovels each runs."""
     p.add_argument(
-        "--workers", type=_workers, default=None, metavar="N",
-        help="worker processes per shovel, competing consumers on its source queue (default 1; "
-             "a shovel's own \"workers\" clause wins; 1 keeps the queue's order)",
+        "--workers", type=_clause_count("--workers"), default=None, metavar="N",
+        help="worker processes per shovel, competing consumers on its source queue (default "
+             f"{_clause_default('--workers')}; a shovel's own \"workers\" clause wins; 1 keeps "
+             "the queue's order)",
     )
     p.add_argument(
-        "--shovels-per-process", type=_positive_int, default=None, metavar="K",
-        help="let one worker process run up to K shovels' workers on its event loop (default 1: "
-             "a process per worker; wins over the file's \"shovels_per_process\"; a shovel with "
+        "--shovels-per-process", type=_clause_count("--shovels-per-process"), default=None,
+        metavar="K",
+        help="let one worker process run up to K shovels' workers on its event loop (default: "
+             "the file's \"shovels_per_process\", else 1: a process per worker; a shovel with "
              "\"own_process\": true always gets its own)",
     )
 
@@ -305,6 +326,25 @@ def _check(args: list[str]) -> int:
     return exitcodes.OK
 
 
+def _schema_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="pumpd schema",
+        description="Print the JSON Schema (draft 2020-12) of pumpd's configuration file, for "
+                    "editors and CI checks. It is generated from the same specification that "
+                    "validates the file: `pumpd check` remains the final word (it also checks "
+                    "what a schema cannot, such as URIs and cross-clause rules).")
+
+
+def _schema(args: list[str]) -> int:
+    _schema_parser().parse_args(args)
+    import json
+
+    from ..config.spec import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
+    return exitcodes.OK
+
+
 def _plan_migration(args: list[str]) -> int:
     from ..importers.plan_migration import main as plan_main
 
@@ -340,6 +380,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "import-erlang": _import_erlang,
     "import-definitions": _import_definitions,
     "check": _check,
+    "schema": _schema,
     "status": _status,
     "delete-shovel": _delete_shovel,
     "pause": _pause,
@@ -356,6 +397,7 @@ def command_parsers() -> dict[str, argparse.ArgumentParser]:
     return {
         "run": _run_parser(),
         "check": _check_parser(),
+        "schema": _schema_parser(),
         "status": client.status_parser(),
         "delete-shovel": client.delete_parser(),
         "pause": pause.parser(paused=True),

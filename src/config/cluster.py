@@ -40,34 +40,35 @@ def check_cluster_name(name: object) -> str | None:
     return None
 
 
-def parse_cluster(ctx: Context, value: object) -> ClusterConfig:
-    """The ``cluster`` clause, validated.
+def parse_cluster(ctx: Context, value: object, key: str = "group") -> ClusterConfig:
+    """The ``group`` clause (``key``: the name the file gave it, ``group`` or ``cluster``),
+    validated.
 
-    :raises ConfigError: naming the clause (``cluster.name``, ...) and what is wrong with it
+    :raises ConfigError: naming the clause (``group.name``, ...) and what is wrong with it
     """
     if not isinstance(value, dict):
-        ctx.fail("cluster", f'must be an object {{"name": ...}}, got {show(value)}')
+        ctx.fail(key, f'must be an object {{"name": ...}}, got {show(value)}')
     obj: dict[str, Any] = value
-    check_keys(ctx, "cluster.", obj, CLUSTER_KEYS, "unknown key")
+    check_keys(ctx, f"{key}.", obj, CLUSTER_KEYS, "unknown key")
     if not all(c.name in obj for c in CLUSTER if c.required):
-        ctx.fail("cluster", 'missing "name" (the group\'s name, the same on every member)')
+        ctx.fail(key, 'missing "name" (the group\'s name, the same on every member)')
     why = check_cluster_name(obj["name"])
     if why is not None:
-        ctx.fail("cluster.name", why)
-    uri = (read_uri(ctx, "cluster.coordination_uri", obj["coordination_uri"])
+        ctx.fail(f"{key}.name", why)
+    uri = (read_uri(ctx, f"{key}.coordination_uri", obj["coordination_uri"])
            if "coordination_uri" in obj else None)
-    # the group's timing (daemon/handover.py): defaults for production, short ones for tests
-    timing = {key: _seconds(ctx, key, obj[key])
-              for key in ("lease_retry", "poll_interval", "settle", "grace") if key in obj}
+    # the group's timing (group/handover.py): defaults for production, short ones for tests
+    timing = {name: _seconds(ctx, f"{key}.{name}", name, obj[name])
+              for name in ("lease_retry", "poll_interval", "settle", "grace") if name in obj}
     return ClusterConfig(name=obj["name"], coordination_uri=uri, **timing)
 
 
-def _seconds(ctx: Context, key: str, value: object) -> float:
+def _seconds(ctx: Context, where: str, name: str, value: object) -> float:
     """A number clause of the group, within the spec's bounds."""
-    clause = CLUSTER[key]
-    seconds = seconds_value(ctx, f"cluster.{key}", value, clause.high())
+    clause = CLUSTER[name]
+    seconds = seconds_value(ctx, where, value, clause.high())
     if seconds < clause.low():
-        ctx.fail(f"cluster.{key}", f"must be at least {clause.low():g} seconds, got "
+        ctx.fail(where, f"must be at least {clause.low():g} seconds, got "
                                    f"{show(seconds)}")
     return seconds
 

@@ -98,10 +98,13 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
         ctx.fail(None, f'the top level must be an object {{"shovels": {{...}}}}, got {show(obj)}')
     check_nesting(obj, source)  # before any step that recurses
     # "paused": the shovels paused at run time, which a daemon's state file keeps beside its
-    # shovels (daemon/statefile.py); the daemon reads it from there only
-    check_keys(ctx, "", obj, ("shovels", "shovels_per_process", "cluster", "paused"),
+    # shovels (supervisor/statefile.py); the daemon reads it from there only
+    check_keys(ctx, "", obj, ("shovels", "shovels_per_process", "group", "cluster", "paused"),
                "unknown top-level key")
-    cluster = parse_cluster(ctx, obj["cluster"]) if "cluster" in obj else None
+    if "group" in obj and "cluster" in obj:
+        ctx.fail(None, 'give "group" or its earlier name "cluster", not both')
+    group_key = "group" if "group" in obj else "cluster"
+    cluster = parse_cluster(ctx, obj[group_key], group_key) if group_key in obj else None
     per_process = (int_value(ctx, "shovels_per_process", obj["shovels_per_process"], 1,
                              MAX_SHOVELS_PER_PROCESS)
                    if "shovels_per_process" in obj else None)

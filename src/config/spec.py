@@ -206,7 +206,7 @@ _SECONDS = "seconds"
 _BYTES = "bytes of UTF-8"
 
 FILE = Group("file", "The file", (
-    'A JSON object: "shovels", and optionally "shovels_per_process" and "cluster" beside it.'), (
+    'A JSON object: "shovels", and optionally "shovels_per_process" and "group" beside it.'), (
     Clause("shovels", "shovels", "The shovels this daemon runs, by name; each is written in "
            "the static shovel's clauses or in a dynamic shovel's flat names, never a mix of "
            "both.",
@@ -215,13 +215,16 @@ FILE = Group("file", "The file", (
            "runs on its event loop.",
            NoDefault("the command line's --shovels-per-process, else 1"), 1,
            MAX_SHOVELS_PER_PROCESS, unit="shovels", cli=("--shovels-per-process",)),
-    Clause("cluster", "object", "The group of daemons this one belongs to (a group of "
-           "daemons, not a RabbitMQ cluster).", NoDefault("not in a group"), group="cluster"),
+    Clause("group", "object", "The group of daemons this one belongs to (several pumpd "
+           "daemons sharing its shovels, not a RabbitMQ cluster).", NoDefault("not in a group"),
+           group="cluster"),
+    Clause("cluster", "object", 'The same clause as "group", under its earlier name.',
+           NoDefault("not in a group"), group="cluster"),
     Clause("paused", "names", "The shovels paused at run time: written by the daemon into its "
            "state file, and ignored in a configuration file.", NoDefault("nothing paused")),
-))
+), at_most_one=(("group", "cluster"),))
 
-CLUSTER = Group("cluster", 'The "cluster" clause: a group of daemons', (
+CLUSTER = Group("cluster", 'The "group" clause: a group of daemons', (
     "Every daemon started with the same configuration and the same group name runs each "
     "worker position in one member at a time."), (
     Clause("name", "string", "The group's name, the same on every member.", REQUIRED,
