@@ -10,7 +10,7 @@ Spark, for the newest results file of each benchmark:
   the median client and broker CPU per message;
 * shovel: pumpd (and pika) against the plugin, as the ratio of the median rates;
 * confirms: per RTT, message kind and strategy, each client's median rate, ms per 50,000
-  messages and its ratio to pumpd's; the seeds' Java figures as reference rows, and the seeds'
+  messages and its ratio to pumpd's; the tutorial's Java figures as reference rows, and the tutorial's
   three-line comparison side by side with each client's, local and remote;
 * the Spark reader against a super stream's partition count (``bench/spark_read.py
   --partitions``, from the newest file holding such runs): per P its median rows/s, each run
@@ -44,8 +44,8 @@ REPORT_DIR = BENCH_DIR / "report"
 # "spark_read" before "spark": a file of either is named by the first that starts its name
 BENCHES = ("shovel", "workers", "confirms", "spark_read", "spark")
 CURVE = "super stream "  # how the cases of bench/spark_read.py --partitions begin
-# The seeds' Java figures for 50,000 messages, in ms: (strategy, where, ms).
-SEEDS = [("individual", "local", 5549.0), ("batch", "local", 2331.0), ("async", "local", 4054.0),
+# The publisher-confirms tutorial's Java figures for 50,000 messages, in ms: (strategy, where, ms).
+TUTORIAL_FIGURES = [("individual", "local", 5549.0), ("batch", "local", 2331.0), ("async", "local", 4054.0),
          ("individual", "remote", 231541.0), ("batch", "remote", 7232.0),
          ("async", "remote", 6332.0)]
 CLIENT_ORDER = ("pumpd", "pika", "aio-pika")
@@ -234,8 +234,8 @@ def confirm_table(df: Any) -> Any:
             .orderBy("persistent", "rtt_ms", "strategy", "system"))
 
 
-def seeds_side_by_side(spark: Any, df: Any, remote_rtt: float | None = None) -> Any:
-    """The seeds' three-line comparison (ms for 50,000 messages) beside each client's, transient
+def tutorial_side_by_side(spark: Any, df: Any, remote_rtt: float | None = None) -> Any:
+    """The tutorial's three-line comparison (ms for 50,000 messages) beside each client's, transient
     messages, local (RTT 0) and remote (``remote_rtt``, default the largest RTT measured)."""
     from pyspark.sql import functions as F
 
@@ -246,9 +246,9 @@ def seeds_side_by_side(spark: Any, df: Any, remote_rtt: float | None = None) -> 
              .when(F.col("rtt_ms") == F.lit(remote_rtt), "remote"))
     ours = (t.withColumn("where", where).where(F.col("where").isNotNull())
             .select("strategy", "where", "system", "ms_50k"))
-    seeds = spark.createDataFrame([(s, w, "seeds (Java)", ms) for s, w, ms in SEEDS],
+    tutorial = spark.createDataFrame([(s, w, "tutorial (Java)", ms) for s, w, ms in TUTORIAL_FIGURES],
                                   "strategy string, where string, system string, ms_50k double")
-    return (seeds.unionByName(ours).groupBy("strategy", "where").pivot("system").agg(
+    return (tutorial.unionByName(ours).groupBy("strategy", "where").pivot("system").agg(
         F.first("ms_50k")).orderBy("where", "strategy"))
 
 
@@ -281,12 +281,12 @@ def write_report(spark: Any, df: Any, out_dir: Path, files: list[str]) -> Path:
              "Medians over the repetitions; spread = (max - min) / median.", ""]
     conf = [r.asDict() for r in confirm_table(df).collect()]
     if conf:
-        side = [r.asDict() for r in seeds_side_by_side(spark, df).collect()]
+        side = [r.asDict() for r in tutorial_side_by_side(spark, df).collect()]
         systems = sorted({k for r in side for k in r} - {"strategy", "where"}, key=lambda s: (
-            0 if s.startswith("seeds") else 1, _sort_key(s)))
+            0 if s.startswith("tutorial") else 1, _sort_key(s)))
         remote = max((r["rtt_ms"] for r in conf if not r["persistent"]), default=0)
-        parts += ["## Confirm strategies: the seeds' comparison reproduced", "",
-                  f"ms for 50,000 messages of 64 B, transient (the seeds' Java client beside "
+        parts += ["## Confirm strategies: the tutorial's comparison reproduced", "",
+                  f"ms for 50,000 messages of 64 B, transient (the tutorial's Java client beside "
                   f"each client here; remote = RTT {remote:g} ms through the latency proxy; "
                   "runs with fewer messages are scaled to 50,000).", "",
                   _table(["where", "strategy", *systems],

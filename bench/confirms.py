@@ -1,4 +1,4 @@
-"""Confirm-strategy benchmark: the seeds' three ways of publishing with confirms, per client.
+"""Confirm-strategy benchmark: the three ways of publishing with confirms of RabbitMQ's publisher-confirms tutorial, per client.
 
 ``python bench/confirms.py`` (part of ``make bench``) starts one private RabbitMQ node and, for
 every RTT, body kind, strategy and repetition, publishes the same messages with each client in
@@ -16,10 +16,10 @@ turn (the order rotates every repetition):
   publish tasks in flight (the aio-pika tutorial's strategies), on asyncio's default loop.
 
 The strategies: ``individual`` (wait for each confirm), ``batch`` (wait after every
-``--batch-size``, 100 as in the seeds), ``async`` (at most ``--window`` unconfirmed, 5,000). The
-"remote broker" of the seeds is the same node behind ``python -m pumpd.testing.proxy`` (a process
+``--batch-size``, 100 as in the tutorial), ``async`` (at most ``--window`` unconfirmed, 5,000). The
+"remote broker" of the tutorial is the same node behind ``python -m pumpd.testing.proxy`` (a process
 of its own) adding half the RTT in each direction. Every run publishes to a purged queue on the
-default exchange; 64 B bodies, transient to a non-durable queue as in the seeds, and with
+default exchange; 64 B bodies, transient to a non-durable queue as in the tutorial, and with
 ``--persistent`` also persistent (delivery mode 2) to a durable queue.
 
 Measured per run, from the first publish to the last confirm: seconds, msg/s, the client's own
@@ -56,8 +56,8 @@ RESULTS_DIR = BENCH_DIR / "results"
 VHOST = "bench"
 STRATEGIES = ("individual", "batch", "async")
 BODY_BYTES = 64
-# The seeds' Java figures for 50,000 messages (ms): (local, remote) per strategy.
-SEEDS_MS = {"individual": (5_549, 231_541), "batch": (2_331, 7_232), "async": (4_054, 6_332)}
+# The tutorial's Java figures for 50,000 messages (ms): (local, remote) per strategy.
+TUTORIAL_MS = {"individual": (5_549, 231_541), "batch": (2_331, 7_232), "async": (4_054, 6_332)}
 
 
 class LatencyProxy:

@@ -29,7 +29,7 @@ from pumpd.testing.localnode import find_free_port
 
 
 def shovel_def(src: str, queue: str, dst: str, dest_queue: str, **clauses: Any) -> dict[str, Any]:
-    """A seed-form shovel from queue ``queue`` at ``src`` to queue ``dest_queue`` at ``dst``
+    """A static-form shovel from queue ``queue`` at ``src`` to queue ``dest_queue`` at ``dst``
     (both declared durable), through the default exchange."""
     return {
         "sources": {"broker": src, "declarations": [

@@ -62,13 +62,13 @@ def test_confirm_medians_spreads_and_ratios(df: Any) -> None:
     assert rows[(5.0, "async", "pika")]["pumpd_ratio"] == pytest.approx(2.5)
 
 
-def test_the_seeds_table_side_by_side(spark: Any, df: Any) -> None:
+def test_the_tutorial_s_table_side_by_side(spark: Any, df: Any) -> None:
     rows = {(r["where"], r["strategy"]): r.asDict()
-            for r in analyse.seeds_side_by_side(spark, df).collect()}
+            for r in analyse.tutorial_side_by_side(spark, df).collect()}
     assert rows[("local", "async")] == {"strategy": "async", "where": "local",
-                                        "seeds (Java)": 4054.0, "pumpd": 62_500.0,
+                                        "tutorial (Java)": 4054.0, "pumpd": 62_500.0,
                                         "pika": 500_000.0}
-    assert rows[("remote", "individual")]["seeds (Java)"] == 231_541.0
+    assert rows[("remote", "individual")]["tutorial (Java)"] == 231_541.0
     assert rows[("remote", "individual")]["pumpd"] == pytest.approx(500_000.0)
     assert rows[("remote", "batch")]["pika"] == pytest.approx(20_000.0)
 

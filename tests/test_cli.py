@@ -84,7 +84,7 @@ def test_check_points_out_a_uri_naming_the_empty_vhost(tmp_path: Path) -> None:
 
 
 def test_import_erlang_prints_pumpd_json() -> None:
-    done = pumpd("import-erlang", str(DATA / "seed_example.config"))
+    done = pumpd("import-erlang", str(DATA / "plugin_docs_example.config"))
     assert done.returncode == 0, done.stderr
     doc = orjson.loads(done.stdout)
     assert parse_config(doc).shovels["my_first_shovel"].prefetch_count == 10
@@ -97,13 +97,13 @@ def test_import_erlang_error_has_a_position(tmp_path: Path) -> None:
     assert done.returncode == 2 and "broken.config:2:" in done.stderr
 
 
-def test_seed_verbose_example_runs_pointed_at_local_nodes(
+def test_plugin_docs_verbose_example_runs_pointed_at_local_nodes(
     node_a: LocalNode, node_b: LocalNode, vhost_a: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The seed's example, imported as is; only its brokers are pointed at local nodes: the
+    """The plugin documentation's example, imported as is; only its brokers are pointed at local nodes: the
     sources at node_a (users fred and john in vhost my_vhost), the host-less destination
     ("the local broker") at node_b through PUMPD_LOCAL_BROKER."""
-    doc = import_erlang_config((DATA / "seed_example.config").read_text(), source="seed")
+    doc = import_erlang_config((DATA / "plugin_docs_example.config").read_text(), source="the plugin documentation's example")
     for user in ("fred", "john"):
         node_a.add_user(user, "secret", vhost_a)
     shovel = doc["shovels"]["my_first_shovel"]
@@ -113,25 +113,25 @@ def test_seed_verbose_example_runs_pointed_at_local_nodes(
     monkeypatch.setenv("PUMPD_LOCAL_BROKER", f"127.0.0.1:{node_b.amqp_port}")
     cfg = parse_config(doc).shovels["my_first_shovel"]
     src = node_a.uri(vhost_a)
-    with amqp.blocking_connection(src) as c:  # the seed binds its queue to my_direct on the source
+    with amqp.blocking_connection(src) as c:  # the example binds its queue to my_direct on the source
         c.channel().exchange_declare("my_direct", "direct", durable=True)
     with amqp.blocking_connection(node_b.uri("/")) as c:
         ch = c.channel()
         ch.exchange_declare("my_direct", "direct", durable=True)
-        ch.queue_declare("seed-landed", durable=False, auto_delete=False)
-        ch.queue_bind("seed-landed", "my_direct", "from_shovel")
+        ch.queue_declare("example-landed", durable=False, auto_delete=False)
+        ch.queue_bind("example-landed", "my_direct", "from_shovel")
     try:
         with running(cfg) as pumps:
             pumps.wait_for(lambda: pumps.status("my_first_shovel").state == State.RUNNING, 30, "running")
-            amqp.publish_messages(src, "my_direct", "", [amqp.Message(b"seed %d" % i) for i in range(25)])
-            pumps.wait_for(lambda: amqp.queue_depth(node_b.uri("/"), "seed-landed")[0] == 25, 30, "25 landed")
-        got = amqp.drain_queue(node_b.uri("/"), "seed-landed", expected=25, timeout=10)
-        assert [d.body for d in got] == [b"seed %d" % i for i in range(25)]
+            amqp.publish_messages(src, "my_direct", "", [amqp.Message(b"example %d" % i) for i in range(25)])
+            pumps.wait_for(lambda: amqp.queue_depth(node_b.uri("/"), "example-landed")[0] == 25, 30, "25 landed")
+        got = amqp.drain_queue(node_b.uri("/"), "example-landed", expected=25, timeout=10)
+        assert [d.body for d in got] == [b"example %d" % i for i in range(25)]
         assert {d.properties.delivery_mode for d in got} == {2}
         assert {d.method.routing_key for d in got} == {"from_shovel"}
     finally:
         with amqp.blocking_connection(node_b.uri("/")) as c:
-            c.channel().queue_delete("seed-landed")
+            c.channel().queue_delete("example-landed")
 
 
 def test_sigterm_drains_and_exits_0(node_a: LocalNode, node_b: LocalNode, vhost_a: str,

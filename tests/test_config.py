@@ -16,8 +16,8 @@ from pumpd.config.model import AckMode, Declaration, DeleteAfter, ShovelConfig, 
 from pumpd.config.parse import ConfigError, load_config, parse_config, shovel_to_json
 from pumpd.config.uri import parse_uri
 
-# The seed's verbose example, clause for clause, in JSON.
-SEED_EXAMPLE: dict[str, Any] = {
+# The plugin documentation's verbose example, clause for clause, in JSON.
+PLUGIN_DOCS_EXAMPLE: dict[str, Any] = {
     "sources": {
         "brokers": ["amqp://fred:secret@host1.domain/my_vhost",
                     "amqp://john:secret@host2.domain/my_vhost"],
@@ -73,11 +73,11 @@ def without(base: dict[str, Any], key: str) -> dict[str, Any]:
     return d
 
 
-# --- the seed's clauses ---------------------------------------------------------------------
+# --- the static form's clauses ---------------------------------------------------------------------
 
 
-def test_seed_example() -> None:
-    s = one(SEED_EXAMPLE, "my_first_shovel")
+def test_plugin_docs_example() -> None:
+    s = one(PLUGIN_DOCS_EXAMPLE, "my_first_shovel")
     assert s.name == "my_first_shovel"
     assert [u.host for u in s.source.brokers] == ["host1.domain", "host2.domain"]
     assert s.source.brokers[0].password == "secret"
@@ -390,7 +390,7 @@ def test_empty_queue_needs_a_source_declaration() -> None:
 
 
 def test_workers_need_a_shared_queue() -> None:
-    e = error(with_(SEED_EXAMPLE, workers=2))
+    e = error(with_(PLUGIN_DOCS_EXAMPLE, workers=2))
     assert e.clause == "workers" and "shared, named, non-exclusive" in e.message
     e = error(with_(MINIMAL, workers=2, sources={"broker": "amqp://s", "declarations": [
         {"queue.declare": {"queue": "work", "exclusive": True}}]}))
@@ -559,7 +559,7 @@ BAD_DYNAMIC = [
      "shared, named, non-exclusive"),
     # Mixing the two forms.
     ({**DYN_MINIMAL, "queue": "q"}, "src-uri",
-     "mixes dynamic-shovel names ('src-uri') with the seed's clauses ('queue')"),
+     "mixes dynamic-shovel names ('src-uri') with the static form's clauses ('queue')"),
     ({**MINIMAL, "ack-mode": "no-ack"}, "ack-mode", "use one form per shovel"),
 ]
 
@@ -651,7 +651,7 @@ def write(tmp_path: Path, text: str, name: str = "config.json") -> str:
 
 
 def test_load_config(tmp_path: Path) -> None:
-    path = write(tmp_path, json.dumps({"shovels": {"my_first_shovel": SEED_EXAMPLE,
+    path = write(tmp_path, json.dumps({"shovels": {"my_first_shovel": PLUGIN_DOCS_EXAMPLE,
                                                    "dyn": DYN_MINIMAL}}, indent=2))
     cfg = load_config(path)
     assert list(cfg.shovels) == ["my_first_shovel", "dyn"]
@@ -741,7 +741,7 @@ def test_password_never_shown_even_in_got_values() -> None:
 
 
 @pytest.mark.parametrize("definition", [
-    SEED_EXAMPLE,
+    PLUGIN_DOCS_EXAMPLE,
     MINIMAL,
     with_(MINIMAL, publish_properties=ALL_PROPERTIES, workers=3, delete_after=7,
           add_forward_headers=True, reconnect_delay=0.25, ack_mode="on_publish",
@@ -782,7 +782,7 @@ def test_dynamic_current_keys() -> None:
     assert one(shovel_to_json(s)) == s
 
 
-def test_seed_form_current_clauses() -> None:
+def test_static_form_current_clauses() -> None:
     s = one({**MINIMAL, "delete_after_duration": 90, "consumer_args": {"x-priority": 1},
              "consumer_name": "t", "publish_properties": []})
     assert (s.delete_after_duration, s.consumer_arguments, s.consumer_tag) == (

@@ -293,7 +293,7 @@ def test_every_field_of_the_model_is_set_by_a_clause_of_the_spec() -> None:
 
 def test_the_plugins_vocabulary_is_in_the_spec() -> None:
     static = set(spec.SHOVEL.names())
-    assert set(vocabulary.SEED_CLAUSES) | set(vocabulary.SEED_EXTRAS) <= static
+    assert set(vocabulary.STATIC_CLAUSES) | set(vocabulary.STATIC_EXTRAS) <= static
     dynamic = set(spec.dynamic_names())
     assert set(vocabulary.DYNAMIC_KEYS) | set(vocabulary.LEGACY_DYNAMIC_KEYS) <= dynamic
     assert not set(vocabulary.AMQP10_KEYS) & dynamic
@@ -326,7 +326,7 @@ def documented_examples() -> list[tuple[str, Any]]:
 def example_configs() -> list[tuple[str, Any]]:
     examples = [("contrib/pumpd.json", json.loads((ROOT / "contrib/pumpd.json").read_text()))]
     examples += documented_examples()
-    for name in ("seed_example.config", "advanced.config"):
+    for name in ("plugin_docs_example.config", "advanced.config"):
         examples.append((f"tests/data/{name}", import_erlang_config(
             (DATA / name).read_text(), source=name)))
     examples.append(("tests/data/definitions.json", import_definitions(

@@ -449,8 +449,8 @@ def test_error_message_and_attributes() -> None:
     assert str(err) == "line 2, column 3: expected ',' or '}' in a tuple, found end of input"
 
 
-def test_missing_close_in_the_seed_example_is_located() -> None:
-    text = (DATA / "seed_example.config").read_text()
+def test_missing_close_in_the_plugin_docs_example_is_located() -> None:
+    text = (DATA / "plugin_docs_example.config").read_text()
     # Drop the comma before {queue, <<>>} (line 30): the list of clauses ends too early.
     broken = text.replace("]}\n, {queue, <<>>}\n", "]}\n {queue, <<>>}\n")
     assert broken != text
@@ -463,11 +463,11 @@ def test_missing_close_in_the_seed_example_is_located() -> None:
     assert err.reason == "expected ',' or '}' in a tuple, found ']'"
 
 
-# --- the seed's example, positions, formatting ------------------------------------------------
+# --- the plugin documentation's example, positions, formatting ------------------------------------------------
 
 
-def test_seed_example_parses_to_the_expected_term() -> None:
-    term = parse_term((DATA / "seed_example.config").read_text())
+def test_plugin_docs_example_parses_to_the_expected_term() -> None:
+    term = parse_term((DATA / "plugin_docs_example.config").read_text())
     assert isinstance(term, tuple) and same(term[0], A("rabbitmq_shovel"))
     [(shovels_key, [(name, clauses)])] = term[1]  # type: ignore[misc]
     assert same(shovels_key, A("shovels")) and same(name, A("my_first_shovel"))

@@ -18,8 +18,8 @@ from pumpd.importers.erlang.shovels import import_erlang_config
 
 DATA = pathlib.Path(__file__).parent / "data"
 
-# What the seed's verbose example states, clause by clause (and nothing else).
-SEED_EXPECTED = {
+# What the plugin documentation's verbose example states, clause by clause (and nothing else).
+PLUGIN_DOCS_EXPECTED = {
     "shovels": {
         "my_first_shovel": {
             "sources": {
@@ -238,16 +238,16 @@ def error_of(text: str) -> ConfigImportError:
     return info.value
 
 
-# --- the seed's example and a realistic advanced.config ----------------------------------------
+# --- the plugin documentation's example and a realistic advanced.config ----------------------------------------
 
 
-def test_seed_example_imports_to_exactly_its_clauses() -> None:
-    text = (DATA / "seed_example.config").read_text()
-    assert imported(text) == SEED_EXPECTED
+def test_plugin_docs_example_imports_to_exactly_its_clauses() -> None:
+    text = (DATA / "plugin_docs_example.config").read_text()
+    assert imported(text) == PLUGIN_DOCS_EXPECTED
 
 
-def test_seed_example_keeps_the_clause_order() -> None:
-    result = imported((DATA / "seed_example.config").read_text())
+def test_plugin_docs_example_keeps_the_clause_order() -> None:
+    result = imported((DATA / "plugin_docs_example.config").read_text())
     assert list(result["shovels"]["my_first_shovel"]) == [
         "sources",
         "destinations",
@@ -260,11 +260,11 @@ def test_seed_example_keeps_the_clause_order() -> None:
     ]
 
 
-def test_seed_example_inside_a_config_file() -> None:
-    clause = (DATA / "seed_example.config").read_text()
+def test_plugin_docs_example_inside_a_config_file() -> None:
+    clause = (DATA / "plugin_docs_example.config").read_text()
     text = f"[{{rabbit, [{{tcp_listeners, [5672]}}]}},\n{clause}\n]."
-    assert imported(text) == SEED_EXPECTED
-    assert imported(clause.rstrip() + ".\n") == SEED_EXPECTED
+    assert imported(text) == PLUGIN_DOCS_EXPECTED
+    assert imported(clause.rstrip() + ".\n") == PLUGIN_DOCS_EXPECTED
 
 
 def test_advanced_config_with_several_apps_and_two_shovels() -> None:
@@ -273,8 +273,8 @@ def test_advanced_config_with_several_apps_and_two_shovels() -> None:
 
 def test_imports_pass_pumpds_own_validation() -> None:
     config = pytest.importorskip("pumpd.config.parse")
-    seed = config.parse_config(SEED_EXPECTED, source="seed")
-    first = seed.shovels["my_first_shovel"]
+    example = config.parse_config(PLUGIN_DOCS_EXPECTED, source="the plugin documentation's example")
+    first = example.shovels["my_first_shovel"]
     assert first.prefetch_count == 10
     assert first.ack_mode.value == "on_confirm"
     assert first.publish_exchange == "my_direct" and first.publish_routing_key == "from_shovel"
@@ -692,12 +692,12 @@ def test_bad_files(text: str, reason: str, position: tuple[int, int]) -> None:
 
 
 def test_main_import_erlang_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main_import_erlang(str(DATA / "seed_example.config")) == 0
+    assert main_import_erlang(str(DATA / "plugin_docs_example.config")) == 0
     out, err = capsys.readouterr()
     assert err.startswith("pumpd: import-erlang: warning: ") and err.count("\n") == 1
     assert "a server-named queue that is neither durable nor exclusive" in err
     assert out.endswith("}\n") and not out.endswith("\n\n")
-    assert orjson.loads(out) == SEED_EXPECTED
+    assert orjson.loads(out) == PLUGIN_DOCS_EXPECTED
     assert out.startswith('{\n  "shovels": {\n    "my_first_shovel": {\n')  # OPT_INDENT_2
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from pumpd.cli.import_commands import decode_utf8
-from pumpd.config.clauses import SEED_ALL
+from pumpd.config.clauses import STATIC_ALL
 from pumpd.config.dynamic import DYNAMIC_ALL
 from pumpd.config.parse import ConfigError, parse_config, parse_document
 from pumpd.config.uri import URIError, parse_uri
@@ -27,7 +27,7 @@ from pumpd.spark.write.write_options import parse_options
 from pumpd.supervisor.definitions import parse_put_body
 
 DATA = Path(__file__).parent / "data"
-ERLANG_SAMPLES = [(DATA / name).read_text() for name in ("seed_example.config",
+ERLANG_SAMPLES = [(DATA / name).read_text() for name in ("plugin_docs_example.config",
                                                           "advanced.config")]
 
 # -- strategies ----------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def shovel_like(draw: st.DrawFn) -> dict[str, Any]:
          "queue": "q"},
         {"src-uri": "amqp://s", "src-queue": "q", "dest-uri": "amqp://d"},
     ]))
-    keys = SEED_ALL if "queue" in base else DYNAMIC_ALL
+    keys = STATIC_ALL if "queue" in base else DYNAMIC_ALL
     changes = draw(st.dictionaries(st.sampled_from(keys), JSON_VALUES, max_size=4))
     return {**base, **changes}
 

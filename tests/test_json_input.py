@@ -106,7 +106,7 @@ def test_the_configuration_file_refuses_as_the_reader_does(tmp_path: Path) -> No
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == exitcodes.CONFIG_ERROR, result
     assert "clause 'dest-publish-properties'" in result.stderr and BIG in result.stderr
-    # the seed's form, at an endpoint's broker list and at the top level
+    # the static form, at an endpoint's broker list and at the top level
     path.write_text('{"shovels": {"s": {"sources": {"brokers": ["amqp://a", 1e999]}}}}')
     with pytest.raises(ConfigError) as info:
         load_config(path)

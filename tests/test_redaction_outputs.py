@@ -34,7 +34,7 @@ def bad_query(uri: str) -> str:
     return uri + ("&" if "?" in uri else "?") + "heartbeat=x"
 
 
-def seed_shovel(uri: str, dest: str = "amqp://dest.example", **clauses: Any) -> dict[str, Any]:
+def static_shovel(uri: str, dest: str = "amqp://dest.example", **clauses: Any) -> dict[str, Any]:
     return {"sources": {"broker": uri}, "destinations": {"broker": dest}, "queue": "q", **clauses}
 
 
@@ -49,7 +49,7 @@ def test_check_shows_no_password(tmp_path: Path, case: Case) -> None:
                                (bad_query(case.uri()), {}, 2),
                                (case.uri(), {"ack_mode": case.uri()}, 2)]:
         path = tmp_path / "c.json"
-        path.write_text(json.dumps({"shovels": {"s": seed_shovel(uri, **clauses)}}))
+        path.write_text(json.dumps({"shovels": {"s": static_shovel(uri, **clauses)}}))
         done = pumpd("check", "--config", str(path))
         assert done.returncode == code, done.stderr
         assert leaks(done.stdout + done.stderr, case) == [], done.stdout + done.stderr
@@ -101,7 +101,7 @@ def test_refused_puts_and_a_refused_reload_show_no_password(pumpd_daemon: Any) -
     assert any("invalid AMQP URI" in b for b in bodies)
 
     for n, case in enumerate(CASES, start=1):
-        d.write_config({"s": seed_shovel(bad_query(case.uri()))})
+        d.write_config({"s": static_shovel(bad_query(case.uri()))})
         d.signal(signal.SIGHUP)
         d.wait_for(lambda n=n: len([e for e in d.log_events()
                                     if e.get("event") == "reload_failed"]) == n,
@@ -118,7 +118,7 @@ def test_workers_failing_to_log_in_show_no_password(pumpd_daemon: Any, node_a: L
     cases = [c for c in CASES if c.parses]
     for case in cases:  # real users, whose password is another one
         node_a.add_user(case.user, RIGHT_PASSWORD, vhost_a)
-    shovels = {c.id: seed_shovel(c.uri(host, vhost_a), node_a.uri(vhost_a), reconnect_delay=1)
+    shovels = {c.id: static_shovel(c.uri(host, vhost_a), node_a.uri(vhost_a), reconnect_delay=1)
                for c in cases}
     d = pumpd_daemon(shovels, "--log-format", "text")  # the text format; the JSON one above
 

@@ -1,4 +1,4 @@
-"""The shovel engine against real brokers: every clause of the seed."""
+"""The shovel engine against real brokers: every clause of the static form."""
 
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ def test_consumer_uses_automatic_acks_only_in_no_ack_mode(node_a: LocalNode, vho
 
 
 def test_destination_declarations_and_server_named_source_queue(node_a: LocalNode, vhost_a: str) -> None:
-    """The seed's declarations example: an anonymous queue bound to an exchange, queue "" """
+    """The plugin documentation's declarations example: an anonymous queue bound to an exchange, queue "" """
     uri = node_a.uri(vhost_a)
     s = shovel(
         sources={"broker": uri, "declarations": [

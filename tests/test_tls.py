@@ -1,4 +1,4 @@
-"""amqps URIs with the seed's five TLS parameters, against a node with a TLS listener."""
+"""amqps URIs with the plugin's five TLS parameters, against a node with a TLS listener."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pumpd.config.model import BrokerURI, TLSOptions
 from pumpd.config.uri import FRAME_MAX_SIZE, FRAME_MIN_SIZE, URIError, format_uri, parse_uri, redact
 from pumpd.engine.parameters import to_pika_parameters
 
-# The URI spec's own table (https://www.rabbitmq.com/uri-spec.html, appendix A), plus the seed's
+# The URI spec's own table (https://www.rabbitmq.com/uri-spec.html, appendix A), plus the plugin documentation's
 # host-less form: (uri, scheme, host, port, user, password, vhost).
 SPEC_CASES = [
     ("amqp://user:pass@host:10000/vhost", "amqp", "host", 10000, "user", "pass", "vhost"),

@@ -52,7 +52,7 @@ _SHORTSTR_PROPERTIES = tuple(name for name, kind in BASIC_PROPERTIES.items()
 # pumpd's own: allowed in both forms
 COMMON_CLAUSES = common_names()
 # Every clause of a shovel in the static form
-SEED_ALL = static_names()
+STATIC_ALL = static_names()
 # The plugin's floor for delete_after_duration (rabbit_shovel.hrl, SOFT_..._FLOOR), in seconds.
 PLUGIN_DURATION_FLOOR = 60
 
@@ -345,12 +345,12 @@ def read_common_clauses(ctx: Context, obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_seed_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
+def read_static_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     """A shovel in the static form's clauses (the plugin's static shovels, and pumpd's own).
 
     :raises ConfigError: on the first bad clause.
     """
-    check_keys(ctx, "", obj, SEED_ALL)
+    check_keys(ctx, "", obj, STATIC_ALL)
     for clause in (c.name for c in SHOVEL if c.required):
         if clause not in obj:
             ctx.fail(clause, "missing (it is mandatory)")

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .clauses import COMMON_CLAUSES, SEED_ALL, read_seed_shovel
+from .clauses import COMMON_CLAUSES, STATIC_ALL, read_static_shovel
 from .cluster import parse_cluster
 from .dynamic import DYNAMIC_ALL, read_dynamic_shovel
 from .json_input import JsonInputError, path_text, read_json
@@ -128,14 +128,14 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
             sctx.fail(None, "a shovel name must not contain control characters")
         if not isinstance(definition, dict):
             sctx.fail(None, f"a shovel definition must be an object, got {show(definition)}")
-        seed_keys = [k for k in definition if k in SEED_ALL and k not in COMMON_CLAUSES]
+        static_keys = [k for k in definition if k in STATIC_ALL and k not in COMMON_CLAUSES]
         flat_keys = [k for k in definition if k in DYNAMIC_ALL and k not in COMMON_CLAUSES]
-        if seed_keys and flat_keys:
+        if static_keys and flat_keys:
             sctx.fail(flat_keys[0], f"mixes dynamic-shovel names ({flat_keys[0]!r}) with the "
-                                    f"seed's clauses ({seed_keys[0]!r}): use one form per shovel")
+                                    f"static form's clauses ({static_keys[0]!r}): use one form per shovel")
         # Neither form recognised: guess from the spelling, for the "did you mean" hint.
-        dynamic = bool(flat_keys) or (not seed_keys and any("-" in k for k in definition))
-        shovel = (read_dynamic_shovel if dynamic else read_seed_shovel)(sctx, definition)
+        dynamic = bool(flat_keys) or (not static_keys and any("-" in k for k in definition))
+        shovel = (read_dynamic_shovel if dynamic else read_static_shovel)(sctx, definition)
         _check_shovel(sctx, shovel, _delete_after_name(definition) if dynamic else "delete_after")
         if sctx.warnings:
             shovel = dataclasses.replace(shovel, warnings=tuple(sctx.warnings))

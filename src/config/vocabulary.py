@@ -20,9 +20,9 @@ __all__ = [
     "OCTET",
     "PUBLISH_FIELDS",
     "REQUIRED_FIELDS",
-    "SEED_CLAUSES",
-    "SEED_EXTRAS",
     "SHORTSTR",
+    "STATIC_CLAUSES",
+    "STATIC_EXTRAS",
     "TABLE",
     "USES_LAST_QUEUE",
 ]
@@ -71,11 +71,11 @@ PUBLISH_FIELDS: dict[str, str] = {"exchange": SHORTSTR, "routing_key": SHORTSTR,
                                   "mandatory": BIT}
 
 # The clauses of the plugin's static shovels (rabbit_shovel_config), in its order.
-SEED_CLAUSES = ("sources", "destinations", "queue", "prefetch_count", "ack_mode",
+STATIC_CLAUSES = ("sources", "destinations", "queue", "prefetch_count", "ack_mode",
                 "publish_properties", "publish_fields", "reconnect_delay")
 # Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in the legacy
 # static format (sources: [...]); the last two only in its current static format (source: [...]).
-SEED_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header",
+STATIC_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header",
                "delete_after_duration", "consumer_args", "consumer_name")
 
 # Dynamic-shovel keys (AMQP 0-9-1), as rabbit_amqp091_shovel validates them.

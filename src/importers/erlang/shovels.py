@@ -11,7 +11,7 @@ current format's own ``ack_mode`` default (no_ack, with a warning). Anything tha
 
 from __future__ import annotations
 
-from ...config.vocabulary import SEED_CLAUSES, SEED_EXTRAS
+from ...config.vocabulary import STATIC_CLAUSES, STATIC_EXTRAS
 from ..errors import JSON, ConfigImportError
 from .clauses import ClauseReader
 from .terms import (
@@ -29,10 +29,10 @@ __all__ = ["import_erlang_config"]
 
 # Clauses the plugin (3.7+) also reads in this format; pumpd's JSON takes them under the same
 # names (consumer_args / consumer_name only in the current format, see _CURRENT_SOURCE).
-_EXTRA_CLAUSES = SEED_EXTRAS[:4]
+_EXTRA_CLAUSES = STATIC_EXTRAS[:4]
 _MANDATORY_CLAUSES = ("sources", "destinations", "queue")
 # The clauses the older plugin's ``defaults`` application setting may supply.
-_DEFAULTABLE_CLAUSES = SEED_CLAUSES[3:]
+_DEFAULTABLE_CLAUSES = STATIC_CLAUSES[3:]
 
 # RabbitMQ 3.7+'s static format (rabbit_shovel_config:parse_current and
 # rabbit_amqp091_shovel:parse/2): its top-level clauses, and those of source and destination.
@@ -158,10 +158,10 @@ class _ErlangImporter(ClauseReader):
         if present & set(_NEWER_FORMAT_CLAUSES):
             return self._current_shovel(where, clauses, body, entry)
         for key, _, item in clauses:
-            if key not in SEED_CLAUSES and key not in _EXTRA_CLAUSES:
+            if key not in STATIC_CLAUSES and key not in _EXTRA_CLAUSES:
                 self.fail(
                     f"{where}: unknown clause '{key}' (expected one of "
-                    f"{', '.join(SEED_CLAUSES + _EXTRA_CLAUSES)})",
+                    f"{', '.join(STATIC_CLAUSES + _EXTRA_CLAUSES)})",
                     item,
                 )
         for key in _MANDATORY_CLAUSES:
