@@ -1,4 +1,4 @@
-"""A broker list that fails over at once (issue 23): how long shovels listing several brokers
+"""A broker list that fails over at once: how long shovels listing several brokers
 take to run again when one of them is down or dies.
 
 Two private RabbitMQ nodes, A and B (not clustered: each shovel declares its own source and
@@ -15,7 +15,7 @@ any backoff (``engine/brokers.py``). Measured, per repetition:
   with its reconnect counter moved. The node is restarted before the next kill.
 
 Reported: median, 90th percentile and maximum seconds per event, and how many shovels took
-longer than 3 s (issue 23's target: every shovel running again within 3 s).
+longer than 3 s (the target: every shovel running again within 3 s).
 
     python bench/broker_failover.py                     # 24 shovels, 3 repetitions
     python bench/broker_failover.py --shovels 24 --reps 1 --per-process 4
@@ -41,7 +41,7 @@ from common import Pumpd, common_fields, shovels_doc
 
 RESULTS = Path(__file__).resolve().parent / "results"
 POLL = 0.05  # seconds between reads of /api/shovels
-TARGET = 3.0  # seconds: issue 23's target for one broker of three down
+TARGET = 3.0  # seconds: the target for one broker of three down
 
 
 def shovel(brokers: list[str], i: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Failover of a group of daemons (issue 23): how long positions stay unconsumed when a member
+"""Failover of a group of daemons: how long positions stay unconsumed when a member
 dies or freezes, and what that costs in lost and duplicated messages.
 
 ``--members N`` daemons (default 2) run the same configuration with ``--cluster bench``: 10

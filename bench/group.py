@@ -1,4 +1,4 @@
-"""A group of daemons (issue 23, "even spread"): what the spread rule gives and moves, and how
+"""A group of daemons ("even spread"): what the spread rule gives and moves, and how
 fast members see each other come and go on a real coordination broker.
 
 ``spread`` (no broker): 3 members x 30 positions over ``--trials`` random member-id sets: the

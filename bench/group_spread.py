@@ -1,4 +1,4 @@
-"""Even spread and failover of a group of daemons with a coordination broker (issue 23's
+"""Even spread and failover of a group of daemons with a coordination broker (the
 targets: 3 daemons, 30 shovels, spread 10 +- 1 each within 60 s of the last member starting;
 ``kill -9`` of a member: its positions running elsewhere within 10 s).
 

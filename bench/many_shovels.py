@@ -1,4 +1,4 @@
-"""Many idle shovels in few processes (issue 14): the cost of ``--shovels-per-process K``.
+"""Many idle shovels in few processes: the cost of ``--shovels-per-process K``.
 
 Idle case (default): ``--shovels N`` shovels (default 1,000), each with its own source and
 destination queue on one private RabbitMQ node and its two connections, run by

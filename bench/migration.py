@@ -1,5 +1,5 @@
 """A vhost moved with ``pumpd plan-migration``'s plan (one shovel per queue) against one shovel
-moving the same number of messages out of one queue (issue 14's target: the plan is not slower).
+moving the same number of messages out of one queue (the target: the plan is not slower).
 
 Each run, on a private RabbitMQ node with the management plugin: a fresh source and destination
 vhost; ``--queues`` source queues of ``--messages-per-queue`` messages each (case ``plan``), or

@@ -1,7 +1,7 @@
 """Hypothesis profiles for every property test, chosen with ``HYPOTHESIS_PROFILE``:
 
 * ``default``: enough examples to catch a regression while the file stays under a minute;
-* ``thorough``: at least 10,000 examples per property (issue 19's target), for a run by hand:
+* ``thorough``: at least 10,000 examples per property (the target), for a run by hand:
   ``HYPOTHESIS_PROFILE=thorough .venv/bin/python -m pytest tests/test_input_properties.py``.
 
 Imported by ``tests/conftest.py``, so that any test module can rely on the profile.

@@ -1,4 +1,4 @@
-"""The password forms of issue 19, as URIs a user writes, and a check that a text shows none of
+"""The password forms, as URIs a user writes, and a check that a text shows none of
 them (tests/test_redaction.py, tests/test_redaction_outputs.py, tests/test_spark.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 23: a group of daemons with a coordination broker spreads its positions evenly, hands
+"""A group of daemons with a coordination broker spreads its positions evenly, hands
 them over gracefully, fails over when a member dies, and takes its shovels from the
 configuration file only (``daemon/membership.py``).
 

@@ -1,5 +1,5 @@
 """Every count, duration, length and nesting depth of a configuration is bounded, and a value
-past its bound is a ConfigError naming the bound (issue 19). Pure parsing: no broker."""
+past its bound is a ConfigError naming the bound. Pure parsing: no broker."""
 
 from __future__ import annotations
 

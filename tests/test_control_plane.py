@@ -1,6 +1,5 @@
-"""The authenticated control plane (issue 19): the token, the Host check, TLS for the endpoint,
-the HTTP server's bounds, and what a shovel added at run time may touch; protected shovels
-(issue 20). Against real daemons (``pumpd_daemon``), and a real node where a shovel must run."""
+"""The authenticated control plane: the token, the Host check, TLS for the endpoint,
+the HTTP server's bounds, and what a shovel added at run time may touch; protected shovels. Against real daemons (``pumpd_daemon``), and a real node where a shovel must run."""
 
 from __future__ import annotations
 

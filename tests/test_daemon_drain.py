@@ -99,7 +99,7 @@ def test_an_unexpected_error_in_the_coordinator_drains_every_worker_instead_of_k
     pumpd_daemon, node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
     tmp_path: Path
 ) -> None:
-    """Issue 19: the last resort SIGTERMs the workers and waits for their drain; it used to
+    """The last resort SIGTERMs the workers and waits for their drain; it used to
     SIGKILL them, leaving published but unacknowledged messages to come again (duplicates)."""
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
     n = 30_000

@@ -1,4 +1,4 @@
-"""``--shovels-per-process K`` (issue 14): several shovels' workers in one worker host process,
+"""``--shovels-per-process K``: several shovels' workers in one worker host process,
 each still supervised, reported and changed on its own."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pause and resume in the daemon (issue 23), against real daemons and private nodes:
+"""Pause and resume in the daemon, against real daemons and private nodes:
 ``POST /api/shovels/NAME/pause|resume`` and ``pumpd pause|resume NAME``. A paused shovel drains
 what it holds and leaves every other message in its source, holds no consumer, stays paused
 across a restart of the daemon (the state file) and a reload, and resumes moving everything,

@@ -76,7 +76,7 @@ def _refusals(d: Any) -> list[str]:
 def test_a_reload_that_cannot_be_read_validated_or_applied_leaves_every_worker_running(
     pumpd_daemon, node_a: LocalNode, vhost_a: str
 ) -> None:
-    """Issue 19: a 995-deep file, a workers bound, a file of binary garbage, a file that
+    """A 995-deep file, a workers bound, a file of binary garbage, a file that
     vanished: each a refused reload in one log line; the workers keep their pids."""
     uri = node_a.uri(vhost_a)
     good = {"a": shovel_def(uri, "a-in", uri, "a-out"), "b": shovel_def(uri, "b-in", uri, "b-out")}

@@ -159,7 +159,7 @@ def test_http_addresses() -> None:
 
 
 def test_plugin_status_figures_and_the_source_backlog() -> None:
-    """The plugin's shovel_status names (issue 13): remaining, remaining_unacked, pending,
+    """The plugin's shovel_status names: remaining, remaining_unacked, pending,
     forwarded; and the backlog: levels combine by max over workers, never add up."""
     doc = shovel_doc(view("orders"))
     assert (doc["remaining"], doc["remaining_unacked"]) == ("unlimited", "unlimited")
@@ -195,7 +195,7 @@ def test_slot_keeps_unknown_levels() -> None:
 
 
 def test_migration_summary_sums_backlogs_and_rates_and_says_unknown() -> None:
-    """Issue 14: the summary over every shovel, from the documents /api/shovels serves."""
+    """The summary over every shovel, from the documents /api/shovels serves."""
     base = shovel_doc(view("orders"))
 
     def doc(state: str, backlog: int | None, rate: float) -> dict[str, object]:

@@ -161,7 +161,7 @@ def test_workers_exit_when_the_coordinator_is_killed(
 def test_a_killed_worker_is_not_counted_running_until_its_replacement_moves_messages(
     pumpd_daemon, node_a: LocalNode, vhost_a: str
 ) -> None:
-    """The report of issue 9: 0.3 s after a kill the shovel showed `running 2/2`, and its rate
+    """A defect once reported: 0.3 s after a kill the shovel showed `running 2/2`, and its rate
     stayed in the thousands while no worker moved anything."""
     uri = node_a.uri(vhost_a)
     d = pumpd_daemon({"s": shovel_def(uri, "in", uri, "out", workers=2)})

@@ -1,4 +1,4 @@
-"""The importers are total (issue 19): integer literals and binaries are bounded before anything
+"""The importers are total: integer literals and binaries are bounded before anything
 is allocated, and the real ``pumpd import-*`` commands exit 2 with one line, never a traceback,
 whatever the file holds."""
 

@@ -1,4 +1,4 @@
-"""Property tests of what parses user input (issue 19): the Erlang-term importer, the JSON
+"""Property tests of what parses user input: the Erlang-term importer, the JSON
 validator (file, dynamic form, PUT bodies), the URI parser and the Spark declarations option.
 Whatever they are given, they answer with their own error type and nothing else: no
 RecursionError, no ValueError of int(), no TypeError, no KeyError.

@@ -1,4 +1,4 @@
-"""Issue 23: a group of daemons runs every position once, fenced by the position's lease, an
+"""A group of daemons runs every position once, fenced by the position's lease, an
 exclusive queue held on its own source connection (``engine/lease.py``).
 
 What the brokers say is the truth here: who consumes is read from the source broker's own

@@ -2,7 +2,7 @@
 amqp091_dynamic_SUITE, amqp091_static_SUITE), against private nodes: quorum queues and streams,
 a stream consumed from an offset, predeclared queues that are missing, a missing destination
 exchange, the source queue deleted while running, bad credentials, delete-after edge cases,
-the consumer's arguments and tag (issue 13)."""
+the consumer's arguments and tag."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pause and resume at the engine's level (issue 23), against private nodes: a pause cancels the
+"""Pause and resume at the engine's level, against private nodes: a pause cancels the
 consumer, publishes, confirms and acks what the session held, then holds no consumer and no
 connection while every other message stays ready in the source; resume moves them all. A pump
 started paused never connects.

@@ -1,4 +1,4 @@
-"""``pumpd plan-migration`` (issue 14): a vhost's queues read from the management API of a real
+"""``pumpd plan-migration``: a vhost's queues read from the management API of a real
 node, the plan checked and run by the daemon, every queue recreated alike and every message
 moved; its errors; and the migration's progress in ``pumpd status``.
 
@@ -346,7 +346,7 @@ def test_status_shows_the_migration_progress(
         assert conn.channel().queue_declare("work", passive=True).method.message_count == 2000
 
 
-# -- issue 19: the plan's file, plain http, redirects, the answer's size ------------------------
+# -- the plan's file, plain http, redirects, the answer's size ------------------------
 
 
 class _Api:

@@ -1,4 +1,4 @@
-"""Secrets are never printed (issue 19): the registry of known secrets, the structural rule, every
+"""Secrets are never printed: the registry of known secrets, the structural rule, every
 text form of a parsed URI, log lines, errors, the Spark options; and a property over generated
 passwords. No broker, no process: tests/test_redaction_outputs.py runs the commands and daemons.
 """

@@ -1,4 +1,4 @@
-"""Secrets are never printed (issue 19), end to end: every password form of
+"""Secrets are never printed, end to end: every password form of
 :mod:`redaction_cases` is absent from ``pumpd check``, the importers' stderr, a refused PUT's
 body, the log line of a refused reload, and the status, API and log of workers that fail to log
 in, in real processes against a private broker."""

@@ -270,7 +270,7 @@ def test_bad_options_credentials_exchange_and_columns_fail_at_save(
         assert type(info.value).__name__ == "AnalysisException", str(info.value)[:500]
 
 
-# -- passwords: the option Spark redacts, and errors that never show one (issue 19) -----------
+# -- passwords: the option Spark redacts, and errors that never show one -----------
 
 SPARK_PASSWORD = 'sp@rk "p\u00e4ss"/w%rd 1'
 

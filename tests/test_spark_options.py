@@ -1,4 +1,4 @@
-"""The Spark data source's options are bounded and total (issue 19): parsed without Spark."""
+"""The Spark data source's options are bounded and total: parsed without Spark."""
 
 from __future__ import annotations
 

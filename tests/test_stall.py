@@ -1,4 +1,4 @@
-"""Stalled sessions heal themselves (issue 23), against private nodes: a destination that goes
+"""Stalled sessions heal themselves, against private nodes: a destination that goes
 silent with messages outstanding, and a source that goes silent with a backlog, are each
 restarted within ``stall_timeout`` and the shovel moves again, losing nothing; a destination
 under a memory alarm (blocked) is waited out, never restarted.

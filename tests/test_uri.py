@@ -352,7 +352,7 @@ def test_model_uri_is_frozen_value() -> None:
 
 
 # amqp_client's own URI cases (deps/amqp_client/test/unit_SUITE.erl, amqp_uri_parsing): the same
-# verdict from pumpd (issue 13). Host-less URIs are the local broker here, a direct connection
+# verdict from pumpd. Host-less URIs are the local broker here, a direct connection
 # there.
 AMQP_CLIENT_ACCEPTS = [
     "amqp://user:pass@host:10000/vhost?heartbeat=5", "amqp://", "amqp://:@/",

@@ -89,7 +89,7 @@ class DaemonOptions:
     endpoint: Callable[[Coordinator], ControlEndpoint] | None = None
     log_format: str = "text"
     log_level: str = "info"
-    shovels_per_process: int = 1  # K > 1: worker processes of up to K positions (issue 14)
+    shovels_per_process: int = 1  # K > 1: worker processes of up to K positions
     tls_dirs: tuple[str, ...] = ()  # --tls-dir: where a PUT's TLS files may be (resolved)
     protected_files: tuple[str, ...] = ()  # the daemon's own: never a PUT's TLS file
     cluster: ClusterConfig | None = None  # --cluster / "cluster": every position needs its lease

@@ -220,7 +220,7 @@ def _counters_doc(c: Counters) -> dict[str, int]:
 
 
 def plugin_figures(c: Counters, trend: float | None) -> dict[str, Any]:
-    """The Shovel plugin's shovel_status figures under its own names (issue 13), and how far
+    """The Shovel plugin's shovel_status figures under its own names, and how far
     behind the shovel is.
 
     ``remaining`` / ``remaining_unacked``: what delete_after still lets it move / publish
@@ -241,7 +241,7 @@ def plugin_figures(c: Counters, trend: float | None) -> dict[str, Any]:
 
 
 def summary_doc(shovels: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Where a migration stands, over every shovel (issue 14): built from the shovel documents
+    """Where a migration stands, over every shovel: built from the shovel documents
     (as :func:`shovel_doc` writes them), so ``pumpd status`` can make it from ``/api/shovels``.
 
     ``states``: how many shovels are in each state (only the states some shovel is in);

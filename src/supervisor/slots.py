@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 MAGIC = b"PUMPDSL1"
-LAYOUT_VERSION = 4  # 3: remaining, remaining_unacked, source_backlog (issue 13); 4: stall_restarts
+LAYOUT_VERSION = 4  # 3: remaining, remaining_unacked, source_backlog; 4: stall_restarts
 BLOCK_HEADER = struct.Struct("<8sIII44x")  # magic, version, slot size, number of slots
 SLOTS_OFFSET = 64
 SLOT_SIZE = 512
@@ -145,7 +145,7 @@ def classify_reason(state: State, reason: str | None) -> ReasonCode:
         if reason.startswith("undeliverable message"):
             return ReasonCode.UNDELIVERABLE
     elif ("reconnecting in" in reason or "reconnecting now" in reason
-          or "restarting the session" in reason):  # the last: a stalled session (issue 23)
+          or "restarting the session" in reason):  # the last: a stalled session
         return ReasonCode.RECONNECTING
     return ReasonCode.OTHER
 

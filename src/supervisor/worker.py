@@ -20,7 +20,7 @@ The coordinator controls positions one by one through a duplex pipe, which the w
 * coordinator -> worker: ``("start", PositionSpec)``, ``("stop", SlotRef)`` (drain that position
   only: stop consuming, publish what it holds, wait up to the drain timeout for its confirms, ack
   them and close), ``("pause", SlotRef)`` / ``("resume", SlotRef)`` (that position's pump
-  drains as for a stop but stays, paused, holding no connection, until resumed: issue 23),
+  drains as for a stop but stays, paused, holding no connection, until resumed),
   ``("exit",)`` (the coordinator has no position left for this process),
   ``("gate", {SlotRef: (take, release)})`` (in a group with a coordination broker: the group's
   answers for those positions' :class:`SteeredGate`, sent when they change);
