@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
 
-.PHONY: venv install build debug dist test lint demo spark-demo spark-pipeline-demo bench bench-report bench-micro \
+.PHONY: venv install build debug dist test test-fast lint demo spark-demo spark-pipeline-demo bench bench-report bench-micro \
 	clean distclean rabbitmq system-packages
 
 system-packages:
@@ -39,8 +39,13 @@ debug: venv
 dist: venv
 	$(VPY) -m build
 
+# Both lanes: tests/unit and tests/integration (private RabbitMQ nodes, Spark, daemons).
 test: install
 	$(VPY) -m pytest
+
+# The unit lane alone: no broker, no Spark JVM, no running daemon (under a minute).
+test-fast: install
+	$(VPY) -m pytest tests/unit
 
 lint: venv
 	$(VPY) -m mypy
