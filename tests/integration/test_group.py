@@ -13,18 +13,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import pytest
 import uvloop
-from pumpd.config.cluster import check_cluster_name, coordination_heartbeat
 from pumpd.config.model import BrokerURI
 from pumpd.config.uri import parse_uri
 from pumpd.daemon.group import Group
-from pumpd.daemon.group_view import GroupView, Member, MemberInfo
+from pumpd.daemon.group_view import GroupView, MemberInfo
 from pumpd.daemon.probes import Probes, QueueState, lease_is_free
-from pumpd.daemon.spread import PositionKey, assign
+from pumpd.daemon.spread import PositionKey
 from pumpd.engine.link import Link, LinkError, open_link
 from pumpd.engine.parameters import to_pika_parameters
 from pumpd.engine.queue_names import info_queue, member_queue, paused_queue
@@ -33,7 +31,11 @@ from pumpd.testing.localnode import LocalNode
 from tests.support.amqp_helpers import declare_queue, queue_depth
 
 T = TypeVar("T")
+
+
 POLL = 0.2
+
+
 WAIT = 20.0  # seconds: a bound for what takes a few polls
 
 
@@ -86,9 +88,6 @@ def ids(view: GroupView) -> set[str]:
 async def close_all(*things: Group | Link | Probes) -> None:
     for t in things:
         await t.close()
-
-
-# -- probes ---------------------------------------------------------------------------------
 
 
 def test_a_passive_declare_tells_free_from_held_from_there(node_a: LocalNode,
@@ -209,58 +208,6 @@ def test_a_last_value_record_is_read_and_left_in_place(node_a: LocalNode,
     run(main)
 
 
-def test_cluster_names_are_letters_digits_underscores_and_dashes() -> None:
-    assert check_cluster_name("a-b_1") is None
-    assert "no dots" in (check_cluster_name("a.b") or "")
-    assert check_cluster_name("") is not None
-    with pytest.raises(ValueError, match="no dots"):
-        Group([parse_uri("amqp://h")], "a.b", MemberInfo("m", "h", 1))
-
-
-def test_a_member_record_round_trips_and_bad_ones_are_refused() -> None:
-    info = MemberInfo("m1", "h", 12, "http://h:1", (PositionKey("a", 0), PositionKey("b", 2)),
-                      5.0, "ab12")
-    assert MemberInfo.from_json(info.to_json()) == info
-    for bad in (b"[]", b"{}", b'{"id": "m", "host": "h", "pid": true}',
-                b'{"id": "m", "host": "h", "pid": 1, "definitions": 7}',
-                b'{"id": "m", "host": "h", "pid": 1, "positions": [["a"]]}',
-                b'{"id": "m", "host": "h", "pid": 1, "endpoint": 3}', b"not json"):
-        with pytest.raises(ValueError):
-            MemberInfo.from_json(bad)
-
-
-def test_a_view_names_the_preferred_member_and_who_runs_a_position() -> None:
-    a = MemberInfo("a", "h", 1, positions=(PositionKey("s", 0),))
-    b = MemberInfo("b", "h", 2)
-    view = GroupView("g", "a", 0, (Member(0, a), Member(1, b), Member(2, None)))
-    positions = [PositionKey("s", i) for i in range(4)]
-    assert view.ids() == {"a", "b"}  # slot 2's record not read yet: not counted
-    # sticky to what the records say each member runs
-    assert view.held() == {"a": (PositionKey("s", 0),), "b": ()}
-    assert view.preferred(positions) == assign(["a", "b"], positions, view.held())
-    assert view.preferred(positions)[PositionKey("s", 0)] == "a"
-    assert [m.id for m in view.runners(PositionKey("s", 0))] == ["a"]
-    assert view.runners(PositionKey("s", 1)) == ()
-    assert GroupView("g", "a").preferred(positions) == {}
-    twice = GroupView("g", "a", 0, (Member(0, a), Member(1, replace(b, id="a"))))
-    assert twice.duplicate_ids() == {"a"} and twice.ids() == {"a"}
-    assert twice.member("a") == Member(0, a)
-
-
-def test_the_coordination_connection_asks_for_half_the_smallest_source_heartbeat() -> None:
-    coordination = parse_uri("amqp://h/")
-    sources = [parse_uri("amqp://a/?heartbeat=30"), parse_uri("amqp://b/?heartbeat=5"),
-               parse_uri("amqp://c/?heartbeat=0"), parse_uri("amqp://d/")]
-    assert coordination_heartbeat(coordination, sources) == 2
-    assert coordination_heartbeat(coordination, sources[:1]) == 15
-    assert coordination_heartbeat(coordination, [parse_uri("amqp://a/?heartbeat=1")]) == 1
-    # no source sets one (or all turn them off): the broker's proposal, as for the sources
-    assert coordination_heartbeat(coordination, sources[2:]) is None
-    assert coordination_heartbeat(coordination, []) is None
-    # the coordination URI's own wins
-    assert coordination_heartbeat(parse_uri("amqp://h/?heartbeat=60"), sources) == 60
-
-
 def test_a_group_connection_asks_the_broker_for_its_heartbeat_unless_its_uri_sets_one(
         node_a: LocalNode, vhost_a: str) -> None:
     async def main() -> None:
@@ -285,9 +232,6 @@ def test_a_group_connection_asks_the_broker_for_its_heartbeat_unless_its_uri_set
             await close_all(plain, own)
 
     run(main)
-
-
-# -- membership -----------------------------------------------------------------------------
 
 
 def test_three_members_see_each_other_and_their_records(node_a: LocalNode,
@@ -376,7 +320,6 @@ def test_a_member_whose_connection_ends_leaves_every_view_and_its_slot_is_reused
             await close_all(a, b, c, d)
 
     run(main)
-
 
 
 def test_a_member_whose_slot_queue_is_deleted_claims_one_again(node_a: LocalNode,
@@ -524,9 +467,6 @@ def test_a_group_without_its_broker_is_not_joined_and_says_why(node_a: LocalNode
             await close_all(lone, pair)
 
     run(main)
-
-
-# -- pause markers --------------------------------------------------------------------------
 
 
 def test_pause_markers_round_trip_across_members(node_a: LocalNode, vhost_a: str) -> None:

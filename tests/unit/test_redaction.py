@@ -268,7 +268,7 @@ def test_hypothesis_profile_is_loaded() -> None:
     from hypothesis import settings
 
     assert settings().max_examples in (300, 10_000)
-    assert "hypothesis_profiles" in sys.modules
+    assert "tests.support.hypothesis_profiles" in sys.modules
 
 
 @pytest.mark.parametrize("text", [
