@@ -8,8 +8,7 @@ source broker's own lists (``rabbitmqctl list_consumers`` / ``list_channels`` /
 ``list_connections``: a pump's connections are named ``pumpd SHOVEL#I member ID``), never from
 pumpd's status; how soon positions ran again is read from the members' logs (a rabbitmqctl list
 takes seconds on a loaded machine). Intervals are short (poll 0.5 s, settle 2 s, grace 3 s) so
-the group moves within seconds; bench/group_spread.py measures the default ones.
-"""
+the group moves within seconds; bench/group_spread.py measures the default ones."""
 
 from __future__ import annotations
 
@@ -26,8 +25,6 @@ from typing import Any
 
 import pytest
 from pumpd.daemon.client import main as status_main
-from pumpd.daemon.client import printable
-from pumpd.daemon.cluster_status import render_members
 from pumpd.daemon.membership import member_id
 from pumpd.daemon.spread import PositionKey, assign
 from pumpd.testing.localnode import LocalNode, find_free_port
@@ -36,6 +33,8 @@ from tests.support.amqp_helpers import SteadyPublisher, drain_queue
 from tests.support.daemon_helpers import Daemon, _children, shovel_def
 
 SHOVELS = 9
+
+
 PREFETCH = 50
 
 
@@ -156,18 +155,6 @@ def _sources_empty(node: LocalNode, vhost: str, timeout: float = 60) -> None:
         time.sleep(0.5)
 
 
-def test_status_warns_when_the_members_definitions_differ() -> None:
-    member = {"host": "h", "pid": 1, "endpoint": None, "held": 3, "slot": 0}
-    doc = {"cluster": "g", "me": "a", "joined": True, "coordination_uri": "amqp://x",
-           "members": [{**member, "id": "a", "definitions": "1111"},
-                       {**member, "id": "b", "definitions": "2222"}],
-           "definitions_agree": False}
-    text = render_members(doc, printable)
-    assert "a (this one)" in text and "2222" in text
-    assert "warning: the members' shovel definitions differ" in text
-    assert "warning" not in render_members({**doc, "definitions_agree": True}, printable)
-
-
 def test_three_members_spread_nine_shovels_one_consumer_each_and_refuse_runtime_changes(
         pumpd_daemon, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
         vhost_b: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -281,8 +268,6 @@ def test_without_its_coordination_broker_a_group_still_runs_every_position_once(
     cluster = members[0].get("/api/cluster")
     assert not cluster["joined"] and cluster["error"]
 
-
-# -- failover decided by the source heartbeat; a leave or a return moves no healthy position --
 
 SOURCE_HEARTBEAT = 5  # seconds, on the source URIs only (as the README advises)
 
@@ -449,3 +434,4 @@ def test_a_member_frozen_or_killed_fails_over_within_the_source_heartbeat_and_no
 def _iso(at: float) -> str:
     """A wall-clock time as the daemons' JSON log writes it."""
     return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from pumpd import exitcodes
-from pumpd.daemon.client import printable
 from pumpd.daemon.http_api import MAX_BODY, MAX_HEADERS
 from pumpd.testing.localnode import LocalNode, find_free_port
 
@@ -51,9 +50,6 @@ def raw(d: Daemon, data: bytes) -> bytes:
 
 def status_line(answer: bytes) -> int:
     return int(answer.split(b" ", 2)[1])
-
-
-# -- the token ------------------------------------------------------------------------------
 
 
 def test_changes_need_the_token_and_work_with_it(pumpd_daemon, node_a: LocalNode,
@@ -192,27 +188,6 @@ def test_pumpd_status_finds_the_token_by_itself(pumpd_daemon, tmp_path: Path) ->
         assert not record.exists()  # removed on a clean stop
 
 
-def test_help_names_every_option_of_the_endpoint() -> None:
-    text = pumpd("--help").stdout
-    for option in ("--http-token-file", "--http-open-reads", "--metrics-open",
-                   "--http-allowed-host", "--http-tls-cert", "--http-tls-key",
-                   "--http-insecure-bind", "--tls-dir", "delete-shovel", "?force=true"):
-        assert option in text, option
-    text = pumpd("status", "--help").stdout
-    for option in ("--http-token-file", "--http-ca", "PUMPD_TOKEN_FILE", "https"):
-        assert option in text, option
-    assert "--force" in pumpd("delete-shovel", "--help").stdout
-
-
-def test_printable_escapes_every_control_and_format_character() -> None:
-    assert printable("plain text, ünïcode") == "plain text, ünïcode"
-    assert printable("a\x1b]0;title\x07b\r\n\t") == "a\\x1b]0;title\\x07b\\x0d\\x0a\\x09"
-    assert printable("x\u202ey\u200bz\x9b") == "x\\u202ey\\u200bz\\x9b"
-
-
-# -- the Host check and the HTTP server's bounds -----------------------------------------------
-
-
 def test_a_host_that_does_not_name_the_endpoint_is_refused(pumpd_daemon) -> None:
     d = pumpd_daemon({}, "--http-allowed-host", "pumpd.internal")
     for host in ("evil.example", f"evil.example:{d.port}", f"127.0.0.1:{d.port + 1}", "",
@@ -256,9 +231,6 @@ def test_content_length_and_headers_are_read_strictly(pumpd_daemon) -> None:
     assert status_line(raw(d, text.encode() + body)) == 201
 
 
-# -- TLS, and where the endpoint may listen ---------------------------------------------------
-
-
 def self_signed(directory: Path) -> tuple[Path, Path]:
     cert, key = directory / "endpoint.pem", directory / "endpoint.key"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
@@ -266,20 +238,6 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
                     "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key),
                     "-out", str(cert)], check=True, capture_output=True)
     return cert, key
-
-
-def test_a_non_loopback_address_needs_tls(tmp_path: Path) -> None:
-    cfg = tmp_path / "c.json"
-    cfg.write_text('{"shovels": {}}')
-    port = find_free_port()
-    result = pumpd("--config", str(cfg), "--http", f"0.0.0.0:{port}")
-    assert result.returncode == exitcodes.CONFIG_ERROR
-    assert result.stderr.count("\n") == 1 and "--http-insecure-bind" in result.stderr
-    assert "--http-tls-cert" in result.stderr
-    result = pumpd("--config", str(cfg), "--http-tls-cert", str(cfg))
-    assert result.returncode == exitcodes.CONFIG_ERROR and "go together" in result.stderr
-    result = pumpd("--config", str(cfg), "--http-tls-cert", str(cfg), "--http-tls-key", str(cfg))
-    assert result.returncode == exitcodes.CONFIG_ERROR and "cannot be used" in result.stderr
 
 
 def test_the_endpoint_over_tls(pumpd_daemon, tmp_path: Path) -> None:
@@ -308,9 +266,6 @@ def test_the_endpoint_over_tls(pumpd_daemon, tmp_path: Path) -> None:
     result = pumpd("status", "--http", f"https://localhost:{d.port}", "--http-ca", str(cert),
                    env={"PUMPD_TOKEN_FILE": ""})
     assert result.returncode == 0, result.stderr
-
-
-# -- what a shovel added at run time may touch -------------------------------------------------
 
 
 def tls_uri(**files: str) -> str:
@@ -395,9 +350,6 @@ def test_a_put_answers_at_once_without_a_connection_result(pumpd_daemon) -> None
     d.wait_for(lambda: "refused" in (d.shovel("probe")["reason"] or ""), 30, "the reason")
 
 
-# -- protected shovels (the plugin 4.x's "internal") ------------------------------------------
-
-
 def test_a_protected_shovel_is_deleted_or_replaced_only_when_forced(pumpd_daemon,
                                                                     tmp_path: Path) -> None:
     d = pumpd_daemon({})
@@ -436,15 +388,3 @@ def test_a_protected_shovel_is_deleted_or_replaced_only_when_forced(pumpd_daemon
         status, doc = d.request("PUT", "/api/shovels/bad", dynamic(**bad))
         assert status == 400 and why in doc["reason"], (bad, doc)
 
-
-def test_internal_and_its_owner_come_through_import_definitions(tmp_path: Path) -> None:
-    owner = {"name": "src", "kind": "queue", "virtual_host": "/"}
-    export = {"parameters": [{"component": "shovel", "vhost": "/", "name": "s", "value": {
-        **dynamic(), "internal": True, "internal_owner": owner}}]}
-    (tmp_path / "defs.json").write_text(json.dumps(export))
-    result = pumpd("import-definitions", str(tmp_path / "defs.json"))
-    assert result.returncode == 0, result.stderr
-    shovels = json.loads(result.stdout)["shovels"]
-    assert shovels["s"]["internal"] is True and shovels["s"]["internal_owner"] == owner
-    (tmp_path / "c.json").write_text(result.stdout)
-    assert pumpd("check", "--config", str(tmp_path / "c.json")).returncode == 0

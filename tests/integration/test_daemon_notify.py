@@ -7,12 +7,10 @@ import os
 import secrets
 import signal
 import socket
-import tempfile
 import time
 from collections.abc import Iterator
 
 import pytest
-from pumpd.daemon.notify import Notifier
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from tests.support.daemon_helpers import running_state, shovel_def
@@ -88,18 +86,3 @@ def test_ready_after_every_first_attempt_reload_and_stop(
     assert not any("READY=1" in msg for msg in listener.received[
         next(i for i, m in enumerate(listener.received) if "STOPPING=1" in m):])
 
-
-def test_a_path_socket_and_no_socket() -> None:
-    with tempfile.TemporaryDirectory(prefix="pumpd-notify-") as tmp:
-        path = os.path.join(tmp, "notify")
-        lst = Listener(path)
-        try:
-            n = Notifier(path)
-            n.send("READY=1", "STATUS=ok")
-            assert lst.next_with("READY", 5) == ["READY=1", "STATUS=ok"]
-            n.close()
-        finally:
-            lst.sock.close()
-    quiet = Notifier("")  # NOTIFY_SOCKET unset or empty: nothing is sent, nothing fails
-    assert not quiet.enabled
-    quiet.send("READY=1")

@@ -231,24 +231,6 @@ def test_a_pause_in_a_shared_process_touches_only_its_shovel(
     assert d.worker_pids("a") == d.worker_pids("b") == [pid]  # the same process throughout
 
 
-def test_the_state_file_keeps_pauses_and_shovels_apart(tmp_path: Path) -> None:
-    path = tmp_path / "s.runtime.json"
-    definition = {"src-uri": NOWHERE, "src-queue": "in", "dest-uri": NOWHERE, "dest-queue": "out"}
-    assert statefile.load_paused(path) == frozenset()  # no file yet
-    statefile.save(path, {}, ["b", "a", "a"])
-    assert json.loads(path.read_text()) == {"shovels": {}, "paused": ["a", "b"]}
-    statefile.save(path, {"rt": definition}, ["a", "b"])
-    assert statefile.load_paused(path) == {"a", "b"} and statefile.load(path) == {"rt": definition}
-    statefile.save(path, {"rt": definition}, [])  # none paused: the key goes, as an old pumpd
-    assert json.loads(path.read_text()) == {"shovels": {"rt": definition}}
-    path.write_text(json.dumps({"shovels": {}, "paused": "a"}))
-    with pytest.raises(statefile.StateFileError, match="must be a list of shovel names"):
-        statefile.load_paused(path)
-
-
-# -- group-wide: the pause markers of a real group on a private coordination node -----------
-
-
 class NoProcesses:
     """The shovels below have no position: no control message is ever sent."""
 
@@ -415,3 +397,4 @@ def test_attached_members_follow_each_others_pauses(node_a: LocalNode, vhost_a: 
         group_loop.call_soon_threadsafe(group_loop.stop)
         thread.join(10)
         group_loop.close()
+

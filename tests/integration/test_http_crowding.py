@@ -25,6 +25,8 @@ from pumpd.daemon.http_api import MAX_CONNECTIONS
 from tests.support.daemon_helpers import Daemon
 
 ATTACK_SECONDS = 6.0  # how long each check runs its requests while the crowd holds the slots
+
+
 ANSWER_TIMEOUT = 5.0  # a request under attack must be answered within this (the CLI's own)
 
 
@@ -309,36 +311,3 @@ def test_tls_handshakes_are_counted_against_the_bound(pumpd_daemon, tmp_path: Pa
         for sock in silent:
             sock.close()
 
-
-def test_which_connection_makes_room() -> None:
-    """The table's order, without a server: waiting first (oldest first, a request on its way in
-    kept), then serving an open request, never trusted; none: the newcomer is refused."""
-    import asyncio
-
-    from pumpd.daemon.http_connections import ConnectionTable, RequestReader, Stage
-
-    async def run() -> None:
-        table = ConnectionTable(3)
-        readers = [RequestReader() for _ in range(6)]
-        idle, trusted, serving = (table.admit(None, reader=r) for r in readers[:3])
-        assert idle and trusted and serving
-        trusted.stage, serving.stage = Stage.TRUSTED, Stage.SERVING
-        arriving = table.admit(None, reader=readers[3])  # makes room of the idle one
-        assert arriving and idle.evicted and not serving.evicted
-        readers[3].feed_data(b"GET / HTTP/1.1\r\nHost: x\r\n")
-        readers[3].feed_data(b"\r\n")  # the blank line in a chunk of its own
-        slow = table.admit(None, reader=readers[4])  # the arriving one is kept: serving goes
-        assert slow and serving.evicted and not arriving.evicted
-        readers[4].feed_data(b"GET / HT")  # a head begun, not whole: nothing on its way in
-        newest = table.admit(None, reader=readers[5])
-        assert newest and slow.evicted
-        assert table.evicted == 3 and len(table) == 3
-        arriving.head_read = True
-        arriving.stage = Stage.TRUSTED
-        last = table.admit(None)  # the only one waiting goes, young as it is
-        assert last and newest.evicted
-        last.stage = Stage.TRUSTED
-        assert table.admit(None) is None  # every slot trusted: refused
-        assert table.evicted == 4
-
-    asyncio.run(run())

@@ -1,13 +1,11 @@
 """Tests of pumpd.testing.localnode and of the shared fixtures (conftest.py) built on it.
 
 A few tests come in ordered pairs: the first leaves a node down or a vhost behind, the second
-checks the fixtures put things right. Run alone, the second one passes trivially (or skips).
-"""
+checks the fixtures put things right. Run alone, the second one passes trivially (or skips)."""
 
 from __future__ import annotations
 
 import os
-import socket
 import time
 import urllib.parse
 import uuid
@@ -21,7 +19,6 @@ from pumpd.testing.localnode import (
     LocalNodeError,
     ManagementHTTPError,
     broker_answers,
-    find_free_port,
 )
 
 from tests.support import amqp_helpers as amqp
@@ -47,45 +44,6 @@ def node_processes(node: LocalNode, pgid: int | None) -> list[str]:
         if (pgid is not None and int(fields[2]) == pgid) or str(node.base_dir) in cmdline:
             found.append(f"{entry}: {cmdline[:200]}")
     return found
-
-
-# ----------------------------------------------------------------------- no broker needed
-
-
-def test_find_free_port_gives_distinct_bindable_ports() -> None:
-    ports = {find_free_port() for _ in range(20)}
-    assert len(ports) == 20
-    assert not ports & {4369, 5672, 15672, 25672}
-    for port in ports:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", port))
-
-
-def test_broker_answers_only_when_something_listens() -> None:
-    port = find_free_port()
-    assert not broker_answers("127.0.0.1", port, timeout=0.5)
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", port))
-        listener.listen()
-        assert broker_answers("127.0.0.1", port, timeout=0.5)
-
-
-def test_uri_percent_encodes() -> None:
-    node = LocalNode()
-    try:
-        assert node.uri() == f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
-        uri = node.uri("a/b c", user="u@x", password="p:w/")
-        assert uri == f"amqp://u%40x:p%3Aw%2F@127.0.0.1:{node.amqp_port}/a%2Fb%20c"
-        params = pika.URLParameters(uri)
-        assert params.virtual_host == "a/b c"
-        assert params.credentials.username == "u@x"
-        assert params.credentials.password == "p:w/"
-    finally:
-        node.close()
-    assert not node.base_dir.exists()
-
-
-# ----------------------------------------------------------------------------- the nodes
 
 
 def test_nodes_answer_amqp_on_their_own_ports(node_a: LocalNode, node_b: LocalNode) -> None:
@@ -306,3 +264,4 @@ def test_context_manager_starts_and_cleans_up() -> None:
     assert not base_dir.exists()
     with pytest.raises(LocalNodeError, match="closed"):
         node.start()
+

@@ -25,6 +25,8 @@ from tests.support.daemon_helpers import fill_queue, shovel_def
 from tests.support.harness import RunningPumps, running, shovel
 
 QUORUM = {"x-queue-type": "quorum"}
+
+
 STREAM = {"x-queue-type": "stream"}
 
 
@@ -62,8 +64,6 @@ def read_stream(uri: str, queue: str, expected: int) -> list[bytes]:
         channel.cancel()
     return out
 
-
-# --- the current static format, imported and run (amqp091_static_SUITE:setup_shovels1) -------
 
 CURRENT_STATIC = """[{rabbitmq_shovel, [{shovels, [
   {test_shovel, [
@@ -116,9 +116,6 @@ def test_current_static_format_imported_and_run(node_a: LocalNode, vhost_a: str,
     assert list(props.headers) == ["x-shovelled", "x-shovelled-timestamp"]
 
 
-# --- quorum queues and streams --------------------------------------------------------------
-
-
 def test_quorum_to_quorum_moves_everything_then_delete_after(node_a: LocalNode,
                                                              vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
@@ -162,9 +159,6 @@ def test_into_a_stream_then_a_stream_consumed_from_an_offset(node_a: LocalNode,
     assert read_stream(uri, "events", 10) == bodies(10)  # still all there
 
 
-# --- missing queues and exchanges -----------------------------------------------------------
-
-
 def test_static_source_without_declarations_waits_for_its_queue(node_a: LocalNode,
                                                                 vhost_a: str) -> None:
     """amqp091_static_SUITE:valid_configuration_with_predefined_resources: no declarations, the
@@ -180,19 +174,6 @@ def test_static_source_without_declarations_waits_for_its_queue(node_a: LocalNod
         pumps.wait_for(lambda: pumps.status().state == State.RUNNING, 30, "running")
         amqp.publish_messages(uri, "", "later", [amqp.Message(b) for b in bodies(3)])
         pumps.wait_for(lambda: amqp.queue_depth(uri, "out")[0] == 3, 30, "moved")
-
-
-def test_check_prints_the_warnings(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from pumpd.cli import main
-
-    path = tmp_path / "shovels.json"
-    path.write_text('{"shovels": {"s": {"src-uri": "amqp://h", "src-queue": "q", '
-                    '"dest-uri": "amqp://h", "dest-queue": "d", "dest-exchange-key": "k", '
-                    '"reconnect-delay": 2.5}}}')
-    assert main(["check", "--config", str(path)]) == 0
-    out = capsys.readouterr().out
-    assert "  warning: clause 'dest-exchange-key': ignored, as the plugin does" in out
-    assert "  warning: clause 'reconnect-delay': 2.5 s" in out
 
 
 @pytest.mark.parametrize("side", ["src", "dest"])
@@ -253,9 +234,6 @@ def test_source_queue_deleted_while_running(node_a: LocalNode, vhost_a: str) -> 
         pumps.wait_for(lambda: amqp.queue_depth(uri, "out")[0] == 5, 60, "moved")
 
 
-# --- credentials ----------------------------------------------------------------------------
-
-
 def test_bad_password_names_user_and_vhost(node_a: LocalNode, vhost_a: str) -> None:
     good = node_a.uri(vhost_a)
     bad = node_a.uri(vhost_a, password="wrong")
@@ -281,9 +259,6 @@ def test_no_access_to_vhost_names_user_and_vhost(node_a: LocalNode, vhost_a: str
         assert reason.startswith("destination: ") and f"vhost {vhost_a!r}" in reason
     finally:
         node_a.ctl("delete_user", user)
-
-
-# --- delete-after edge cases ----------------------------------------------------------------
 
 
 @contextmanager
@@ -329,9 +304,6 @@ def test_delete_after_duration_in_the_daemon_is_not_restarted(
     assert d.stop() == 0
 
 
-# --- the consumer ---------------------------------------------------------------------------
-
-
 def test_consumer_tag_and_arguments_reach_the_broker(node_a: LocalNode, vhost_a: str) -> None:
     uri = node_a.uri(vhost_a)
     amqp.declare_queue(uri, "in")
@@ -352,9 +324,6 @@ def test_consumer_tag_and_arguments_reach_the_broker(node_a: LocalNode, vhost_a:
         assert consumer["arguments"] == {"x-priority": 7}
         amqp.publish_messages(uri, "", "in", [amqp.Message(b"m")])
         pumps.wait_for(lambda: amqp.queue_depth(uri, "out")[0] == 1, 30, "moved")
-
-
-# --- alarms and the status figures ----------------------------------------------------------
 
 
 def disk_alarm(node: LocalNode, raised: bool) -> None:
@@ -412,9 +381,6 @@ def test_remaining_counts_down_to_delete_after(node_a: LocalNode, vhost_a: str) 
     assert (c.remaining, c.remaining_unacked, c.acked) == (0, 0, 20)
 
 
-# --- TLS parameter subsets and EXTERNAL login, against a node with a TLS listener ------------
-
-
 @pytest.fixture(scope="module")
 def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from tests.support.tls_helpers import make_certs
@@ -463,3 +429,4 @@ def test_tls_server_only_private_ca_and_external_login(tls_ext_node: LocalNode,
     assert "EXTERNAL" in listed
     got = amqp.drain_queue(plain, "tls-sub-out", expected=10, timeout=10)
     assert [d.body for d in got] == bodies(10)
+

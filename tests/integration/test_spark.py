@@ -2,8 +2,7 @@
 
 One session ``local[2,4]`` for the file: four attempts per task, so failed partitions are retried
 as on a cluster. Faults are made at chosen points from inside a task through
-:class:`spark_helpers.Trigger` (the task asks the driver process to act, and waits).
-"""
+:class:`spark_helpers.Trigger` (the task asks the driver process to act, and waits)."""
 
 from __future__ import annotations
 
@@ -14,13 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-
 from pumpd import Publisher
 from pumpd.dataplane.properties import encode_properties, message_id_of
-from pumpd.dataplane.publish_ref import PublishPlane as RefPlane
 from pumpd.publishing import MessageIds
 from pumpd.spark import publish_partition, register
 from pumpd.testing import TcpProxy
@@ -50,7 +44,15 @@ from tests.support.impls import IMPLEMENTATIONS, native
 from tests.support.redaction_cases import forms
 from tests.support.spark_helpers import Trigger, pull, take_first
 
+pytest.importorskip("pyspark")
+
+
+pytest.importorskip("pyarrow")
+
+
 cloudpickle.register_pickle_by_value(spark_helpers)
+
+
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
@@ -105,48 +107,11 @@ def _ids(deliveries: list[Any]) -> Counter[str]:
     return Counter(d.properties.message_id for d in deliveries)
 
 
-# -- the Arrow encoder, on both data-plane implementations -----------------------------------
-
-
 @pytest.fixture(params=IMPLEMENTATIONS)
 def impl(request: pytest.FixtureRequest) -> str:
     if request.param == "native":
         native()
     return str(request.param)
-
-
-def _plane(impl: str) -> Any:
-    cls = RefPlane if impl == "reference" else native().PublishPlane
-    return cls(channel=1, frame_max=4096, exchange=b"x", mandatory=False)
-
-
-@pytest.mark.parametrize("large", [False, True])
-def test_publish_arrow_encodes_what_publish_encodes(impl: str, large: bool) -> None:
-    import pyarrow as pa
-
-    bodies = [b"", b"a", bytes(range(256)) * 20, b"\x00" * 4089, b"tail"]
-    col = pa.array([b"skip", *bodies], pa.large_binary() if large else pa.binary()).slice(1)
-    head = encode_properties({"content_type": "t", "delivery_mode": 2})
-    tail = encode_properties({"app_id": "a"})[2:]
-    plain, by_row = _plane(impl), _plane(impl)
-    _validity, offsets, data = col.buffers()
-    assert plain.publish_arrow(offsets, data, col.offset, len(col), b"rk", head, large=large) == 1
-    for b in bodies:
-        by_row.publish(b, b"rk", head)
-    assert plain.take_output() == by_row.take_output()
-    # deterministic ids: the id spliced between head and tail, counted from id_start
-    flags = int.from_bytes(head[:2], "big") | (1 << (15 - 8)) | (1 << (15 - 12))
-    spliced_head = flags.to_bytes(2, "big") + head[2:]
-    plain.publish_arrow(offsets, data, col.offset + 1, 3, b"rk", spliced_head, large=large,
-                        properties_tail=tail, id_prefix=b"w:0:3:", id_start=41)
-    for i, b in enumerate(bodies[1:4]):
-        props = encode_properties({"content_type": "t", "delivery_mode": 2, "app_id": "a",
-                                   "message_id": f"w:0:3:{41 + i}"})
-        by_row.publish(b, b"rk", props)
-    assert plain.take_output() == by_row.take_output()
-    assert plain.next_seq == by_row.next_seq == 9
-    with pytest.raises(ValueError):
-        plain.publish_arrow(offsets, data, col.offset, len(col) + 1, b"rk", head, large=large)
 
 
 def test_publisher_publish_arrow_arrives_with_ids(impl: str, node_b: LocalNode,
@@ -167,9 +132,6 @@ def test_publisher_publish_arrow_arrives_with_ids(impl: str, node_b: LocalNode,
     assert [d.properties.message_id for d in got[:2000]] == [f"w:0:1:{7 + i}" for i in range(2000)]
     assert {(d.properties.delivery_mode, d.properties.app_id) for d in got[:2000]} == {(2, "s")}
     assert got[2000].properties.message_id is None
-
-
-# -- exactness --------------------------------------------------------------------------------
 
 
 def test_rows_arrive_with_body_key_properties_and_headers_exact(
@@ -246,9 +208,6 @@ def test_foreach_partition_helper(spark: Any, node_b: LocalNode, vhost_b: str) -
     assert len(_ids(got)) == 500
 
 
-# -- refused at save() ------------------------------------------------------------------------
-
-
 def test_bad_options_credentials_exchange_and_columns_fail_at_save(
         spark: Any, node_b: LocalNode, vhost_b: str) -> None:
     uri = node_b.uri(vhost_b)
@@ -275,8 +234,6 @@ def test_bad_options_credentials_exchange_and_columns_fail_at_save(
         assert expected in str(info.value), (options, str(info.value)[:2000])
         assert type(info.value).__name__ == "AnalysisException", str(info.value)[:500]
 
-
-# -- passwords: the option Spark redacts, and errors that never show one (issue 19) -----------
 
 SPARK_PASSWORD = 'sp@rk "p\u00e4ss"/w%rd 1'
 
@@ -343,9 +300,6 @@ def test_a_task_refused_its_login_fails_without_showing_the_password(
     assert trigger.calls == 1
     assert "authentication refused" in text and "0 of 10 rows confirmed" in text, text[:3000]
     assert _shows_password(text, SPARK_PASSWORD) == [], text
-
-
-# -- failures in tasks, retried ---------------------------------------------------------------
 
 
 def test_a_nack_fails_the_task_and_the_retry_delivers_every_row(
@@ -436,9 +390,6 @@ def test_a_blocked_broker_ends_in_the_confirm_timeout_error(
     assert "no confirm for 1.5 s while the broker had blocked the connection" in text
 
 
-# -- streaming --------------------------------------------------------------------------------
-
-
 def test_a_streaming_query_restarted_from_its_checkpoint_loses_nothing(
         spark: Any, node_b: LocalNode, vhost_b: str, tmp_path: Any) -> None:
     uri = node_b.uri(vhost_b)
@@ -475,3 +426,4 @@ def test_a_streaming_query_restarted_from_its_checkpoint_loses_nothing(
     ids = {d.properties.message_id for d in got}
     assert {i.split(":")[0] for i in ids} == {first}
     assert len(ids) == len({(d.properties.message_id, d.body) for d in got})
+

@@ -2,7 +2,7 @@
 against pika's view of the same messages, published by another client (aio-pika, whose codec is
 pamqp's), and the reader in Spark surviving a connection closed by the broker.
 
-The ack-on-commit behaviour is tested in tests/test_spark_read.py.
+The ack-on-commit behaviour is tested in tests/integration/test_spark_read.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ under a memory alarm (blocked) is waited out, never restarted.
 A silent connection is one the fault proxy stops forwarding for good
 (:meth:`~pumpd.testing.TcpProxy.stall_open`): a half-dead TCP path, or a peer's connection that
 hangs; the new session's connections pass. The rule itself, on a fake clock, is
-tests/test_stall_rule.py's.
+tests/unit/test_stall_rule.py's.
 """
 
 from __future__ import annotations

@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pika
-from pumpd.dataplane.properties import encode_properties
 from pumpd.engine.queue_names import stream_position_queue
-from pumpd.engine.stream_position import stream_offset
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from tests.support.amqp_helpers import blocking_connection, declare_queue, drain_queue, queue_depth
@@ -61,14 +59,6 @@ def _last_offset(uri: str, stream: str, message_id: str) -> int:
         c._impl.close()  # no cancel: pika's cancel rejects, which a stream refuses
     assert found
     return found[0]
-
-
-def test_stream_offset_is_read_from_the_headers() -> None:
-    assert stream_offset(encode_properties({"headers": {"a": "b", "x-stream-offset": 2**40}})) \
-        == 2**40
-    assert stream_offset(encode_properties({"headers": {"x-stream-offset": 7}})) == 7
-    assert stream_offset(encode_properties({"message_id": "m"})) is None
-    assert stream_offset(b"\x00") is None
 
 
 def test_shovel_resumes_a_stream_after_the_recorded_offset(
@@ -162,3 +152,4 @@ def _stream_all_to(src: str, dst: str, name: str, stream: str, queue: str, n: in
                        30, "the position recorded")
     got = drain_queue(dst, queue)
     assert [d.body for d in got] == [b"%d" % i for i in range(n)]
+

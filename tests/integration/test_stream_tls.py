@@ -58,13 +58,6 @@ def test_a_node_with_streams_and_tls_listens_for_streams_over_tls(node: LocalNod
     assert len({node.amqp_port, node.tls_port, node.stream_port, node.stream_tls_port}) == 4
 
 
-def test_the_stream_port_defaults_to_5551_for_amqps_and_5552_for_amqp() -> None:
-    assert parse_read_options({"uri": "amqps://h", "stream": "s"}).stream_port == 5551
-    assert parse_read_options({"uri": "amqp://h", "stream": "s"}).stream_port == 5552
-    assert parse_read_options({"uri": "amqps://h", "stream": "s",
-                               "streamPort": "6000"}).stream_port == 6000
-
-
 def test_the_streams_client_alone_reads_a_chunk_over_tls(node: LocalNode, certs: Path) -> None:
     s = _stream_with(node, 10)
     options = _options(amqps_uri(node.tls_port, certs), s, node.stream_tls_port)
@@ -117,9 +110,6 @@ def test_plain_text_to_the_tls_streams_port_is_a_clear_error(node: LocalNode) ->
     assert f"127.0.0.1:{node.stream_tls_port}" in msg and "amqps URI" in msg, msg
 
 
-# -- through Spark (the shared session: two tests only) ----------------------------------------
-
-
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
@@ -154,3 +144,4 @@ def test_a_spark_read_with_the_wrong_ca_names_the_problem(spark: Any, node: Loca
     msg = str(info.value)
     assert f"TLS handshake with 127.0.0.1:{node.stream_tls_port} failed" in msg, msg
     assert "certificate" in msg and PASSWORD not in msg, msg
+

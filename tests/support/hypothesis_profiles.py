@@ -2,7 +2,7 @@
 
 * ``default``: enough examples to catch a regression while the file stays under a minute;
 * ``thorough``: at least 10,000 examples per property (issue 19's target), for a run by hand:
-  ``HYPOTHESIS_PROFILE=thorough .venv/bin/python -m pytest tests/test_input_properties.py``.
+  ``HYPOTHESIS_PROFILE=thorough .venv/bin/python -m pytest tests/unit/test_input_properties.py``.
 
 Imported by ``tests/conftest.py``, so that any test module can rely on the profile.
 """

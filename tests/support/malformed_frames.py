@@ -1,6 +1,6 @@
 """One table of malformed frames, fed to every data plane (relay source and destination sides,
-publish plane; native and reference) by tests/test_malformed_frames.py, and the runner that
-turns what a plane did into a comparable verdict (also used by tests/test_frame_fuzz.py).
+publish plane; native and reference) by tests/unit/test_malformed_frames.py, and the runner that
+turns what a plane did into a comparable verdict (also used by tests/unit/test_frame_fuzz.py).
 
 Every case's stream is followed by :data:`MARKER`, a valid frame on another channel: a plane
 that reads past the bad frame would hand it to pika (or put its bytes in a field), so the tests

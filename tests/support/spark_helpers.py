@@ -1,4 +1,4 @@
-"""Helpers for tests/test_spark.py: a local SparkSession and a trigger the executors can pull.
+"""Helpers for tests/integration/test_spark.py: a local SparkSession and a trigger the executors can pull.
 
 Functions shipped to executors are pickled by value (the tests directory is not on the
 executors' path), so they may use only what pumpd and its dependencies provide.

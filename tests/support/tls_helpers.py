@@ -1,4 +1,4 @@
-"""Certificates for TLS tests (tests/test_tls.py, tests/test_stream_tls.py): a CA that signs a
+"""Certificates for TLS tests (tests/integration/test_tls.py, tests/integration/test_stream_tls.py): a CA that signs a
 server certificate for 127.0.0.1 / localhost and a client certificate, and a second CA that
 signs nothing (a client trusting it must refuse the server)."""
 

@@ -1,7 +1,7 @@
 """The delivery reader (native and reference, same tests): deliveries taken whole out of the
 bytes pika would have read, every other frame handed back in order, frames checked.
 
-The frames are written by pika's own codec (tests/pika_wire.py), so the reader is checked against
+The frames are written by pika's own codec (tests/support/pika_wire.py), so the reader is checked against
 an independent encoder, cut at every byte boundary as a socket may cut them.
 """
 

@@ -3,7 +3,7 @@ validator (file, dynamic form, PUT bodies), the URI parser and the Spark declara
 Whatever they are given, they answer with their own error type and nothing else: no
 RecursionError, no ValueError of int(), no TypeError, no KeyError.
 
-Example counts come from ``tests/hypothesis_profiles.py`` (``HYPOTHESIS_PROFILE=thorough`` for
+Example counts come from ``tests/support/hypothesis_profiles.py`` (``HYPOTHESIS_PROFILE=thorough`` for
 10,000 per property).
 """
 

@@ -1,4 +1,4 @@
-"""The shared table of malformed frames (tests/malformed_frames.py) against every data plane:
+"""The shared table of malformed frames (tests/support/malformed_frames.py) against every data plane:
 the same verdict from the native and the reference implementation, whole or cut into pieces,
 and nothing from outside the bad frame in anything a plane returns."""
 

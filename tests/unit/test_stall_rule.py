@@ -1,5 +1,5 @@
 """The stall rule (engine/stall.py) on a fake clock: what is a stall, what is not, and when the
-pump is asked for a backlog reading. The sessions it judges are tests/test_stall.py's."""
+pump is asked for a backlog reading. The sessions it judges are tests/integration/test_stall.py's."""
 
 from __future__ import annotations
 
