@@ -188,6 +188,18 @@ def test_pumpd_status_finds_the_token_by_itself(pumpd_daemon, tmp_path: Path) ->
         assert not record.exists()  # removed on a clean stop
 
 
+def test_help_names_every_option_of_the_endpoint() -> None:
+    text = pumpd("--help").stdout
+    for option in ("--http-token-file", "--http-open-reads", "--metrics-open",
+                   "--http-allowed-host", "--http-tls-cert", "--http-tls-key",
+                   "--http-insecure-bind", "--tls-dir", "delete-shovel", "?force=true"):
+        assert option in text, option
+    text = pumpd("status", "--help").stdout
+    for option in ("--http-token-file", "--http-ca", "PUMPD_TOKEN_FILE", "https"):
+        assert option in text, option
+    assert "--force" in pumpd("delete-shovel", "--help").stdout
+
+
 def test_a_host_that_does_not_name_the_endpoint_is_refused(pumpd_daemon) -> None:
     d = pumpd_daemon({}, "--http-allowed-host", "pumpd.internal")
     for host in ("evil.example", f"evil.example:{d.port}", f"127.0.0.1:{d.port + 1}", "",
@@ -238,6 +250,20 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
                     "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key),
                     "-out", str(cert)], check=True, capture_output=True)
     return cert, key
+
+
+def test_a_non_loopback_address_needs_tls(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"shovels": {}}')
+    port = find_free_port()
+    result = pumpd("--config", str(cfg), "--http", f"0.0.0.0:{port}")
+    assert result.returncode == exitcodes.CONFIG_ERROR
+    assert result.stderr.count("\n") == 1 and "--http-insecure-bind" in result.stderr
+    assert "--http-tls-cert" in result.stderr
+    result = pumpd("--config", str(cfg), "--http-tls-cert", str(cfg))
+    assert result.returncode == exitcodes.CONFIG_ERROR and "go together" in result.stderr
+    result = pumpd("--config", str(cfg), "--http-tls-cert", str(cfg), "--http-tls-key", str(cfg))
+    assert result.returncode == exitcodes.CONFIG_ERROR and "cannot be used" in result.stderr
 
 
 def test_the_endpoint_over_tls(pumpd_daemon, tmp_path: Path) -> None:
@@ -387,4 +413,17 @@ def test_a_protected_shovel_is_deleted_or_replaced_only_when_forced(pumpd_daemon
                       "'internal_owner.virtual_host'")):
         status, doc = d.request("PUT", "/api/shovels/bad", dynamic(**bad))
         assert status == 400 and why in doc["reason"], (bad, doc)
+
+
+def test_internal_and_its_owner_come_through_import_definitions(tmp_path: Path) -> None:
+    owner = {"name": "src", "kind": "queue", "virtual_host": "/"}
+    export = {"parameters": [{"component": "shovel", "vhost": "/", "name": "s", "value": {
+        **dynamic(), "internal": True, "internal_owner": owner}}]}
+    (tmp_path / "defs.json").write_text(json.dumps(export))
+    result = pumpd("import-definitions", str(tmp_path / "defs.json"))
+    assert result.returncode == 0, result.stderr
+    shovels = json.loads(result.stdout)["shovels"]
+    assert shovels["s"]["internal"] is True and shovels["s"]["internal_owner"] == owner
+    (tmp_path / "c.json").write_text(result.stdout)
+    assert pumpd("check", "--config", str(tmp_path / "c.json")).returncode == 0
 

@@ -2,8 +2,7 @@
 ``chromium-driver``, through selenium) against a daemon moving messages between two private nodes.
 
 Set ``PUMPD_PAGE_SCREENSHOTS=DIR`` to keep screenshots of the page at each step of the live test
-(``live.png`` is the one in the README).
-"""
+(``live.png`` is the one in the README)."""
 
 from __future__ import annotations
 
@@ -19,13 +18,16 @@ from typing import Any
 
 import pika
 import pytest
-from pumpd.daemon.status_page import same_origin
 from pumpd.testing.localnode import LocalNode
 
 from tests.support.daemon_helpers import Daemon, running_state, shovel_def
 
 CHROMIUM = "/usr/bin/chromium"
+
+
 CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
 SCREENSHOTS = os.environ.get("PUMPD_PAGE_SCREENSHOTS")
 
 
@@ -335,17 +337,3 @@ def test_page_is_served_self_contained_and_cross_site_changes_stay_refused(
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors  # e.g. a Content-Security-Policy refusal
 
-
-@pytest.mark.parametrize(("origin", "host", "bound", "ok"), [
-    ("http://127.0.0.1:15680", "127.0.0.1:15680", "127.0.0.1", True),
-    ("http://localhost:15680", "localhost:15680", "127.0.0.1", True),
-    ("http://[::1]:15680", "[::1]:15680", "::1", True),
-    ("http://pumpd.lan:15680", "pumpd.lan:15680", "pumpd.lan", True),  # bound by that name
-    ("http://pumpd.lan:15680", "pumpd.lan:15680", "0.0.0.0", False),  # could be rebound
-    ("http://127.0.0.1:15681", "127.0.0.1:15680", "127.0.0.1", False),
-    ("http://evil.example", "127.0.0.1:15680", "127.0.0.1", False),
-    ("null", "127.0.0.1:15680", "127.0.0.1", False),  # sandboxed frame, file: page
-    ("http://127.0.0.1:15680", None, "127.0.0.1", False),
-])
-def test_same_origin(origin: str, host: str | None, bound: str, ok: bool) -> None:
-    assert same_origin(origin, host, bound) is ok

@@ -1,6 +1,6 @@
 """The password forms of issue 19, as URIs a user writes, and a check that a text shows none of
-them (tests/unit/test_redaction.py, tests/unit/test_redaction_of_commands.py,
-tests/integration/test_redaction_of_daemons.py, tests/integration/test_spark.py)."""
+them (tests/unit/test_redaction.py, tests/integration/test_redaction_outputs.py,
+tests/integration/test_spark.py)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,24 @@
 """The one JSON reader (pumpd.config.json_input) and the inputs that go through it: a key given
 twice is refused with its path, integers stay exact and within 64 bits, floats stay floats and
-finite, nesting and size are bounded; the configuration file (``pumpd check``), the importers
-and the state file refuse alike."""
+finite, nesting and size are bounded; a PUT body, the importers and the state file refuse alike."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pumpd import exitcodes
 from pumpd.config.json_input import JsonInputError, read_json
-from pumpd.config.parse import ConfigError, load_config
+from pumpd.config.parse import ConfigError
 from pumpd.daemon import statefile
 from pumpd.daemon.definitions import BodyNotJson, parse_put_body
 from pumpd.importers.commands import main_import_definitions
 
 BIG = "99999999999999999999"  # 67 bits: orjson reads it as the double 1e+20
+
+
 DYNAMIC = {"src-uri": "amqp://s", "src-queue": "in", "dest-uri": "amqp://d", "dest-queue": "out"}
 
 
@@ -92,31 +91,6 @@ def test_size_and_depth_are_bounded() -> None:
     assert e.path == ("x", 1, 'k"}', "a", "a") and "nested more than 5 deep" in e.reason
 
 
-def test_the_configuration_file_refuses_as_the_reader_does(tmp_path: Path) -> None:
-    path = tmp_path / "c.json"
-    shovel = {**DYNAMIC, "dest-publish-properties": {"headers": {"big": "BIG"}}}
-    path.write_text(json.dumps({"shovels": {"s": shovel}}).replace('"BIG"', BIG))
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    e = info.value
-    assert (e.shovel, e.clause) == ("s", "dest-publish-properties")
-    assert e.message == (f"at headers.big: integer {BIG} does not fit in a signed 64-bit "
-                         "integer (-2^63 to 2^63-1)")
-    result = subprocess.run([sys.executable, "-m", "pumpd", "check", "--config", str(path)],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == exitcodes.CONFIG_ERROR, result
-    assert "clause 'dest-publish-properties'" in result.stderr and BIG in result.stderr
-    # the seed's form, at an endpoint's broker list and at the top level
-    path.write_text('{"shovels": {"s": {"sources": {"brokers": ["amqp://a", 1e999]}}}}')
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    assert (info.value.clause, info.value.message) == (
-        "sources", "at brokers[1]: number 1e999 is not finite (too large for a double)")
-    path.write_text('{"shovels_per_process": 99999999999999999999, "shovels": {}}')
-    with pytest.raises(ConfigError, match="at shovels_per_process: integer 9999"):
-        load_config(path)
-
-
 def test_a_put_body_refuses_as_the_file_does() -> None:
     body = b'{"src-uri": "amqp://s", "src-queue": "in", "dest-uri": "amqp://d", ' \
            b'"dest-queue": "a", "dest-queue": "b"}'
@@ -155,3 +129,4 @@ def test_the_importer_and_the_state_file_refuse_alike(tmp_path: Path,
     state.write_text('{"shovels": {}, "paused": ["a"], "paused": []}')
     with pytest.raises(statefile.StateFileError, match="at paused: key 'paused' is given twice"):
         statefile.load_paused(state)
+

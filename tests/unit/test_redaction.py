@@ -1,7 +1,7 @@
 """Secrets are never printed (issue 19): the registry of known secrets, the structural rule, every
 text form of a parsed URI, log lines, errors, the Spark options; and a property over generated
-passwords. No broker, no process: tests/unit/test_redaction_of_commands.py runs the commands
-and tests/integration/test_redaction_of_daemons.py the daemons.
+passwords. No broker, no process: tests/integration/test_redaction_outputs.py runs the commands
+and daemons.
 """
 
 from __future__ import annotations

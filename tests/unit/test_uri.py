@@ -244,9 +244,6 @@ def test_redact_agrees_with_model_redacted() -> None:
     assert "secret" not in redact(format_uri(uri))
 
 
-# --- pika parameters -------------------------------------------------------------------------
-
-
 def test_pika_parameters_basic() -> None:
     uri = parse_uri("amqp://fred:secret@host1:5673/my_vhost")
     p = to_pika_parameters(uri, client_name="pumpd orders source")
@@ -312,19 +309,6 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-@pytest.mark.parametrize("verify", ["verify_peer", "verify_none"])
-def test_pika_parameters_amqps_with_files(tls_files: Path, verify: str) -> None:
-    q = (f"cacertfile={tls_files / 'ca.pem'}&certfile={tls_files / 'client.pem'}"
-         f"&keyfile={tls_files / 'client.key'}&verify={verify}&fail_if_no_peer_cert=true")
-    p = to_pika_parameters(parse_uri(f"amqps://u:p@rabbit.example/v?{q}"), client_name="x")
-    ctx = p.ssl_options.context
-    if verify == "verify_peer":
-        assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
-    else:
-        assert ctx.verify_mode == ssl.CERT_NONE and not ctx.check_hostname
-    assert any("pumpd test CA" in str(c.get("subject")) for c in ctx.get_ca_certs())
-
-
 def test_pika_parameters_external_and_sni(tls_files: Path) -> None:
     q = (f"cacertfile={tls_files / 'ca.pem'}&certfile={tls_files / 'client.pem'}"
          f"&keyfile={tls_files / 'client.key'}&auth_mechanism=external"
@@ -373,6 +357,8 @@ AMQP_CLIENT_ACCEPTS = [
     "&customize_hostname_check=https",
     "amqp://host/?auth_mechanism=plain", "amqp://host/?auth_mechanism=amqplain",
 ]
+
+
 AMQP_CLIENT_REFUSES = [
     "amqp://:1234", "amqps://:5671", "https://www.rabbitmq.com", "amqp://foo:bar:baz",
     "amqp://foo[::1]",
@@ -406,3 +392,4 @@ def test_frame_limits_are_pikas() -> None:
     import pika.spec
 
     assert (FRAME_MIN_SIZE, FRAME_MAX_SIZE) == (pika.spec.FRAME_MIN_SIZE, pika.spec.FRAME_MAX_SIZE)
+

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pika
 import pytest
 from pumpd import exitcodes
 from pumpd.daemon.statefile import default_path
-from pumpd.testing.localnode import find_free_port
+from pumpd.testing.localnode import LocalNode, find_free_port
 
-from tests.support.daemon_helpers import shovel_def
+from tests.support.amqp_helpers import declare_queue, queue_depth
+from tests.support.daemon_helpers import fill_queue, shovel_def
 
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"  # never connected to: these runs stop earlier
 
@@ -112,3 +116,32 @@ def test_the_other_subcommands_still_work(tmp_path: Path) -> None:
     result = pumpd("check", "--config", str(cfg))
     assert result.returncode == 0 and result.stdout.startswith("s: queue in")
 
+
+def test_single_process_runs_the_shovels_in_the_foreground_and_stops_on_sigterm(
+    tmp_path: Path, node_a: LocalNode, vhost_a: str
+) -> None:
+    uri = node_a.uri(vhost_a)
+    declare_queue(uri, "in")
+    cfg = write(tmp_path / "c.json", {"s": shovel_def(uri, "in", uri, "out")})
+    proc = subprocess.Popen([sys.executable, "-m", "pumpd", "--config", str(cfg),
+                             "--single-process", "--status-interval", "0"],
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        fill_queue(uri, "in", [b"one", b"two"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if queue_depth(uri, "out")[0] == 2:
+                    break
+            except pika.exceptions.ChannelClosedByBroker:  # not declared yet
+                pass
+            time.sleep(0.1)
+        assert queue_depth(uri, "out")[0] == 2
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == exitcodes.OK
+        assert "started worker" not in stderr  # no daemon, no worker processes
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,9 +1,10 @@
-"""The daemon moves messages under the unit's hardening (MemoryDenyWriteExecute), against private
-nodes."""
+"""contrib/pumpd.service: systemd accepts it, it names options pumpd has, it waits for the drain,
+and its MemoryDenyWriteExecute= holds for the daemon (run under the kernel's equivalent)."""
 
 from __future__ import annotations
 
 import errno
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,25 @@ from pumpd.testing.localnode import LocalNode, find_free_port
 
 from tests.support.amqp_helpers import queue_depth
 from tests.support.daemon_helpers import Daemon, fill_queue, running_state, shovel_def
+
+UNIT = Path(__file__).resolve().parents[2] / "contrib" / "pumpd.service"
+
+
+def test_systemd_analyze_verifies_the_unit(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    # verify checks that ExecStart's binary exists: point a copy at this environment's pumpd
+    pumpd = Path(sys.executable).with_name("pumpd")
+    assert pumpd.exists(), pumpd
+    copy = tmp_path / "pumpd.service"
+    copy.write_text(UNIT.read_text().replace("/usr/local/bin/pumpd", str(pumpd)))
+    done = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True,
+                          timeout=60)
+    complaints = [line for line in (done.stdout + done.stderr).splitlines()
+                  if "pumpd.service" in line]
+    assert done.returncode == 0 and not complaints, done.stdout + done.stderr
+
 
 # The kernel's memory-deny-write-execute (Linux 6.3+, inherited by children and kept across
 # execve): what systemd's MemoryDenyWriteExecute= enforces with seccomp, checked here without

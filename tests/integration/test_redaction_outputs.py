@@ -1,7 +1,7 @@
-"""Secrets are never printed by running daemons: every password form of
-:mod:`tests.support.redaction_cases` is absent from a refused PUT's body, the log line of a
-refused reload, and the status, API and log of workers that fail to log in, against a private
-broker."""
+"""Secrets are never printed (issue 19), end to end: every password form of
+:mod:`redaction_cases` is absent from ``pumpd check``, the importers' stderr, a refused PUT's
+body, the log line of a refused reload, and the status, API and log of workers that fail to log
+in, in real processes against a private broker."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
+import pytest
 from pumpd.testing.localnode import LocalNode
 
-from tests.support.redaction_cases import CASES, leaks
+from tests.support.redaction_cases import CASE_IDS, CASES, Case, leaks
 
 RIGHT_PASSWORD = "the-Right-pass-1"
 
@@ -31,6 +33,51 @@ def bad_query(uri: str) -> str:
 
 def seed_shovel(uri: str, dest: str = "amqp://dest.example", **clauses: Any) -> dict[str, Any]:
     return {"sources": {"broker": uri}, "destinations": {"broker": dest}, "queue": "q", **clauses}
+
+
+def _erlang_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_check_shows_no_password(tmp_path: Path, case: Case) -> None:
+    for uri, clauses, code in [(case.uri(), {}, 0 if case.parses else 2),
+                               (case.uri(), {"prefetch_count": -1}, 2),
+                               (bad_query(case.uri()), {}, 2),
+                               (case.uri(), {"ack_mode": case.uri()}, 2)]:
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps({"shovels": {"s": seed_shovel(uri, **clauses)}}))
+        done = pumpd("check", "--config", str(path))
+        assert done.returncode == code, done.stderr
+        assert leaks(done.stdout + done.stderr, case) == [], done.stdout + done.stderr
+        if code == 0:
+            assert f"on amqp{'s' if 'amqps' in uri else ''}://{case.user}@broker.example" \
+                in done.stdout
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_importers_warn_and_fail_without_showing_a_password(tmp_path: Path, case: Case) -> None:
+    erl = tmp_path / "advanced.config"
+    defs = tmp_path / "definitions.json"
+    for uri in (case.uri(), bad_query(case.uri())):
+        # No ack_mode: a warning; a URI pumpd refuses: "pumpd will refuse this: ..." quoting it.
+        erl.write_text("[{rabbitmq_shovel, [{shovels, [{s, [\n"
+                       f"  {{source, [{{uris, [{_erlang_string(uri)}]}}, {{queue, <<\"q\">>}}]}},\n"
+                       '  {destination, [{uris, ["amqp://b"]}]}]}]}]}].')
+        done = pumpd("import-erlang", str(erl))
+        # refused by the importer itself (whitespace), or imported with warnings
+        assert (done.returncode, "warning" in done.stderr) in ((0, True), (2, False)), done.stderr
+        assert leaks(done.stderr, case) == [], done.stderr
+        # the same file cut short after the URI: an error at a line and column
+        erl.write_text(erl.read_text()[:erl.read_text().index("<<")])
+        done = pumpd("import-erlang", str(erl))
+        assert done.returncode == 2 and leaks(done.stderr, case) == [], done.stderr
+        defs.write_text(json.dumps({"parameters": [
+            {"component": "shovel", "vhost": "/", "name": "s",
+             "value": {"src-uri": uri, "src-queue": "q", "dest-uri": "amqp://b",
+                       "src-prefetch-count": 10, "ack-mode": "no-ack"}}]}))
+        done = pumpd("import-definitions", str(defs))
+        assert leaks(done.stderr, case) == [], done.stderr
 
 
 def test_refused_puts_and_a_refused_reload_show_no_password(pumpd_daemon: Any) -> None:
@@ -92,4 +139,3 @@ def test_workers_failing_to_log_in_show_no_password(pumpd_daemon: Any, node_a: L
     for case in cases:
         for text in (*views, log):
             assert leaks(text, case) == [], text
-
