@@ -1,4 +1,5 @@
-"""pika parameters of an ``amqps`` URI with certificate files made by openssl."""
+"""pika parameters of an ``amqps`` URI with certificate files made by openssl: verification,
+EXTERNAL authentication and SNI."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import ssl
 import subprocess
 from pathlib import Path
 
+import pika
+import pika.credentials
 import pytest
 from pumpd.config.uri import parse_uri
 from pumpd.engine.parameters import to_pika_parameters
@@ -42,4 +45,17 @@ def test_pika_parameters_amqps_with_files(tls_files: Path, verify: str) -> None:
     else:
         assert ctx.verify_mode == ssl.CERT_NONE and not ctx.check_hostname
     assert any("pumpd test CA" in str(c.get("subject")) for c in ctx.get_ca_certs())
+
+
+def test_pika_parameters_external_and_sni(tls_files: Path) -> None:
+    q = (f"cacertfile={tls_files / 'ca.pem'}&certfile={tls_files / 'client.pem'}"
+         f"&keyfile={tls_files / 'client.key'}&auth_mechanism=external"
+         "&server_name_indication=rabbit.internal")
+    p = to_pika_parameters(parse_uri(f"amqps://rabbit.example?{q}"), client_name="x")
+    assert isinstance(p.credentials, pika.credentials.ExternalCredentials)
+    assert p.ssl_options.server_hostname == "rabbit.internal"
+    assert p.ssl_options.context.verify_mode == ssl.CERT_REQUIRED
+    p = to_pika_parameters(parse_uri(f"amqps://h?cacertfile={tls_files / 'ca.pem'}"
+                                     "&server_name_indication=disable"), client_name="x")
+    assert p.ssl_options.server_hostname is None and not p.ssl_options.context.check_hostname
 
