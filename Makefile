@@ -43,9 +43,11 @@ dist: venv
 test: install
 	$(VPY) -m pytest
 
-# The unit lane alone: no broker, no Spark JVM, no running daemon (under a minute).
+# The unit lane alone, in this process: no broker, no Spark JVM, no daemon, no command started.
+# Its property tests run Hypothesis' own 100 examples (HYPOTHESIS_PROFILE=fast) unless told
+# otherwise; make test runs them with the default profile.
 test-fast: install
-	$(VPY) -m pytest tests/unit
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(VPY) -m pytest tests/unit
 
 lint: venv
 	$(VPY) -m mypy
