@@ -29,8 +29,11 @@ IMPLEMENTATION = "import pumpd.dataplane.implementation as f; print(f.IMPLEMENTA
 
 def run(*argv: str | Path, env: dict[str, str] | None = None,
         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    # A fresh venv sees what was installed into it only: a PYTHONPATH of the caller's (a
+    # checkout's own pumpd on the path) would be imported instead.
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
+                          env={**inherited, **(env or {})}, cwd=cwd)
     assert done.returncode == 0, f"{argv} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done
 
