@@ -8,7 +8,8 @@ PYTHON ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
 
-.PHONY: venv install build debug dist test lint demo spark-demo spark-pipeline-demo bench bench-report bench-micro docs \
+.PHONY: venv install build debug dist test test-fast lint docs demo spark-demo spark-pipeline-demo bench \
+	bench-report bench-micro \
 	clean distclean rabbitmq system-packages
 
 system-packages:
@@ -39,8 +40,15 @@ debug: venv
 dist: venv
 	$(VPY) -m build
 
+# Both lanes: tests/unit and tests/integration (private RabbitMQ nodes, Spark, daemons).
 test: install
 	$(VPY) -m pytest
+
+# The unit lane alone, in this process: no broker, no Spark JVM, no daemon, no command started.
+# Its property tests run Hypothesis' own 100 examples (HYPOTHESIS_PROFILE=fast) unless told
+# otherwise; make test runs them with the default profile.
+test-fast: install
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(VPY) -m pytest tests/unit
 
 lint: venv
 	$(VPY) -m mypy

@@ -1,106 +1,12 @@
-"""Shared fixtures: two private RabbitMQ nodes for the whole session, a fresh vhost per test.
+"""Fixtures and settings for both lanes (``tests/unit`` and ``tests/integration``).
 
-* ``nodes``: ``(node_a, node_b)``, two :class:`pumpd.testing.localnode.LocalNode` started in parallel
-  once per session and killed (their data thrown away) at its end. ``node_a`` has the
-  ``rabbitmq_management`` and ``rabbitmq_shovel`` plugins (``node_a.management_request``
-  works); ``node_b`` has none. The system broker on 5672 is never used.
-* ``node_a`` / ``node_b``: one of them, running: if an earlier test killed or stopped it, it is
-  restarted (same ports and data) before the test runs.
 * Hypothesis: ``HYPOTHESIS_PROFILE=thorough`` runs every property test with 10,000 examples
-  (the default profile is Hypothesis' own, 100).
-* ``vhost_a`` / ``vhost_b``: the name (a ``str``) of a vhost created for this test only on that
-  node, with full permissions for ``guest``; deleted afterwards. Connect with
-  ``node_a.uri(vhost_a)``.
+  (:mod:`tests.support.hypothesis_profiles`).
+
+The broker, proxy and daemon fixtures are in ``tests/integration/conftest.py``: a unit test
+cannot ask for one.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import secrets
-import uuid
-import warnings
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-
-import pytest
-from pumpd.testing import TcpProxy
-from pumpd.testing.localnode import LocalNode, LocalNodeError
-
-import hypothesis_profiles  # noqa: F401  # registers the profiles, loads HYPOTHESIS_PROFILE
-
-NODE_A_PLUGINS = ("rabbitmq_management", "rabbitmq_shovel")
-
-
-@pytest.fixture(scope="session")
-def nodes() -> Iterator[tuple[LocalNode, LocalNode]]:
-    """Two private nodes, started in parallel; killed and removed at session end."""
-    tag = f"{os.getpid()}-{secrets.token_hex(3)}"
-    node_a = LocalNode(plugins=NODE_A_PLUGINS, name=f"pumpd-a-{tag}")
-    node_b = LocalNode(name=f"pumpd-b-{tag}")
-    both = (node_a, node_b)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        errors = [f.exception() for f in [pool.submit(n.start) for n in both]]
-    failed = [e for e in errors if e is not None]
-    if failed:
-        for n in both:
-            n.close(graceful=False)
-        raise failed[0]
-    try:
-        yield both
-    finally:
-        for n in both:
-            # Graceful stops would only cost time (6.5 s with management): the data goes anyway.
-            n.close(graceful=False)
-
-
-@pytest.fixture
-def node_a(nodes: tuple[LocalNode, LocalNode]) -> LocalNode:
-    """The node with management and shovel plugins, restarted first if it is down."""
-    return nodes[0].ensure_running()
-
-
-@pytest.fixture
-def node_b(nodes: tuple[LocalNode, LocalNode]) -> LocalNode:
-    """The node without plugins, restarted first if it is down."""
-    return nodes[1].ensure_running()
-
-
-def _fresh_vhost(node: LocalNode, request: pytest.FixtureRequest) -> Iterator[str]:
-    test = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name).strip("-")[:60]
-    name = f"t-{test}-{uuid.uuid4().hex[:8]}"
-    node.add_vhost(name)
-    yield name
-    try:
-        # The test may have killed or stopped the node; the vhost is on disk all the same.
-        node.ensure_running()
-        node.delete_vhost(name)
-    except LocalNodeError as exc:
-        warnings.warn(f"could not delete vhost {name!r} on {node.nodename}: {exc}", stacklevel=1)
-
-
-@pytest.fixture
-def vhost_a(node_a: LocalNode, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh vhost on ``node_a`` for this test only (guest has full permissions)."""
-    yield from _fresh_vhost(node_a, request)
-
-
-@pytest.fixture
-def vhost_b(node_b: LocalNode, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh vhost on ``node_b`` for this test only (guest has full permissions)."""
-    yield from _fresh_vhost(node_b, request)
-
-
-@pytest.fixture
-def proxy_a(node_a: LocalNode) -> Iterator[TcpProxy]:
-    """A fault proxy in front of node A (``amqp_helpers.via`` makes a URI through it)."""
-    with TcpProxy("127.0.0.1", node_a.amqp_port) as p:
-        yield p
-
-
-@pytest.fixture
-def proxy_b(node_b: LocalNode) -> Iterator[TcpProxy]:
-    """A fault proxy in front of node B."""
-    with TcpProxy("127.0.0.1", node_b.amqp_port) as p:
-        yield p
-
+from tests.support import hypothesis_profiles  # noqa: F401  # registers the profiles, loads HYPOTHESIS_PROFILE

@@ -1,0 +1,1 @@
+"""Tests against private RabbitMQ nodes, Spark, real daemons and package builds."""

@@ -1,0 +1,1 @@
+"""Helpers the test modules import: AMQP clients, daemon runners, Spark sessions, crafted frames."""

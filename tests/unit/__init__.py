@@ -1,0 +1,1 @@
+"""Tests that need no broker, no Spark JVM and no running daemon (``make test-fast``)."""

@@ -1,0 +1,125 @@
+"""The Spark readers' parts that need no JVM and no broker: the read options checked and named,
+AMQP 1.0 rows against the chunk columns, and sub-entry batches read plain and gzipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pumpd.spark.read.read_options import parse_read_options
+from pumpd.spark.read.schema import COLUMNS
+
+
+def test_read_options_are_checked_and_named() -> None:
+    base = {"uri": "amqp://u:p@h/v"}
+    with pytest.raises(ValueError, match="exactly one of the options stream"):
+        parse_read_options(base)
+    with pytest.raises(ValueError, match="exactly one of the options stream"):
+        parse_read_options({**base, "stream": "s", "queue": "q"})
+    with pytest.raises(ValueError, match="protocol: one of auto, stream, amqp, got 'kafka'"):
+        parse_read_options({**base, "stream": "s", "protocol": "kafka"})
+    with pytest.raises(ValueError, match="startingOffsets: one of first, last, next"):
+        parse_read_options({**base, "stream": "s", "startingOffsets": "soon"})
+    with pytest.raises(ValueError, match="maxRecordsPerTrigger: must be from 1 to 1000000000, got 0"):
+        parse_read_options({**base, "stream": "s", "maxRecordsPerTrigger": "0"})
+    with pytest.raises(ValueError, match=r"maxRecordsPerTrigger: at most 32767 when reading a "
+                                         r"queue .*, got 50000"):
+        parse_read_options({**base, "queue": "q", "maxRecordsPerTrigger": "50000"})
+    with pytest.raises(ValueError, match=r"prefetch: at most 65535 \(basic.qos\), got 70000"):
+        parse_read_options({**base, "stream": "s", "prefetch": "70000"})
+    assert parse_read_options({**base, "stream": "s", "maxRecordsPerTrigger": "50000"}
+                              ).max_records_per_trigger == 50000
+    # a queue's micro-batch is the prefetch unless bounded: the largest allowed by default
+    assert parse_read_options({**base, "queue": "q"}).prefetch == 32767
+    assert parse_read_options({**base, "queue": "q", "prefetch": "500"}).prefetch == 500
+    assert parse_read_options({**base, "stream": "s"}).prefetch == 1000
+    with pytest.raises(ValueError, match="unknown read option 'strem'"):
+        parse_read_options({**base, "strem": "s"})
+    o = parse_read_options({**base, "STREAM": "a, b", "startingoffsets": "earliest",
+                            "password": "s3cr:t"})
+    assert o.streams == ("a", "b") and o.starting == "first"
+    assert o.uri == "amqp://u:s3cr%3At@h/v"
+    assert "s3cr" not in repr(o)
+
+
+# two messages as RabbitMQ 3.10 stores 0-9-1 publishes: a bare one, and one with every property
+_BARE = b"\x00Sr\xc1!\x04\xa3\rx-routing-key\xa1\x01s\xa3\nx-exchange\xa1\x00\x00Su\xa0\x05plain"
+
+
+_RICH = (b"\x00Sr\xc1l\n\xa3\rx-routing-key\xa1\x02rk\xa3\nx-exchange\xa1\x02ex\xa3\x10x-basic"
+         b"-priorityP\x03\xa3\x15x-basic-delivery-modeP\x02\xa3\x12x-basic-expiration\xa1\x05"
+         b"60000\x00Ss\xc07\r\xa1\x03mid\xa0\x05guest@@\xa1\x02rt\xa1\x03cid\xa3\ntext/plain"
+         b"\xa3\x04gzip@\x83\x00\x00\x01\x8b\xcf\xe5h\x00@@@\x00St\xc1K\x0e\xa1\x0cx-basic-type"
+         b"\xa1\x02ty\xa1\x0ex-basic-app-id\xa1\x03app\xa1\x01aT\x01\xa1\x01b\xa1\x01x\xa1\x01cV"
+         b"\x01\xa1\x01d\x81\x00\x00\x01\x00\x00\x00\x00\x00\xa1\x01g\xa0\x02\x00\xff\x00Su\xa0"
+         b"\x05hello")
+
+
+def _chunk(messages: list[bytes]) -> bytes:
+    """A chunk's entries as the streams protocol delivers them: each one size-prefixed."""
+    return b"".join(len(m).to_bytes(4, "big") + m for m in messages)
+
+
+def _rows(batch: Any) -> list[tuple[Any, ...]]:
+    cols = batch.to_pydict()
+    out = []
+    for i in range(batch.num_rows):
+        row = [cols[n][i] for n, _ in COLUMNS]
+        h = row[5]
+        row[5] = None if h is None else dict(h)
+        out.append(tuple(row))
+    return out
+
+
+def test_amqp10_rows_and_the_chunk_columns_agree() -> None:
+    from pumpd.spark.read.streams.amqp10_decode import row_of_amqp10
+    from pumpd.spark.read.streams.chunk import ChunkColumns
+
+    names = [n for n, _ in COLUMNS]
+    rich = dict(zip(names, row_of_amqp10(_RICH, 7, "st"), strict=True))
+    assert rich["body"] == b"hello" and (rich["exchange"], rich["routing_key"]) == ("ex", "rk")
+    assert (rich["message_id"], rich["correlation_id"], rich["reply_to"], rich["user_id"]) == (
+        "mid", "cid", "rt", "guest")
+    assert (rich["content_type"], rich["content_encoding"], rich["expiration"]) == (
+        "text/plain", "gzip", "60000")
+    assert (rich["delivery_mode"], rich["priority"], rich["type"], rich["app_id"]) == (
+        2, 3, "ty", "app")
+    assert int(rich["timestamp"].timestamp()) == 1_700_000_000
+    assert rich["headers"] == {"a": "1", "b": "x", "c": "true", "d": "1099511627776",
+                               "g": "\x00\ufffd"}
+    assert (rich["offset"], rich["stream"]) == (7, "st")
+    # the same metadata with another body: the body changes, nothing else
+    other = _BARE[:-5] + b"other"
+    # a header holding the data section's descriptor bytes is not mistaken for the body
+    tricky = _BARE.replace(b"\xa1\x01s", b"\xa1\x03\x00Su", 1).replace(b"\xc1!", b"\xc1#", 1)
+    assert row_of_amqp10(tricky, 9, "st")[1] == "\x00Su"
+    messages = [_BARE, _RICH, _BARE, _RICH, other, tricky, _BARE, tricky, other]
+    # offsets 5 to 13 in two chunks; the range 6 to 12 skips the first and stops before the last
+    cols = ChunkColumns("st", 6, 13)
+    cols.add_chunk(b"\0" * 3 + _chunk(messages[:4]), 5, 4, pos=3)
+    assert not cols.done
+    cols.add_chunk(_chunk(messages[4:]), 9, 5)
+    assert cols.done and len(cols) == 7
+    expected = [row_of_amqp10(m, 5 + i, "st") for i, m in enumerate(messages)][1:8]
+    assert _rows(cols.take()) == expected
+    # the next batch begins afresh, its known prefixes still known
+    cols = ChunkColumns("st", 0, 2)
+    cols.add_chunk(_chunk([_BARE, _BARE, _BARE]), 0, 3)
+    assert cols.done and _rows(cols.take()) == [row_of_amqp10(_BARE, i, "st") for i in (0, 1)]
+
+
+def test_a_sub_entry_batch_is_read_plain_and_gzipped() -> None:
+    import gzip
+
+    from pumpd.spark.read.streams.amqp10_decode import row_of_amqp10
+    from pumpd.spark.read.streams.chunk import ChunkColumns
+
+    records = _chunk([_BARE, _RICH, _BARE])
+    for codec, stored in ((0, records), (1, gzip.compress(records))):
+        entry = (bytes([0x80 | codec << 4]) + (3).to_bytes(2, "big")
+                 + len(records).to_bytes(4, "big") + len(stored).to_bytes(4, "big") + stored)
+        cols = ChunkColumns("st", 1, 10)
+        cols.add_chunk(entry + _chunk([_RICH]), 0, 2)
+        assert _rows(cols.take()) == [row_of_amqp10(m, i + 1, "st")
+                                      for i, m in enumerate([_RICH, _BARE, _RICH])]
+
