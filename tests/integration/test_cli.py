@@ -196,7 +196,7 @@ def test_schema_prints_the_spec_s_json_schema_which_accepts_the_shipped_example(
     assert out.returncode == 0, out.stderr
     printed = json.loads(out.stdout)
     assert printed == json_schema()
-    example = json.loads((Path(__file__).resolve().parents[1] / "contrib" / "pumpd.json")
+    example = json.loads((Path(__file__).resolve().parents[2] / "contrib" / "pumpd.json")
                          .read_text())
     jsonschema.validate(example, printed)
     with pytest.raises(jsonschema.ValidationError):
