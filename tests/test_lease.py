@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from pumpd.cli import main as cli_main
 from pumpd.config.parse import ConfigError, parse_config
+from pumpd.engine.amqp091 import Amqp091Source
 from pumpd.engine.fence import fence_after
 from pumpd.engine.lease import LeaseSpec
 from pumpd.engine.link import LinkError
@@ -222,14 +223,14 @@ def _after_first_read(pumps: RunningPumps, action: Any) -> threading.Event:
 
     def install() -> None:
         session = pumps.pumps["s"]._session
-        assert session is not None and session.source is not None
-        source = session.source
+        assert session is not None and isinstance(session.source, Amqp091Source)
+        source = session.source.link
         feed = source._stream.interceptor
         assert feed is not None
 
         def then_act(data: bytes) -> bytes:
             rest = feed(data)
-            if not done.is_set() and session.relay is not None and session.relay.consumed:
+            if not done.is_set() and session.path is not None and session.path.consumed:
                 done.set()
                 action(source)
             return rest

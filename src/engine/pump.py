@@ -430,7 +430,7 @@ class Pump:
             log.warning(
                 "shovel %s: %d messages not settled within %.0fs; the source requeues them",
                 self.cfg.name,
-                (session.relay.in_flight + session.relay.buffered) if session.relay else 0,
+                (session.path.in_flight + session.path.buffered) if session.path else 0,
                 self.drain_timeout,
             )
 

@@ -17,10 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
-from ..dataplane.frames import basic_ack_frame, basic_reject_frame
-from ..dataplane.implementation import Relay
 from .ending import SessionEnded
-from .link import Link, LinkError
+from .endpoint import Destination, Endpoint, Path, Settlement, Source
+from .link_errors import LinkError
 from .parking import Parker, message_id
 
 log = logging.getLogger("pumpd.session")  # the session's logger: its lines read as before
@@ -29,9 +28,9 @@ log = logging.getLogger("pumpd.session")  # the session's logger: its lines read
 class Forwarding(Protocol):
     """What the policy sees of the session it settles messages for."""
 
-    source: Link | None
-    destination: Link | None
-    relay: Relay | None
+    source: Source | None
+    destination: Destination | None
+    path: Path | None
 
     def flush(self, *, acks_due: bool = False) -> None: ...
 
@@ -93,7 +92,7 @@ class Undeliverable:
         """The relay paused the destination on a returned message: settle it."""
         self._start_settling("returned", self._session.destination, self._settle_returned)
 
-    def _start_settling(self, why: str, link: Link | None,
+    def _start_settling(self, why: str, link: Endpoint | None,
                         settle_all: Callable[[], Awaitable[bool]]) -> None:
         if why in self._settling:
             return
@@ -102,7 +101,7 @@ class Undeliverable:
         self._settling[why] = asyncio.get_running_loop().create_task(
             self._settle(why, link, settle_all))
 
-    async def _settle(self, why: str, link: Link,
+    async def _settle(self, why: str, link: Endpoint,
                       settle_all: Callable[[], Awaitable[bool]]) -> None:
         """Settle every message the side is paused on (``settle_all``); read it again unless
         that stopped the shovel with the message unread."""
@@ -116,8 +115,8 @@ class Undeliverable:
             self._settling.pop(why, None)
 
     async def _settle_undeliverable(self) -> bool:
-        relay, source = self._session.relay, self._session.source
-        assert relay is not None and source is not None
+        relay = self._session.path
+        assert relay is not None
         while relay.paused:
             item = relay.take_undeliverable()
             if item is None:
@@ -130,12 +129,12 @@ class Undeliverable:
                 # Everything after it stays unacknowledged and is requeued at close; the
                 # relay goes on reading, so that pika sees the cancel-ok and close-ok.
                 relay.hold_rest()
-            source.hand_to_pika(relay.resume())
+            relay.resume()
         return True
 
     async def _settle_returned(self) -> bool:
-        relay, destination = self._session.relay, self._session.destination
-        assert relay is not None and destination is not None
+        relay = self._session.path
+        assert relay is not None
         while relay.destination_paused:
             returned = relay.take_returned()
             if returned is None:
@@ -154,7 +153,7 @@ class Undeliverable:
                 return False
             # Parked before its confirm is read, so its source ack waits for the park.
             await self._park(what, (exchange, routing_key), props, body, cause)
-            destination.hand_to_pika(relay.resume_destination())
+            relay.resume_destination()
         return True
 
     # -- one message ----------------------------------------------------------------------------
@@ -175,13 +174,13 @@ class Undeliverable:
             self._stop_on(what, cause)
             return
         if policy == Disposition.DEAD_LETTER:
-            source.write(basic_reject_frame(source.channel_number, tag, False))
+            source.settle(tag, tag, Settlement.REJECT)
             self._count("dead_lettered")
             log.warning("shovel %s: undeliverable message (%s): %s; rejected to the source "
                         "queue's dead-letter exchange", self.cfg.name, what, cause)
             return
         await self._park(what, routing, props, body, cause)
-        source.write(basic_ack_frame(source.channel_number, tag, False))
+        source.settle(tag, tag, Settlement.ACCEPT)
 
     def _stop_on(self, what: str, cause: str) -> None:
         """The stop policy: the session ends and the shovel terminates, naming the message."""
@@ -213,7 +212,7 @@ class Undeliverable:
         """After the destination closed on a message in a careful session: that message (the
         only one in flight) is the one it refuses; apply the policy to it at the source, which
         is still connected. Returns how the session ended, marked handled when it was."""
-        relay, source = self._session.relay, self._session.source
+        relay, source = self._session.path, self._session.source
         if not (self.careful and ended.refused_message and relay is not None
                 and source is not None and source.is_open and relay.in_flight == 1):
             return ended
