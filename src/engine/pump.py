@@ -24,11 +24,12 @@ from ..config.model import AckMode, DeleteAfter, ShovelConfig
 from .brokers import BrokerRound
 from .ending import Outcome
 from .lease import ALWAYS, LeaseGate, LeaseRefused, LeaseSpec, watch_gate
-from .link import LinkError, quiet_pika_errors
+from .link_errors import LinkError
 from .pausing import PauseSwitch
 from .session import Session, SessionEnded
 from .session_watch import SessionWatch
 from .status import Counters, State, StatusSink
+from .wiring import prepare_loop
 
 log = logging.getLogger("pumpd.pump")
 
@@ -169,7 +170,7 @@ class Pump:
     # -- running -------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        quiet_pika_errors(asyncio.get_running_loop())
+        prepare_loop(asyncio.get_running_loop())
         for warning in self.cfg.warnings:  # issue 13: where pumpd reads it unlike the plugin
             log.warning("shovel %s: %s", self.cfg.name, warning)
         reporter = asyncio.create_task(self._report_counters())

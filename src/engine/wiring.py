@@ -8,13 +8,21 @@ path through Python objects, which no pair needs yet.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..config.model import BrokerURI
 from .amqp091 import RelayPath, connect_destination, connect_source
 from .endpoint import ByteDestination, ByteSource, Destination, Path, Source
+from .link_errors import quiet_pika_errors
 
-__all__ = ["open_destination", "open_source", "pair"]
+__all__ = ["open_destination", "open_source", "pair", "prepare_loop"]
+
+
+def prepare_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """What every implementation needs of the event loop its pumps run on (AMQP 0-9-1: pika's
+    stray callback errors after a failure are logged at DEBUG, not as tracebacks)."""
+    quiet_pika_errors(loop)
 
 
 async def open_source(uri: BrokerURI, client_name: str) -> Source:
