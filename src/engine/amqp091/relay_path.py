@@ -41,6 +41,8 @@ class RelayPath:
             **relay_options,
         )
         self.flush_scheduled = False
+        # asked on every flush: the relay's own method, with no call through this class
+        self.has_settlements: Callable[[], bool] = self.relay.has_source_output
 
     # -- counters and levels, read by the session and the pump --------------------------------
 
@@ -161,9 +163,6 @@ class RelayPath:
         publishes = self.relay.take_publishes()
         if publishes:  # none after a read of confirms: no call to the link for nothing
             self.destination.write(publishes)
-
-    def has_settlements(self) -> bool:
-        return self.relay.has_source_output()
 
     def settle(self) -> None:
         self.source.write(self.relay.take_source_output())
