@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from .ending import SessionEnded
-from .link import Link
+from .endpoint import Endpoint
 
 FENCE_FRACTION = 0.5  # of the source heartbeat timeout: a longer stand-still fences the session
 NO_HEARTBEAT_FENCE = 30.0  # seconds, when the source connection has heartbeats off
@@ -65,7 +65,7 @@ class Fence:
 
     def __init__(self, end: Callable[[SessionEnded], None]) -> None:
         self._end = end
-        self._source: Link | None = None
+        self._source: Endpoint | None = None
         self.after = fence_after(0)
         self._tick_at = gap_clock()
         self._ticker: asyncio.TimerHandle | None = None
@@ -74,7 +74,7 @@ class Fence:
         self.source_closed: asyncio.Future[BaseException] | _NotYet = _NotYet()
         self.deadline = float("inf")  # a flush later than this (gap_clock) means a stand-still
 
-    def start(self, source: Link) -> None:
+    def start(self, source: Endpoint) -> None:
         """The session forwards from ``source`` now: the loop must prove it runs."""
         self._source = source
         self.source_closed = source.closed

@@ -24,11 +24,12 @@ from ..config.model import AckMode, DeleteAfter, ShovelConfig
 from .brokers import BrokerRound
 from .ending import Outcome
 from .lease import ALWAYS, LeaseGate, LeaseRefused, LeaseSpec, watch_gate
-from .link import LinkError, quiet_pika_errors
+from .link_errors import LinkError
 from .pausing import PauseSwitch
 from .session import Session, SessionEnded
 from .session_watch import SessionWatch
 from .status import Counters, State, StatusSink
+from .wiring import prepare_loop
 
 log = logging.getLogger("pumpd.pump")
 
@@ -169,7 +170,7 @@ class Pump:
     # -- running -------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        quiet_pika_errors(asyncio.get_running_loop())
+        prepare_loop(asyncio.get_running_loop())
         for warning in self.cfg.warnings:  # issue 13: where pumpd reads it unlike the plugin
             log.warning("shovel %s: %s", self.cfg.name, warning)
         reporter = asyncio.create_task(self._report_counters())
@@ -430,7 +431,7 @@ class Pump:
             log.warning(
                 "shovel %s: %d messages not settled within %.0fs; the source requeues them",
                 self.cfg.name,
-                (session.relay.in_flight + session.relay.buffered) if session.relay else 0,
+                (session.path.in_flight + session.path.buffered) if session.path else 0,
                 self.drain_timeout,
             )
 

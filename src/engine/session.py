@@ -1,11 +1,12 @@
-"""One connected attempt of a shovel: a source link, a destination link and the relay between them.
+"""One connected attempt of a shovel: a source, a destination and the path between them.
 
-A session opens both connections, issues the declarations, wires the relay into both streams and
+A session opens both sides, issues the declarations, pairs them into a path (``wiring.py``) and
 forwards until it is told to stop, a connection fails, or its delivery limit is reached. Any
 failure ends the whole session (both connections), as in the Erlang shovel: whatever the source had
 delivered and not yet had acknowledged is requeued by the source broker, so nothing is lost and a
 new session starts clean. Reconnecting and reporting status are the pump's business, not this one;
-what happens to a message that cannot be delivered is the policy's (``undeliverable.py``).
+what happens to a message that cannot be delivered is the policy's (``undeliverable.py``). The
+session knows no wire: it drives both sides and the path through the contract of ``endpoint.py``.
 
 Where a delivery can wait, and what ends each wait; none ends only on a later arrival, so a
 source that goes quiet leaves nothing unpublished or unacked (``tests/test_quiet_source.py``):
@@ -29,18 +30,16 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.model import AckMode, BrokerURI, ShovelConfig
-from ..config.uri import URIError
-from ..dataplane.implementation import Relay
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
+from .endpoint import Destination, Endpoint, Path, Source
 from .fence import Fence, gap_clock
 from .forwarding import relay_options
-from .lease import take_lease
-from .link import Interceptor, Link, LinkError, open_link
-from .parameters import to_pika_parameters
+from .link_errors import LinkError
 from .status import Counters
 from .stream_position import StreamPosition, reads_stream
 from .undeliverable import Undeliverable
+from .wiring import open_destination, open_source, pair
 
 __all__ = ["Session", "SessionEnded"]
 
@@ -74,13 +73,12 @@ class Session:
         # delete-after "queue-length": the queue's length when the shovel first connected
         self.queue_length_limit: int | None = None
         self._client_name = client_name
-        self.source: Link | None = None
-        self.destination: Link | None = None
-        self.relay: Relay | None = None
+        self.source: Source | None = None
+        self.destination: Destination | None = None
+        self.path: Path | None = None
         self.queue = cfg.queue
         self._consumer_tag: str | None = None
         self._blocked = False
-        self._flush_scheduled = False
         self._ack_timer: asyncio.TimerHandle | None = None
         # whether a read hold or an ack delay pays now: only when more messages are coming
         self._batching = BatchingRule(cfg.source_read_hold_ms / 1000, ACK_DELAY)
@@ -132,19 +130,15 @@ class Session:
             # A position of a group: the lease first, so that a standby one never connects to
             # the destination nor runs the source declarations.
             await self._connect_source(source_uri, name)
+        self.destination = await open_destination(destination_uri, f"{name} (destination)")
+        self._watch(self.destination, "destination")
         try:
-            self.destination = await open_link(
-                destination_uri,
-                to_pika_parameters(destination_uri, client_name=f"{name} (destination)"))
-            self._watch(self.destination, "destination")
             await self.destination.declare(self.cfg.destination.declarations)
             if self.cfg.ack_mode == AckMode.ON_CONFIRM:
-                await self.destination.confirm_select()
+                await self.destination.expect_confirms()
         except LinkError as exc:
             raise LinkError(f"destination: {exc}", reply_code=exc.reply_code,
                             side="destination") from exc
-        except URIError as exc:  # TLS files that cannot be loaded: a failure, not a crash
-            raise LinkError(f"destination: {exc}", side="destination") from None
         if self.source is None:
             await self._connect_source(source_uri, name)
         assert self.source is not None
@@ -157,21 +151,19 @@ class Session:
             raise LinkError(f"source: {exc}", reply_code=exc.reply_code, side="source") from exc
 
     async def _connect_source(self, source_uri: BrokerURI, name: str) -> None:
-        """Open the source link and, for a position of a group, take its lease.
+        """Open the source and, for a position of a group, take its lease.
 
         :raises LeaseRefused: another connection holds the lease
         :raises LinkError: naming the source side
         """
-        try:
-            self.source = await open_link(
-                source_uri, to_pika_parameters(source_uri, client_name=f"{name} (source)"))
-            self._watch(self.source, "source")
-            if self._lease is not None:
-                await take_lease(self.source, self._lease)
-        except LinkError as exc:
-            raise LinkError(f"source: {exc}", reply_code=exc.reply_code, side="source") from exc
-        except URIError as exc:
-            raise LinkError(f"source: {exc}", side="source") from None
+        self.source = await open_source(source_uri, f"{name} (source)")
+        self._watch(self.source, "source")
+        if self._lease is not None:
+            try:
+                await self.source.take_lease(self._lease)
+            except LinkError as exc:
+                raise LinkError(f"source: {exc}", reply_code=exc.reply_code,
+                                side="source") from exc
 
     async def _start_source(self, name: str) -> None:
         assert self.source is not None and self.destination is not None
@@ -184,7 +176,7 @@ class Session:
         if not self.queue:
             raise LinkError("queue \"\" means the last declared queue, but none was declared")
         if self._limit_from_queue_length:
-            self.queue_length_limit = self._limit = await self.source.queue_length(self.queue)
+            self.queue_length_limit = self._limit = await self.source.backlog(self.queue)
             if self._limit == 0:
                 return
         careful = self.undeliverable.careful
@@ -195,15 +187,12 @@ class Session:
                 log.info("shovel %s: stream %r resumes after offset %d (recorded on the source "
                          "broker)", self.cfg.name, self.queue, self._position.saved)
         if self.cfg.ack_mode != AckMode.NO_ACK:
-            await self.source.qos(1 if careful else self.cfg.prefetch_count)
+            await self.source.credit(1 if careful else self.cfg.prefetch_count)
         if careful:
             log.warning("shovel %s: the destination refused a message last time: forwarding the "
                         "next %d one at a time to find it", self.cfg.name, careful)
-        self.relay = Relay(
-            source_channel=self.source.channel_number,
-            dest_channel=self.destination.channel_number,
-            dest_frame_max=self.destination.frame_max,
-            source_frame_max=self.source.frame_max,
+        self.path = pair(
+            self.source, self.destination,
             window=1 if careful else self.cfg.prefetch_count,
             limit=self._limit,
             keep_last=bool(careful) or self._position is not None,
@@ -211,9 +200,7 @@ class Session:
             **relay_options(self.cfg, source_uri, destination_uri, self.queue),
         )
         self.undeliverable.open_parker(source_uri, f"{name} (park)")
-        self.source.intercept(self._source_feed(self.relay, self.source))
-        # returned messages go to the unroutable policy before their confirm is read
-        self.destination.intercept(self._destination_feed(self.relay))
+        self.path.start(self, read_hold=self._batching)
         self.destination.on_blocked(self._set_blocked)
         # A destination slower than the source (a WAN link, large bodies, no_ack with nothing
         # bounding it) must not pile up unsent bytes here: stop reading the source meanwhile.
@@ -237,71 +224,36 @@ class Session:
             # before the consumer existed to be cancelled: cancel it now.
             self._flow_task = self._loop.create_task(self._source_flow(False))
 
-    def _watch(self, link: Link, side: str) -> None:
+    def _watch(self, endpoint: Endpoint, side: str) -> None:
         def closed(fut: asyncio.Future[BaseException]) -> None:
             if self._failed is not None and not self._failed.done():
-                relay = self.relay
-                unsettled = relay.in_flight + relay.buffered if relay is not None else 0
+                path = self.path
+                unsettled = path.in_flight + path.buffered if path is not None else 0
                 self._failed.set_result(connection_ended(side, fut.result(), unsettled))
 
-        link.closed.add_done_callback(closed)
+        endpoint.closed.add_done_callback(closed)
 
     def end(self, ended: SessionEnded) -> None:
         """End the session (the first end given is the one :meth:`wait` raises)."""
         if self._failed is not None and not self._failed.done():
             self._failed.set_result(ended)
 
-    # -- the data plane's bytes --------------------------------------------------------------
+    # -- what the path calls back (endpoint.PathHooks) ----------------------------------------
 
-    def _source_feed(self, relay: Relay, source: Link) -> Interceptor:
-        """The source link's interceptor: the relay reads what the socket gave, then what it
-        produced is flushed this loop iteration, a message it paused on goes to the
-        undeliverable policy, and a short read may hold reading the source for the read hold
-        when the arrival rate says more messages are coming (``engine/batching.py``). A broker
-        delivering at a steady pace sends a few messages per socket read, and every read costs
-        a wakeup, a read, a publish write and (over loopback) the broker's side of that TCP
-        segment: at a high rate, holding for a millisecond lets the deliveries of that
-        millisecond be read, scanned and forwarded in one go; at a low rate it would only delay
-        them. The bytes already read go on at once."""
-        feed, policy, rule = relay.feed_source, self.undeliverable, self._batching
-        holds = rule.hold > 0
-        loop = self._loop
-        assert loop is not None
+    def source_paused(self) -> None:
+        """The path paused the source on a message it cannot forward: the policy settles it."""
+        self.undeliverable.source_paused()
 
-        def feed_source(data: bytes) -> bytes:
-            before = relay.consumed
-            rest = feed(data)
-            if not self._flush_scheduled and relay.has_output():
-                self._flush_scheduled = True
-                loop.call_soon(self.flush)
-            if relay.paused:
-                policy.source_paused()
-            if holds:
-                hold = rule.after_read(time.monotonic(), len(data), relay.consumed - before)
-                if hold > 0 and self._read_hold_timer is None:
-                    source.pause_reading(True, "read-hold")
-                    self._read_hold_timer = loop.call_later(hold, self._end_read_hold)
-            return rest
+    def destination_paused(self) -> None:
+        """The path paused the destination on a returned message: the policy settles it."""
+        self.undeliverable.destination_paused()
 
-        return feed_source
-
-    def _destination_feed(self, relay: Relay) -> Interceptor:
-        """The destination link's interceptor: the relay reads confirms (and returns), what it
-        produced is flushed this loop iteration, a returned message goes to the policy."""
-        feed, policy = relay.feed_destination, self.undeliverable
-        loop = self._loop
-        assert loop is not None
-
-        def feed_destination(data: bytes) -> bytes:
-            rest = feed(data)
-            if not self._flush_scheduled and relay.has_output():
-                self._flush_scheduled = True
-                loop.call_soon(self.flush)
-            if relay.destination_paused:
-                policy.destination_paused()
-            return rest
-
-        return feed_destination
+    def hold_source(self, seconds: float) -> None:
+        """The read hold: the source is not read for ``seconds`` (``engine/batching.py``)."""
+        if self._read_hold_timer is None and self.source is not None:
+            assert self._loop is not None
+            self.source.pause_reading(True, "read-hold")
+            self._read_hold_timer = self._loop.call_later(seconds, self._end_read_hold)
 
     def _end_read_hold(self) -> None:
         self._read_hold_timer = None
@@ -309,37 +261,35 @@ class Session:
             self.source.pause_reading(False, "read-hold")
 
     def flush(self, *, acks_due: bool = False) -> None:
-        """Write what the relay produced: publishes (unless blocked), then source acks and nacks
+        """Write what the path produced: publishes (unless blocked), then source acks and nacks
         when they are due (see ``_ack_batch``)."""
-        self._flush_scheduled = False
-        relay = self.relay
-        if relay is None or self.source is None or self.destination is None:
+        path = self.path
+        if path is None:
             return
+        path.flush_scheduled = False
         fence = self._fence  # engine/fence.py: read here, no call on every message's path
         if fence is not None and (fence.fenced or fence.source_closed.done()
                                   or gap_clock() > fence.deadline):
             fence.trip()
             return
         if not self._blocked:
-            publishes = relay.take_publishes()
-            if publishes:  # none after a read of confirms: no call to the link for nothing
-                self.destination.write(publishes)
-        if acks_due or relay.pending_acks >= self._ack_batch:
+            path.forward()
+        if acks_due or path.pending_acks >= self._ack_batch:
             if self._ack_timer is not None:
                 self._ack_timer.cancel()
                 self._ack_timer = None
-            self.source.write(relay.take_source_output())
-        elif self._ack_timer is None and relay.has_source_output():
+            path.settle()
+        elif self._ack_timer is None and path.has_settlements():
             # Waiting covers more messages only when more are coming; on a quiet link it
             # would only keep the source's unacknowledged count up.
             wait = self._batching.ack_wait(time.monotonic())
             if wait <= 0:
-                self.source.write(relay.take_source_output())
+                path.settle()
             else:
                 assert self._loop is not None
                 self._ack_timer = self._loop.call_later(wait, self._acks_due)
         if self._position is not None:
-            self._position.offer(relay)
+            self._position.offer(path)
 
     def _acks_due(self) -> None:
         self._ack_timer = None
@@ -376,7 +326,8 @@ class Session:
         """Forward until ``stop`` is set (returns None), the delivery limit is reached (returns
         ``Outcome.LIMIT``), a careful session has done its part (``Outcome.CAREFUL_DONE``), or
         a connection fails or a message stops the shovel (raises :class:`SessionEnded`)."""
-        assert self._failed is not None and self.relay is not None
+        assert self._failed is not None and self.path is not None
+        path = self.path
         stop_task: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         # Only a delivery limit or a careful session needs polling; otherwise sleep until a
         # failure or the stop (issue 14: an idle shovel must not wake five times a second).
@@ -390,9 +341,9 @@ class Session:
                     raise await self.undeliverable.settle_refused(self._failed.result())
                 if stop_task.done():
                     return None
-                if self.relay.limit_reached and self.relay.buffered == 0:
+                if path.limit_reached and path.buffered == 0:
                     return Outcome.LIMIT
-                if careful and self.relay.acked >= careful:
+                if careful and path.acked >= careful:
                     log.info("shovel %s: %d messages forwarded one at a time without a refusal; "
                              "back to the full prefetch window", self.cfg.name, careful)
                     return Outcome.CAREFUL_DONE
@@ -405,8 +356,8 @@ class Session:
         Returns True when everything received was settled within ``timeout`` seconds; whatever
         was not is left unacknowledged and the source requeues it when the session closes.
         """
-        relay, source = self.relay, self.source
-        if relay is None or source is None or not source.is_open:
+        path, source = self.path, self.source
+        if path is None or source is None or not source.is_open:
             return False
         deadline = time.monotonic() + timeout  # one budget for the cancel and the settling
         if self._consumer_tag:
@@ -417,16 +368,16 @@ class Session:
                 return False
         while time.monotonic() < deadline:
             self.flush(acks_due=True)
-            if relay.buffered == 0 and relay.in_flight == 0:
+            if path.buffered == 0 and path.in_flight == 0:
                 break
-            if relay.destination_paused:
+            if path.destination_paused:
                 break  # stopped on a returned message: what is in flight stays unacknowledged
             if self._failed is not None and self._failed.done() \
                     and not self._failed.result().terminal:
                 return False  # a connection failed: what is left is requeued at the source
             await asyncio.sleep(0.02)
         self.flush(acks_due=True)
-        return relay.buffered == 0 and relay.in_flight == 0
+        return path.buffered == 0 and path.in_flight == 0
 
     async def close(self) -> None:
         """Close both connections (source first, after its acks are written)."""
@@ -441,19 +392,21 @@ class Session:
             self._end_read_hold()
         await self.undeliverable.close()
         if self._position is not None:
-            await self._position.close(self.relay)
+            await self._position.close(self.path)
         failed = self._failed
         stalled = failed.result() if failed is not None and failed.done() else None
-        for side, link in (("source", self.source), ("destination", self.destination)):
-            if link is None:
+        sides: tuple[tuple[str, Endpoint | None], ...] = (
+            ("source", self.source), ("destination", self.destination))
+        for side, endpoint in sides:
+            if endpoint is None:
                 continue
             if stalled is not None and stalled.stalled and stalled.side == side:
-                link.abort()  # it does not answer: a polite close would wait for nothing
+                endpoint.abort()  # it does not answer: a polite close would wait for nothing
             else:
-                await link.close_quietly()
+                await endpoint.close_quietly()
 
     def counters(self) -> Counters:
-        """What this session moved: its relay's counters and the undeliverable ones it handled."""
-        if self.relay is None:
+        """What this session moved: its path's counters and the undeliverable ones it handled."""
+        if self.path is None:
             return Counters()
-        return Counters.of_relay(self.relay, **self.undeliverable.counts)
+        return Counters.of_relay(self.path, **self.undeliverable.counts)

@@ -65,7 +65,7 @@ class SessionWatch:
             asked = time.monotonic()
             rule.reading_asked(asked)
             try:
-                self.backlog = await session.source.queue_length(session.queue)
+                self.backlog = await session.source.backlog(session.queue)
             except Exception:  # the closed channel ends the session, which says why
                 return
             rule.reading_answered(asked, self.backlog)

@@ -1,12 +1,12 @@
 """The undeliverable policy of one session: what happens to a message that cannot be delivered.
 
-A message the relay cannot forward (too large for the destination's frame_max, malformed), one
+A message the path cannot forward (too large for the destination's frame_max, malformed), one
 the destination returns (``mandatory`` and no route) and one the destination refuses by closing
 (found by a *careful* session, which forwards one message at a time) is settled at the source by
 the shovel's policy: parked (``parking.py``), rejected to the source queue's dead-letter exchange,
 or the shovel stops and names it. While one is settled, the side it came from is not read. The
 session forwards; it calls :meth:`Undeliverable.source_paused` / ``destination_paused`` when the
-relay paused a side, and :meth:`Undeliverable.settle_refused` when the destination closed.
+path paused a side, and :meth:`Undeliverable.settle_refused` when the destination closed.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
-from ..dataplane.frames import basic_ack_frame, basic_reject_frame
-from ..dataplane.implementation import Relay
 from .ending import SessionEnded
-from .link import Link, LinkError
+from .endpoint import Destination, Endpoint, Path, Settlement, Source
+from .link_errors import LinkError
 from .parking import Parker, message_id
 
 log = logging.getLogger("pumpd.session")  # the session's logger: its lines read as before
@@ -29,9 +28,9 @@ log = logging.getLogger("pumpd.session")  # the session's logger: its lines read
 class Forwarding(Protocol):
     """What the policy sees of the session it settles messages for."""
 
-    source: Link | None
-    destination: Link | None
-    relay: Relay | None
+    source: Source | None
+    destination: Destination | None
+    path: Path | None
 
     def flush(self, *, acks_due: bool = False) -> None: ...
 
@@ -39,7 +38,7 @@ class Forwarding(Protocol):
 
 
 def undeliverable_kind(reason: str) -> str:
-    """The counter suffix for a reason the relay gives."""
+    """The counter suffix for a reason the path gives."""
     return "too_large" if "frame_max" in reason else "malformed"
 
 
@@ -54,7 +53,7 @@ class Undeliverable:
         self.cfg = cfg
         self._session = session
         # careful > 0: the last session ended on a message the destination refused. This one
-        # forwards one message at a time (prefetch 1, the relay keeping a copy of it) until
+        # forwards one message at a time (prefetch 1, the path keeping a copy of it) until
         # ``careful`` messages are settled, so that a refusal names its message for certain.
         self.careful = careful if cfg.ack_mode == AckMode.ON_CONFIRM else 0
         self.careful_left = 0  # after a refusal handled here: for the next session
@@ -83,17 +82,17 @@ class Undeliverable:
         if self._parker is not None:
             await self._parker.close()
 
-    # -- a side the relay paused on a message ---------------------------------------------------
+    # -- a side the path paused on a message ---------------------------------------------------
 
     def source_paused(self) -> None:
-        """The relay paused the source on a message it cannot forward: settle it."""
+        """The path paused the source on a message it cannot forward: settle it."""
         self._start_settling("undeliverable", self._session.source, self._settle_undeliverable)
 
     def destination_paused(self) -> None:
-        """The relay paused the destination on a returned message: settle it."""
+        """The path paused the destination on a returned message: settle it."""
         self._start_settling("returned", self._session.destination, self._settle_returned)
 
-    def _start_settling(self, why: str, link: Link | None,
+    def _start_settling(self, why: str, link: Endpoint | None,
                         settle_all: Callable[[], Awaitable[bool]]) -> None:
         if why in self._settling:
             return
@@ -102,7 +101,7 @@ class Undeliverable:
         self._settling[why] = asyncio.get_running_loop().create_task(
             self._settle(why, link, settle_all))
 
-    async def _settle(self, why: str, link: Link,
+    async def _settle(self, why: str, link: Endpoint,
                       settle_all: Callable[[], Awaitable[bool]]) -> None:
         """Settle every message the side is paused on (``settle_all``); read it again unless
         that stopped the shovel with the message unread."""
@@ -116,10 +115,10 @@ class Undeliverable:
             self._settling.pop(why, None)
 
     async def _settle_undeliverable(self) -> bool:
-        relay, source = self._session.relay, self._session.source
-        assert relay is not None and source is not None
-        while relay.paused:
-            item = relay.take_undeliverable()
+        path = self._session.path
+        assert path is not None
+        while path.paused:
+            item = path.take_undeliverable()
             if item is None:
                 break
             tag, _redelivered, exchange, routing_key, props, body, reason = item
@@ -128,16 +127,16 @@ class Undeliverable:
                                 (exchange, routing_key), props, body, reason)
             if self._terminal is not None:
                 # Everything after it stays unacknowledged and is requeued at close; the
-                # relay goes on reading, so that pika sees the cancel-ok and close-ok.
-                relay.hold_rest()
-            source.hand_to_pika(relay.resume())
+                # path goes on reading, so that the client sees the cancel-ok and close-ok.
+                path.hold_rest()
+            path.resume()
         return True
 
     async def _settle_returned(self) -> bool:
-        relay, destination = self._session.relay, self._session.destination
-        assert relay is not None and destination is not None
-        while relay.destination_paused:
-            returned = relay.take_returned()
+        path = self._session.path
+        assert path is not None
+        while path.destination_paused:
+            returned = path.take_returned()
             if returned is None:
                 break
             code, text, exchange, routing_key, props, body = returned
@@ -154,7 +153,7 @@ class Undeliverable:
                 return False
             # Parked before its confirm is read, so its source ack waits for the park.
             await self._park(what, (exchange, routing_key), props, body, cause)
-            destination.hand_to_pika(relay.resume_destination())
+            path.resume_destination()
         return True
 
     # -- one message ----------------------------------------------------------------------------
@@ -175,13 +174,13 @@ class Undeliverable:
             self._stop_on(what, cause)
             return
         if policy == Disposition.DEAD_LETTER:
-            source.write(basic_reject_frame(source.channel_number, tag, False))
+            source.settle(tag, tag, Settlement.REJECT)
             self._count("dead_lettered")
             log.warning("shovel %s: undeliverable message (%s): %s; rejected to the source "
                         "queue's dead-letter exchange", self.cfg.name, what, cause)
             return
         await self._park(what, routing, props, body, cause)
-        source.write(basic_ack_frame(source.channel_number, tag, False))
+        source.settle(tag, tag, Settlement.ACCEPT)
 
     def _stop_on(self, what: str, cause: str) -> None:
         """The stop policy: the session ends and the shovel terminates, naming the message."""
@@ -213,11 +212,11 @@ class Undeliverable:
         """After the destination closed on a message in a careful session: that message (the
         only one in flight) is the one it refuses; apply the policy to it at the source, which
         is still connected. Returns how the session ended, marked handled when it was."""
-        relay, source = self._session.relay, self._session.source
-        if not (self.careful and ended.refused_message and relay is not None
-                and source is not None and source.is_open and relay.in_flight == 1):
+        path, source = self._session.path, self._session.source
+        if not (self.careful and ended.refused_message and path is not None
+                and source is not None and source.is_open and path.in_flight == 1):
             return ended
-        last = relay.last_message
+        last = path.last_message
         if last is None:
             return ended
         tag, _redelivered, exchange, routing_key, props, body, _ = last
@@ -230,6 +229,6 @@ class Undeliverable:
                                 side="source")
         if self._terminal is not None:
             return SessionEnded(self._terminal, terminal=True)
-        self.careful_left = max(self.careful - relay.acked - 1, 0)
+        self.careful_left = max(self.careful - path.acked - 1, 0)
         return SessionEnded(str(ended), side=ended.side, reply_code=ended.reply_code,
                             handled=True)

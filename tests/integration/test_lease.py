@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from pumpd.engine.amqp091 import Amqp091Source
 from pumpd.engine.lease import LeaseSpec
 from pumpd.engine.link import LinkError
 from pumpd.engine.queue_names import LEASE_PREFIX, lease_queue
@@ -151,14 +152,14 @@ def _after_first_read(pumps: RunningPumps, action: Any) -> threading.Event:
 
     def install() -> None:
         session = pumps.pumps["s"]._session
-        assert session is not None and session.source is not None
-        source = session.source
+        assert session is not None and isinstance(session.source, Amqp091Source)
+        source = session.source.link
         feed = source._stream.interceptor
         assert feed is not None
 
         def then_act(data: bytes) -> bytes:
             rest = feed(data)
-            if not done.is_set() and session.relay is not None and session.relay.consumed:
+            if not done.is_set() and session.path is not None and session.path.consumed:
                 done.set()
                 action(source)
             return rest

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from pumpd.engine import session as session_module
+from pumpd.engine.amqp091 import relay_path
 from pumpd.engine.link import Link
 from pumpd.testing import TcpProxy
 from pumpd.testing.localnode import LocalNode
@@ -51,7 +51,7 @@ PRESSURE_BURSTS = 6
 @pytest.fixture(params=IMPLEMENTATIONS)
 def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The data plane the sessions of this test run on."""
-    monkeypatch.setattr(session_module, "Relay", relay_class(request.param))
+    monkeypatch.setattr(relay_path, "Relay", relay_class(request.param))
     return str(request.param)
 
 
