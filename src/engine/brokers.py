@@ -1,6 +1,6 @@
 """Which broker of a side's list to connect to next, and whether a failure must wait.
 
-The seed picks a broker at random for every connection attempt, the one that just failed
+The plugin picks a broker at random for every connection attempt, the one that just failed
 included, and waits ``reconnect_delay`` after every failure. With one broker of three down that
 costs a shovel several delays, each backing off, while two healthy brokers sit there. Instead,
 a *round* tries every broker of the list once: the first pick is random (so that many shovels

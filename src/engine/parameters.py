@@ -54,7 +54,7 @@ def step_timeouts(uri: BrokerURI) -> StepTimeouts:
 
 
 def local_broker_address(uri: BrokerURI) -> tuple[str, int]:
-    """Where a host-less URI (the seed's "local broker") connects: 127.0.0.1 on the URI's port,
+    """Where a host-less URI (the plugin's "local broker") connects: 127.0.0.1 on the URI's port,
     or ``host:port`` from the environment variable PUMPD_LOCAL_BROKER when it is set (pumpd runs
     outside the broker, so "local" has to be told when the broker is not on the default port).
 

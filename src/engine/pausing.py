@@ -1,4 +1,4 @@
-"""A pump's pause switch (issue 23): whether it may forward, and the events its loops wait on.
+"""A pump's pause switch: whether it may forward, and the events its loops wait on.
 
 ``halt`` is set while no session may forward (the pump is stopping or paused): a running
 session drains on it, and the reconnect and standby delays end on it. ``wake`` tells a paused

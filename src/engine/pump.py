@@ -4,12 +4,12 @@ Connect to a source and a destination broker chosen at random, forward, and afte
 the failed side's brokers not yet tried in this round at once; when every one has failed, wait
 ``reconnect_delay`` (backing off, with jitter, once rounds fail in a row) and start a new round
 (``brokers.py``); with a delay of 0 the shovel stops for good after its first failure (the
-seed's rule).
+the plugin's rule).
 State changes and counters go to a :class:`~pumpd.engine.status.StatusSink`; how they are shown or
 stored is not the pump's concern.
 
 A session that moves nothing while it should (``stall.py``) is ended and a new one started at
-once (issue 23). :meth:`Pump.pause` drains the session (cancel the consumer, publish and confirm
+once. :meth:`Pump.pause` drains the session (cancel the consumer, publish and confirm
 what is held, ack it) and waits in ``paused``, holding no connection, until :meth:`Pump.resume`.
 """
 
@@ -35,7 +35,7 @@ log = logging.getLogger("pumpd.pump")
 
 COUNTER_INTERVAL = 0.25  # seconds between counter snapshots sent to the sink...
 # ...while they change; an idle shovel's check slows down to this, and sends nothing unchanged
-# (issue 14: a thousand idle shovels in a few processes must cost next to nothing)
+# (a thousand idle shovels in a few processes must cost next to nothing)
 IDLE_COUNTER_INTERVAL = 2.0
 MAX_BACKOFF_FACTOR = 8  # repeated failures stretch the delay up to this multiple
 # A session that ran at least this long, or moved messages, was healthy: the next failure starts
@@ -93,7 +93,7 @@ class Pump:
         self._expired_after: float | None = None  # set when delete_after_duration ended it
         self._careful = 0  # messages the next session forwards one at a time (Session)
         self._watch = SessionWatch(cfg, self._rng)  # the source backlog and the stall rule
-        self._switch = PauseSwitch(paused=paused)  # issue 23: pause and resume
+        self._switch = PauseSwitch(paused=paused)  # pause and resume
         self._failures = 0  # rounds of the broker lists failed in a row (the backoff)
         self._standby_reason = ""
 
@@ -113,7 +113,7 @@ class Pump:
         self._levels(c)
         return c
 
-    # -- issue 23: pause and resume ------------------------------------------------------------
+    # -- pause and resume ------------------------------------------------------------
 
     @property
     def paused(self) -> bool:
@@ -143,7 +143,7 @@ class Pump:
         self._enter(State.PAUSED, "paused")
         await self._switch.wait_resumed(stop)
 
-    # -- issue 13: the plugin's remaining / remaining_unacked, and the source backlog ----------
+    # -- the plugin's remaining / remaining_unacked, and the source backlog ----------
 
     def _levels(self, c: Counters) -> None:
         c.source_backlog = self._watch.backlog
@@ -171,11 +171,11 @@ class Pump:
 
     async def run(self, stop: asyncio.Event) -> None:
         prepare_loop(asyncio.get_running_loop())
-        for warning in self.cfg.warnings:  # issue 13: where pumpd reads it unlike the plugin
+        for warning in self.cfg.warnings:  # where pumpd reads it unlike the plugin
             log.warning("shovel %s: %s", self.cfg.name, warning)
         reporter = asyncio.create_task(self._report_counters())
         timer = None
-        if self.cfg.delete_after_duration is not None:  # issue 13: src-delete-after-duration
+        if self.cfg.delete_after_duration is not None:  # src-delete-after-duration
             stop, timer = self._stop_after_duration(stop, self.cfg.delete_after_duration)
         halter = self._switch.follow(stop)
         try:
@@ -324,7 +324,7 @@ class Pump:
         self._enter(State.TERMINATED, reason, level)
 
     def _backoff(self, failures: int) -> float:
-        """The seed's delay for the first retry; repeated failures back off, with jitter so that
+        """The plugin's delay for the first retry; repeated failures back off, with jitter so that
         many shovels failing together do not reconnect in lockstep."""
         base = self.cfg.reconnect_delay
         if failures <= 1:

@@ -214,13 +214,13 @@ class Session:
         assert self.source is not None
         self._consumer_tag = await self.source.consume(
             self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK,
-            # issue 13: src-consumer-args / src-consumer-name
+            # src-consumer-args / src-consumer-name
             arguments=self.cfg.consumer_arguments if self._position is None
             else self._position.consumer_arguments(self.cfg.consumer_arguments),
             consumer_tag=self.cfg.consumer_tag,
         )
         if self._blocked and self.unbounded and self._loop is not None:
-            # issue 13: the destination was blocked (an alarm raised before the shovel started)
+            # the destination was blocked (an alarm raised before the shovel started)
             # before the consumer existed to be cancelled: cancel it now.
             self._flow_task = self._loop.create_task(self._source_flow(False))
 
@@ -297,7 +297,7 @@ class Session:
 
     @property
     def blocked(self) -> bool:
-        """The destination has blocked publishing (issue 13: read when the session opens)."""
+        """The destination has blocked publishing (read when the session opens)."""
         return self._blocked
 
     def _set_blocked(self, blocked: bool) -> None:
@@ -330,7 +330,7 @@ class Session:
         path = self.path
         stop_task: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         # Only a delivery limit or a careful session needs polling; otherwise sleep until a
-        # failure or the stop (issue 14: an idle shovel must not wake five times a second).
+        # failure or the stop (an idle shovel must not wake five times a second).
         careful = self.undeliverable.careful
         poll = 0.2 if self._limit or careful else None
         try:

@@ -1,6 +1,6 @@
 """What the pump watches while a session forwards: the source backlog, read by a passive declare
-every few seconds (issue 13: how far behind the shovel is), and the session's stall rule
-(``stall.py``, issue 23), which reads that backlog and may ask for a reading sooner.
+every few seconds (how far behind the shovel is), and the session's stall rule
+(``stall.py``), which reads that backlog and may ask for a reading sooner.
 
 The pump owns one :class:`SessionWatch` for its whole life; :meth:`SessionWatch.start` and
 :meth:`SessionWatch.stop` bracket each session, :meth:`SessionWatch.check` runs with every
@@ -18,7 +18,7 @@ from .ending import SessionEnded
 from .session import Session
 from .stall import StallRule
 
-BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog (issue 13)...
+BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog...
 BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
 
 

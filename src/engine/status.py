@@ -1,4 +1,4 @@
-"""What a shovel reports about itself: the seed's status states, the time each was entered, and
+"""What a shovel reports about itself: the plugin's status states, the time each was entered, and
 counters. The pump only calls a :class:`StatusSink`; where the report goes (a table in the
 foreground runner, a shared-memory slot in the daemon) is the sink's business.
 """
@@ -12,14 +12,14 @@ from typing import ClassVar, Protocol
 
 
 class State(enum.IntEnum):
-    """The seed's shovel states. Values are stable: they are stored in shared-memory slots."""
+    """The plugin's shovel states. Values are stable: they are stored in shared-memory slots."""
 
     STARTING = 0
     RUNNING = 1
     BLOCKED = 2
     TERMINATED = 3
     STANDBY = 4  # a position of a group that another member holds (engine/lease.py)
-    # issue 23: paused on request; holds no consumer (nor connection) until resumed
+    # paused on request; holds no consumer (nor connection) until resumed
     PAUSED = 5
 
     @property
@@ -50,7 +50,7 @@ class Counters:
     and nothing moving, or no confirm with messages outstanding, for ``stall_timeout``); each is
     also one of ``reconnects``.
 
-    Levels (issue 13: the plugin's shovel_status figures), ``-1`` when unknown or unlimited:
+    Levels (the plugin's shovel_status figures), ``-1`` when unknown or unlimited:
     remaining: messages still to move before delete_after ends the shovel (-1: no limit);
     remaining_unacked: of those, how many are not yet published; source_backlog: messages
     ready in the source queue at the last passive declare (every few seconds while running).
