@@ -1,4 +1,4 @@
-"""pumpd's exit statuses, as named declarations (documented in the README)."""
+"""pumpd's exit statuses, as named declarations (documented in docs/operations.md)."""
 
 OK = 0  # ran and stopped cleanly (SIGTERM/SIGINT drained, or every shovel terminated by design)
 FAILURE = 1  # a shovel terminated on a failure it was told not to retry (reconnect_delay 0)

@@ -83,7 +83,8 @@ exit status:
 
 environment: PUMPD_LOCAL_BROKER=HOST:PORT is where a host-less amqp:// URI connects (default
 127.0.0.1 on the URI's port); PUMPD_IMPLEMENTATION=reference forces the pure-Python data plane.
-See README.md for the configuration format, the daemon, its status and metrics.
+The documentation (docs/, `make docs`): the configuration reference, operations, the HTTP API
+and metrics, groups, security.
 """
 
 
@@ -221,7 +222,7 @@ def _process_options(p: argparse.ArgumentParser) -> None:
 
 
 def _endpoint_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("the status endpoint's security (README: Security)")
+    g = p.add_argument_group("the status endpoint's security (docs/security.md)")
     g.add_argument(
         "--http-token-file", metavar="FILE",
         help="the bearer token every request but the status page needs (default: beside the "

@@ -1,8 +1,9 @@
-"""The ``cluster`` clause: the group of daemons this one belongs to (README: Running several
-daemons).
+"""The ``group`` clause (earlier name ``cluster``): the group of daemons this one belongs to
+(docs/groups.md).
 
-``{"cluster": {"name": NAME, "coordination_uri": AMQP_URI, "lease_retry": SECONDS,
-"poll_interval": SECONDS, "settle": SECONDS, "grace": SECONDS}}`` beside ``"shovels"``; ``pumpd --cluster NAME`` gives (or overrides) the name. Every daemon started with
+``{"group": {"name": NAME, "coordination_uri": AMQP_URI, "lease_retry": SECONDS,
+"poll_interval": SECONDS, "settle": SECONDS, "grace": SECONDS}}`` beside ``"shovels"``;
+``pumpd --group NAME`` gives (or overrides) the name. Every daemon started with
 the same configuration and the same name runs each position (shovel x worker index) in one member
 at a time: the one that holds the position's lease (``engine/lease.py``).
 """

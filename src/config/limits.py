@@ -1,6 +1,6 @@
 """The upper bounds of every count, duration, length and nesting depth in a configuration.
 
-One table, so that the validator, the importers, the daemon and the README agree. Each bound is
+One table, so that the validator, the importers, the daemon and the documentation agree. Each bound is
 far beyond what a real deployment uses and well within what the machine survives: a value past
 it is refused with a :class:`~pumpd.config.values.ConfigError` that names the bound, before
 anything is written or started (the daemon's state file included).

@@ -230,7 +230,7 @@ bindings, users and permissions are not copied: recreate them on the destination
 "shovels_per_process" so that the shovels share a few worker processes.
 
 Read and edit the plan, validate it with `pumpd check --config FILE`, run it with
-`pumpd --config FILE`, and watch `pumpd status` (see "Migrating a vhost" in the README)."""
+`pumpd --config FILE`, and watch `pumpd status` (see docs/migration.md)."""
 
 EPILOG = f"""\
 example:

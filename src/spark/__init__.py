@@ -12,7 +12,7 @@ The data source needs Spark >= 4.0 (its Python Data Source API) and pyarrow (``p
 At-least-once: a task returns only when every row it published is confirmed; otherwise it
 fails, saying how many rows were confirmed, and Spark retries the whole partition, so the rows
 confirmed by the failed attempt arrive again (``messageId=deterministic`` gives them the same
-message id). See the README's section on Spark.
+message id). See docs/spark.md.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ class PumpdStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
 
 
 class PumpdDataSource(DataSource):  # type: ignore[misc]
-    """``df.write.format("pumpd")``: see the README's section on Spark for options and columns."""
+    """``df.write.format("pumpd")``: see docs/spark.md for options and columns."""
 
     @classmethod
     def name(cls) -> str:

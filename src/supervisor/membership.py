@@ -1,4 +1,4 @@
-"""The coordinator's side of a group of daemons (README: Running several daemons): its
+"""The coordinator's side of a group of daemons (docs: groups.md): its
 membership on the coordination broker, the even spread of positions it steers its worker
 processes by, one set of definitions, and what the status shows of the group.
 

@@ -27,7 +27,7 @@ STREAM_PORT, STREAM_TLS_PORT = 5552, 5551
 PREFETCH_MAX = 65535  # basic.qos's prefetch_count is 16 bits
 QUEUE_BATCH_MAX = PREFETCH_MAX // 2  # the queue reader's prefetch is twice its micro-batch
 
-# name (lower case) -> (the documented spelling, default shown in errors and the README)
+# name (lower case) -> (the documented spelling, default shown in errors and docs/spark.md)
 READ_OPTIONS: dict[str, tuple[str, str]] = {
     **CONNECTION_OPTIONS,
     "stream": ("stream", "(stream, superStream or queue required)"),
@@ -48,7 +48,7 @@ READ_OPTIONS: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """What the reader on the driver and every read task need (the README's option table).
+    """What the reader on the driver and every read task need (the option table in docs/spark.md).
 
     ``starting`` / ``ending`` are a word of :data:`STARTS`, or an offset as a decimal string.
     """

@@ -86,7 +86,7 @@ def check_schema(fields: Sequence[tuple[str, str]], options: WriteOptions) -> st
             ok = t in _STRINGISH
         if not ok:
             raise ValueError(f"pumpd: column {name!r} has type {t}, which AMQP's {name} cannot "
-                             "carry (see the README's column table)")
+                             "carry (see the column table in docs/spark.md)")
     if options.message_id == "deterministic" and "message_id" in names:
         raise ValueError("pumpd: option messageId=deterministic and a message_id column: pick one")
     return body

@@ -27,7 +27,7 @@ from ...config.vocabulary import BASIC_PROPERTIES
 MessageIdMode = Literal["column", "deterministic", "none"]
 MESSAGE_ID_MODES: tuple[MessageIdMode, ...] = ("column", "deterministic", "none")
 
-# name (lower case) -> (the documented spelling, default shown in errors and the README);
+# name (lower case) -> (the documented spelling, default shown in errors and docs/spark.md);
 # the connection's options are the same for writing and reading (read_options.py)
 CONNECTION_OPTIONS: dict[str, tuple[str, str]] = {
     "uri": ("uri", "(required)"),
@@ -57,7 +57,7 @@ KNOWN_COLUMNS: tuple[str, ...] = ("routing_key", "exchange", *BASIC_PROPERTIES)
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """What every task of one write needs (see the README's option table).
+    """What every task of one write needs (see the option table in docs/spark.md).
 
     ``uris`` as given; ``password``, when given, replaces their passwords (:meth:`connect_uris`).
     The repr shows neither password; building or unpickling one (on an executor) registers both
@@ -216,7 +216,7 @@ _warned_uri_password = False
 
 
 def _warn_if_password_in(uri: str) -> None:
-    """Once per process: a password in ``uri`` works, but Spark may show it (see the README)."""
+    """Once per process: a password in ``uri`` works, but Spark may show it (see docs/spark.md)."""
     global _warned_uri_password
     userinfo, _, _ = split_userinfo(uri.partition("://")[2])
     if _warned_uri_password or userinfo is None or ":" not in userinfo:
