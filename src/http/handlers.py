@@ -16,9 +16,8 @@ from ..supervisor import confinement, definitions, statefile
 from ..supervisor import membership as group_status
 from ..supervisor.definitions import ShovelDefinition
 from ..supervisor.pauses import Pauses
-from ..supervisor.positions import Position, Shovel
+from ..supervisor.positions import Position, Shovel, shovel_view
 from ..supervisor.report import metrics_text, shovel_doc
-from ..supervisor.shovel_views import shovel_view
 from ..supervisor.slots import SlotsUnavailable
 from ..version import __version__
 from .server import Reply, error

@@ -22,7 +22,7 @@ from typing import Literal, NamedTuple
 
 from ..engine.status import Counters, State
 from .definitions import ShovelDefinition
-from .report import RateMeter, add_counters
+from .report import RATE_FIELDS, RateMeter, ShovelView, WorkerView, add_counters
 from .slots import SlotRecord, SlotRef
 
 
@@ -130,6 +130,34 @@ class Shovel:
     state: State = State.STARTING
     reason: str = ""
     since: float = field(default_factory=time.time)
+
+
+def shovel_view(s: Shovel, now: float) -> ShovelView:
+    """The report's snapshot of a shovel, from the bookkeeping and the last slot reads (for
+    ``/api/shovels``, ``/metrics`` and ``pumpd status``)."""
+    workers = []
+    for w in sorted(s.workers, key=lambda w: w.index):
+        live = w.live_record()
+        workers.append(WorkerView(
+            index=w.index,
+            pid=w.pid if w.process is not None else 0,
+            alive=w.process is not None,
+            stopping=w.stop_sent_at is not None,
+            record=w.record,
+            restarts=w.restarts,
+            last_exit=w.last_exit,
+            next_start_in=(max(0.0, w.start_at - now)
+                           if w.process is None and w.start_at is not None else None),
+            heartbeat_age=now - w.record.heartbeat if live else None,
+            counters=w.counters(),
+            # A rate is over the last few seconds; a worker that stopped moving moves
+            # nothing now, so it shows 0 rather than a trailing average.
+            rates=w.meter.rates() if w.moving else {f: 0.0 for f in RATE_FIELDS},
+            moving=w.moving,
+        ))
+    return ShovelView(name=s.name, cfg=s.definition.cfg, origin=s.definition.origin,
+                      removing=s.removing, state=s.state, reason=s.reason, since=s.since,
+                      workers=workers)
 
 
 def missing_positions(s: Shovel, n: int) -> list[int]:
