@@ -347,7 +347,7 @@ def _schema(args: list[str]) -> int:
 
 
 def _plan_migration(args: list[str]) -> int:
-    from ..importers.plan_migration import main as plan_main
+    from .plan_migration import main as plan_main
 
     return plan_main(args)
 
@@ -392,8 +392,8 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
 
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command's parser by name (``"run"``: the daemon itself), for the CLI reference."""
-    from ..importers.plan_migration import parser as plan_parser
     from . import client, pause
+    from .plan_migration import parser as plan_parser
 
     return {
         "run": _run_parser(),

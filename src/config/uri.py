@@ -75,7 +75,7 @@ _TLS_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_c
 AUTH_MECHANISMS = ("plain", "amqplain", "external")
 _MIN_CONNECTION_TIMEOUT_MS = 1000
 # The frame sizes pika accepts (pika.spec), so that parsing a URI does not import pika;
-# tests/test_uri.py checks they agree.
+# tests/unit/test_uri.py checks they agree.
 FRAME_MIN_SIZE = 4096
 FRAME_MAX_SIZE = 131072
 

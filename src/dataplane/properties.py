@@ -6,7 +6,7 @@ forward headers' hop table (:func:`encode_hop`), :class:`pumpd.Publisher` and th
 source (:func:`encode_properties`, :class:`IdSplice`, :func:`encode_rows`), parking's added
 headers (:func:`table_entry`) and every ``message_id`` read back (:func:`message_id_of`). The
 native plane (``pumpd._fastpath``) reads :data:`PROPERTY_KINDS` and :data:`FIELD_SIZES` at import
-and splices ids the way :class:`IdSplice` does; ``tests/test_properties.py`` checks both.
+and splices ids the way :class:`IdSplice` does; ``tests/unit/test_properties.py`` checks both.
 
 Field values keep their Python types: ``str`` → ``S``, ``bytes`` → ``x``, ``bool`` → ``t``,
 ``int`` → signed 64-bit ``l``, ``float`` → double ``d``, ``Decimal`` → ``D``, ``datetime`` (whole

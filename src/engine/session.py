@@ -9,7 +9,7 @@ what happens to a message that cannot be delivered is the policy's (``undelivera
 session knows no wire: it drives both sides and the path through the contract of ``endpoint.py``.
 
 Where a delivery can wait, and what ends each wait; none ends only on a later arrival, so a
-source that goes quiet leaves nothing unpublished or unacked (``tests/test_quiet_source.py``):
+source that goes quiet leaves nothing unpublished or unacked (``tests/integration/test_quiet_source.py``):
 the source socket while reading is paused (each pause has its reason and its end: the read
 hold's timer, armed with it; the destination's buffer draining to a quarter of
 ``DEST_WRITE_HIGH_WATER``; the undeliverable policy settling a message); the relay's carry-over
