@@ -29,7 +29,7 @@ from ..config.parse import ConfigError, parse_config
 from ..config.redaction import redact, register_uri_secrets
 from ..importers.definitions_export import import_definitions
 from ..importers.erlang.shovels import import_erlang_config
-from ..importers.errors import JSON, ConfigImportError
+from ..importers.import_errors import JSON, ConfigImportError
 
 __all__ = ["JSON", "ConfigImportError", "decode_utf8", "main_import_definitions",
            "main_import_erlang"]

@@ -1,5 +1,5 @@
 """``pumpd plan-migration``: the command. The plan itself is
-:func:`pumpd.importers.plan_migration.plan_migration`'s; this module reads the command line, the
+:func:`pumpd.importers.migration_plan.plan_migration`'s; this module reads the command line, the
 management API's answer and writes the plan where it was asked to go."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from .. import exitcodes
 from ..config.limits import MAX_SHOVELS_PER_PROCESS
 from ..config.parse import ConfigError, parse_config
 from ..config.uri import URIError, parse_uri
-from ..importers.errors import ConfigImportError
+from ..importers.import_errors import ConfigImportError
 from ..importers.management_api import fetch_queues, management_url
-from ..importers.plan_migration import MAX_PROCESSES, MIN_PER_PROCESS, PROG, plan_migration
+from ..importers.migration_plan import MAX_PROCESSES, MIN_PER_PROCESS, PROG, plan_migration
 
 
 def _regex(text: str) -> re.Pattern[str]:

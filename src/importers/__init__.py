@@ -3,6 +3,6 @@
 May import :mod:`pumpd.config`. See docs/architecture.md.
 """
 
-from .errors import ConfigImportError
+from .import_errors import ConfigImportError
 
 __all__ = ["ConfigImportError"]

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from ..config.redaction import uri_authority
 from ..config.vocabulary import LEGACY_DYNAMIC_KEYS
-from .errors import JSON, ConfigImportError
+from .import_errors import JSON, ConfigImportError
 
 __all__ = ["explicit_local_uri", "import_definitions"]
 

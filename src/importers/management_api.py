@@ -20,7 +20,7 @@ from ..config.json_input import JsonInputError, read_json
 from ..config.model import BrokerURI
 from ..config.tls import ssl_context
 from ..config.uri import URIError
-from .errors import JSON, ConfigImportError
+from .import_errors import JSON, ConfigImportError
 
 __all__ = ["HTTP_TIMEOUT", "MANAGEMENT_PORTS", "MAX_RESPONSE_BYTES", "fetch_queues",
            "management_url"]

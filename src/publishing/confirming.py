@@ -18,7 +18,7 @@ from ..dataplane.api import PublishPlane
 from ..dataplane.frames import basic_ack_frame
 from ..dataplane.properties import message_id_text
 from ..engine.link import Link
-from .errors import PublishError, ReturnedMessage
+from .publish_errors import PublishError, ReturnedMessage
 
 Mode = Literal["individual", "batch", "async", "none"]
 MODES: tuple[Mode, ...] = ("individual", "batch", "async", "none")

@@ -66,7 +66,7 @@ from ..dataplane.properties import (
 from ..engine.link import Link, LinkError, open_link
 from ..engine.parameters import to_pika_parameters
 from .confirming import MODES, ConfirmingChannel, Mode
-from .errors import PublishError, ReturnedMessage
+from .publish_errors import PublishError, ReturnedMessage
 
 __all__ = ["MODES", "LinkError", "MessageIds", "Mode", "PublishError",
            "Publisher", "ReturnedMessage"]

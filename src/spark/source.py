@@ -186,7 +186,7 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
     def streamWriter(self, schema: StructType, overwrite: bool) -> PumpdStreamWriter:
         return PumpdStreamWriter(self._prepare(schema, overwrite))
 
-    # -- reading: the options stream / queue choose the reader (pumpd.spark.read.dispatch)
+    # -- reading: the options stream / queue choose the reader (pumpd.spark.read.reader_choice)
 
     def schema(self) -> str:
         from .read.schema import SCHEMA_DDL
@@ -194,16 +194,16 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> Any:
-        from .read.dispatch import batch_reader
+        from .read.reader_choice import batch_reader
 
         return batch_reader(dict(self.options))
 
     def streamReader(self, schema: StructType) -> Any:
-        from .read.dispatch import stream_reader
+        from .read.reader_choice import stream_reader
 
         return stream_reader(dict(self.options))
 
     def simpleStreamReader(self, schema: StructType) -> Any:
-        from .read.dispatch import queue_reader
+        from .read.reader_choice import queue_reader
 
         return queue_reader(dict(self.options))

@@ -56,7 +56,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .errors import LocalNodeError, ManagementHTTPError
+from .node_errors import LocalNodeError, ManagementHTTPError
 from .nodecontrol import CTL, NodeControl
 from .nodefiles import NodeFiles, TLSListener, node_environment, rabbitmq_conf
 from .ports import LOCALHOST, broker_answers, find_free_port, port_is_free

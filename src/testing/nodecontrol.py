@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import LocalNodeError, ManagementHTTPError
+from .node_errors import LocalNodeError, ManagementHTTPError
 from .nodefiles import NodeFiles, node_environment
 from .ports import LOCALHOST
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LocalNodeError
+from .node_errors import LocalNodeError
 from .ports import LOCALHOST
 
 

@@ -6,7 +6,7 @@ import random
 import socket
 import threading
 
-from .errors import LocalNodeError
+from .node_errors import LocalNodeError
 
 __all__ = ["LOCALHOST", "broker_answers", "find_free_port", "port_is_free"]
 

@@ -28,7 +28,7 @@ def test_the_bounds_themselves_are_read() -> None:
 def test_a_stray_bracket_in_a_uri_is_an_import_error_found_by_hypothesis() -> None:
     """urlsplit raised ValueError ("Invalid IPv6 URL") out of the importer."""
     from pumpd.importers.erlang.shovels import import_erlang_config
-    from pumpd.importers.errors import ConfigImportError
+    from pumpd.importers.import_errors import ConfigImportError
 
     text = SHOVEL.replace("VALUE", "1").replace('"amqp://src"', '"amqp://[john:x@h/v"')
     try:

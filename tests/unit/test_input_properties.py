@@ -22,7 +22,7 @@ from pumpd.config.parse import ConfigError, parse_config, parse_document
 from pumpd.config.uri import URIError, parse_uri
 from pumpd.importers.definitions_export import import_definitions
 from pumpd.importers.erlang.shovels import import_erlang_config
-from pumpd.importers.errors import ConfigImportError
+from pumpd.importers.import_errors import ConfigImportError
 from pumpd.spark.write.write_options import parse_options
 from pumpd.supervisor.definitions import parse_put_body
 

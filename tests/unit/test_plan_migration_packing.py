@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pumpd.config.parse import parse_config
-from pumpd.importers.plan_migration import plan_migration
+from pumpd.importers.migration_plan import plan_migration
 
 
 def test_many_queues_share_processes_and_the_option_overrides() -> None:

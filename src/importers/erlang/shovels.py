@@ -12,8 +12,9 @@ current format's own ``ack_mode`` default (no_ack, with a warning). Anything tha
 from __future__ import annotations
 
 from ...config.vocabulary import STATIC_CLAUSES, STATIC_EXTRAS
-from ..errors import JSON, ConfigImportError
-from .clauses import ClauseReader
+from ..import_errors import JSON, ConfigImportError
+from .clause_reader import ClauseReader
+from .term_values import Pair
 from .terms import (
     Atom,
     ErlangSyntaxError,
@@ -23,7 +24,6 @@ from .terms import (
     format_term,
     parse_term_with_positions,
 )
-from .values import Pair
 
 __all__ = ["import_erlang_config"]
 

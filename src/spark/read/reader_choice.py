@@ -3,7 +3,7 @@
 :class:`~pumpd.spark.source.PumpdDataSource` calls these from its ``reader`` /
 ``streamReader`` / ``simpleStreamReader`` methods. Spark asks ``streamReader`` first and falls
 back to ``simpleStreamReader`` when it raises ``PySparkNotImplementedError``: a queue answers so,
-since its reader must run in one process (see :mod:`pumpd.spark.read.queue.reader`). Imports pyspark.
+since its reader must run in one process (see :mod:`pumpd.spark.read.queue.queue_reader`). Imports pyspark.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _options(options: Mapping[str, Any]) -> ReadOptions:
 
 
 def batch_reader(options: Mapping[str, Any]) -> Any:
-    from .streams.reader import PumpdBatchReader
+    from .streams.stream_reader import PumpdBatchReader
 
     parsed = _options(options)
     if parsed.queue:
@@ -53,7 +53,7 @@ def batch_reader(options: Mapping[str, Any]) -> Any:
 
 
 def stream_reader(options: Mapping[str, Any]) -> Any:
-    from .streams.reader import PumpdStreamReader
+    from .streams.stream_reader import PumpdStreamReader
 
     parsed = _options(options)
     if parsed.queue:
@@ -63,6 +63,6 @@ def stream_reader(options: Mapping[str, Any]) -> Any:
 
 
 def queue_reader(options: Mapping[str, Any]) -> Any:
-    from .queue.reader import PumpdQueueReader
+    from .queue.queue_reader import PumpdQueueReader
 
     return PumpdQueueReader(_options(options))

@@ -2,7 +2,7 @@
 clauses, a ``sources`` / ``destinations`` endpoint, its URIs and declarations.
 
 :class:`ClauseReader` is what :mod:`.shovels` reads both static formats' clauses with; every
-failure is a :class:`~pumpd.importers.errors.ConfigImportError` at the term's line and column.
+failure is a :class:`~pumpd.importers.import_errors.ConfigImportError` at the term's line and column.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from ...config.limits import MAX_DURATION
 from ...config.model import AckMode
 from ...config.vocabulary import BASIC_PROPERTIES, DECLARATION_METHODS, PUBLISH_FIELDS
-from ..errors import JSON
+from ..import_errors import JSON
+from .term_values import TermReader
 from .terms import Atom, ErlString, Term, format_term
-from .values import TermReader
 
 __all__ = ["ClauseReader"]
 

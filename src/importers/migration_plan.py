@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..config.clauses import DEFAULT_PREFETCH
 from ..config.limits import MAX_SHOVELS_PER_PROCESS
-from .errors import JSON
+from .import_errors import JSON
 
 __all__ = ["Plan", "plan_migration", "shovels_per_process_for"]
 

@@ -2,7 +2,7 @@
 integers in range, AMQP fields by their type and the Erlang client's typed field tables.
 
 :class:`TermReader` is what :mod:`.shovels` walks the ``rabbitmq_shovel`` clause with; every
-failure is a :class:`~pumpd.importers.errors.ConfigImportError` at the term's line and column.
+failure is a :class:`~pumpd.importers.import_errors.ConfigImportError` at the term's line and column.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ...config.vocabulary import BIT, LONGLONG, OCTET, SHORTSTR, TABLE
-from ..errors import JSON, ConfigImportError
+from ..import_errors import JSON, ConfigImportError
 from .terms import Atom, ErlString, Positions, Term, format_term
 
 # The deprecated `ticket` field of the declaration methods, which brokers ignore, is accepted
