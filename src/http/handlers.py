@@ -164,7 +164,7 @@ class CoordinatorApi:
         now = time.monotonic()
         log.info("shovel %s: restart requested", name, extra={"event": "restart_requested",
                                                                 "shovel": name})
-        for w in list(s.workers):
+        for w in list(s.positions):
             sup.restart_worker(s, w, now)
         sup.wake_loop()
         return Reply(202, shovel_doc(shovel_view(s, now)))

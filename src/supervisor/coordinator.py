@@ -151,7 +151,7 @@ class Coordinator:
             k = self.opts.shovels_per_process
             log.info("pumpd %s coordinator (pid %d): %d shovel(s), %d worker(s)%s; status "
                      "endpoint %s", __version__, os.getpid(), len(self.shovels),
-                     sum(len(s.workers) for s in self.shovels.values()),
+                     sum(len(s.positions) for s in self.shovels.values()),
                      f", up to {k} per process" if k > 1 else "", where,
                      extra={"event": "start"})
             await self._loop()
@@ -184,7 +184,7 @@ class Coordinator:
             now = time.monotonic()
             self._check_standstill(now)
             self._reap(now)
-            if self.stopping and not any(s.workers for s in self.shovels.values()) \
+            if self.stopping and not any(s.positions for s in self.shovels.values()) \
                     and not self._workers.processes:
                 return
             self._murder(now)
@@ -241,7 +241,7 @@ class Coordinator:
 
     def _all_workers(self) -> Iterator[tuple[Shovel, Position]]:
         for s in list(self.shovels.values()):
-            for w in list(s.workers):
+            for w in list(s.positions):
                 yield s, w
 
     def _live_positions(self) -> int:
@@ -261,7 +261,7 @@ class Coordinator:
         self._supervision.reap(self.stopping, now)
         self._workers.release_idle()
         for s in list(self.shovels.values()):
-            if s.removing and not s.workers:
+            if s.removing and not s.positions:
                 del self.shovels[s.name]
                 log.info("shovel %s: removed", s.name, extra={"event": "removed", "shovel": s.name})
 
@@ -314,7 +314,7 @@ class Coordinator:
         s = Shovel(name, definition)
         self.shovels[name] = s
         for i in range(n):
-            s.workers.append(lifecycle.new_position(i, slots.pop(), now))
+            s.positions.append(lifecycle.new_position(i, slots.pop(), now))
         return s
 
     def replace(self, s: Shovel, definition: ShovelDefinition, now: float,
@@ -330,19 +330,19 @@ class Coordinator:
         if slots is None:
             slots = self.pool.reserve(len(missing))
         s.definition, s.removing = definition, False
-        for w in list(s.workers):
+        for w in list(s.positions):
             if w.index < n:
                 self.stop_worker(s, w, "restart", now)
             else:
                 self.stop_worker(s, w, "retire", now)
         for i in missing:
-            s.workers.append(lifecycle.new_position(i, slots.pop(), now))
-        s.workers.sort(key=lambda w: w.index)
+            s.positions.append(lifecycle.new_position(i, slots.pop(), now))
+        s.positions.sort(key=lambda w: w.index)
 
     def remove(self, s: Shovel, now: float) -> None:
         s.removing = True
         self.pauses.forget(s.name)
-        for w in list(s.workers):
+        for w in list(s.positions):
             self.stop_worker(s, w, "retire", now)
 
     def _reload(self, now: float) -> None:

@@ -199,7 +199,7 @@ class Membership:
         answers (may take, should release) where they changed."""
         shovels = [s for s in shovels if not s.removing]
         self._note_definitions(shovels)
-        positions = {PositionKey(s.name, w.index): w for s in shovels for w in s.workers}
+        positions = {PositionKey(s.name, w.index): w for s in shovels for w in s.positions}
         mine = {k for k, w in positions.items() if w.moving}
         for gone in self._running_since.keys() - mine:
             del self._running_since[gone]

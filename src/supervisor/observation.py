@@ -30,16 +30,16 @@ def read_slot(pool: SlotPool, w: Position) -> None:
 def observe(pool: SlotPool, shovels: Iterable[Shovel], now: float) -> None:
     """Read every slot, sample the rates, log each shovel's state changes."""
     for s in shovels:
-        for w in s.workers:
+        for w in s.positions:
             read_slot(pool, w)
             if now - w.sampled_at >= SAMPLE_EVERY:
                 lifecycle.sampled(w, now)
         state, reason = aggregate(s)
         if (state, reason) != (s.state, s.reason):
-            s.since = max((w.record.since for w in s.workers if w.record.state == state),
+            s.since = max((w.record.since for w in s.positions if w.record.state == state),
                           default=time.time()) or time.time()
             s.state, s.reason = state, reason
-            moving = sum(1 for w in s.workers if w.moving)
+            moving = sum(1 for w in s.positions if w.moving)
             # "is", not ":" as in the workers' own lines: this is the shovel as a whole
             log.info("shovel %s is %s%s (%d/%d workers running)", s.name, state.label,
                      f": {reason}" if reason else "", moving, s.definition.cfg.workers,
@@ -51,7 +51,7 @@ def aggregate(s: Shovel) -> tuple[State, str]:
     """A shovel's state from its workers': blocked if any is, else running if any is, else
     starting if any is, else paused if any is, else standby if any is (another member of the
     group runs them), else terminated."""
-    records = [w.record for w in s.workers]
+    records = [w.record for w in s.positions]
     if not records:
         return State.TERMINATED, "removed" if s.removing else "shutdown"
     states = {r.state for r in records}
@@ -61,14 +61,14 @@ def aggregate(s: Shovel) -> tuple[State, str]:
             reasons = [r.reason for r in records if r.state == state and r.reason]
             if state in (State.BLOCKED, State.RUNNING):
                 # Moving messages, but not with every worker: say which are not, and why.
-                idle = [w for w in s.workers if not w.moving]
+                idle = [w for w in s.positions if not w.moving]
                 if not idle:
                     return state, ""
                 w = idle[0]
                 why = w.record.reason or w.record.state.label
                 if w.process is None:
                     why = f"not running: {w.last_exit or why}"
-                return state, (f"{len(s.workers) - len(idle)}/{len(s.workers)} workers "
+                return state, (f"{len(s.positions) - len(idle)}/{len(s.positions)} workers "
                                f"running; worker {w.index} {w.record.state.label}: {why}")
             return state, reasons[0] if reasons else ""
     raise AssertionError("unreachable")

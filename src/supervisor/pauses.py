@@ -148,7 +148,7 @@ class Pauses:
                       extra={"event": "state_file_failed", "shovel": s.name})
         self.names = after
         verb = "pause" if paused else "resume"
-        for w in s.workers:
+        for w in s.positions:
             if w.runner is not None and w.stop_sent_at is None:
                 self.control.send(w.runner, (verb, w.slot))  # else it starts as it should
         log.info("shovel %s: %s (%s)", s.name, "pausing" if paused else "resuming", why,

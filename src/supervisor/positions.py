@@ -125,7 +125,7 @@ class Position:
 class Shovel:
     name: str
     definition: ShovelDefinition
-    workers: list[Position] = field(default_factory=list)
+    positions: list[Position] = field(default_factory=list)
     removing: bool = False
     state: State = State.STARTING
     reason: str = ""
@@ -136,7 +136,7 @@ def shovel_view(s: Shovel, now: float) -> ShovelView:
     """The report's snapshot of a shovel, from the bookkeeping and the last slot reads (for
     ``/api/shovels``, ``/metrics`` and ``pumpd status``)."""
     workers = []
-    for w in sorted(s.workers, key=lambda w: w.index):
+    for w in sorted(s.positions, key=lambda w: w.index):
         live = w.live_record()
         workers.append(WorkerView(
             index=w.index,
@@ -162,7 +162,7 @@ def shovel_view(s: Shovel, now: float) -> ShovelView:
 
 def missing_positions(s: Shovel, n: int) -> list[int]:
     """The positions a shovel of ``n`` workers lacks now (each will need a slot)."""
-    have = {w.index for w in s.workers if w.index < n}
+    have = {w.index for w in s.positions if w.index < n}
     return [i for i in range(n) if i not in have]
 
 

@@ -58,7 +58,7 @@ class ServiceState:
         status = summary(shovels)
         lines = []
         if not self.ready and all(has_tried(w) for s in shovels if not s.removing
-                                  for w in s.workers):
+                                  for w in s.positions):
             self.ready = True
             lines.append("READY=1")
         if status != self._status:

@@ -57,7 +57,7 @@ def backoff(rng: random.Random, failures: int) -> float:
 
 def _positions(shovels: Iterable[Shovel]) -> Iterator[tuple[Shovel, Position]]:
     for s in list(shovels):
-        for w in list(s.workers):
+        for w in list(s.positions):
             yield s, w
 
 
@@ -181,6 +181,6 @@ class Supervision:
             self._workers.stop(w)
 
     def _free(self, s: Shovel, w: Position) -> None:
-        if w in s.workers:
-            s.workers.remove(w)
+        if w in s.positions:
+            s.positions.remove(w)
             self._pool.free(w.slot)

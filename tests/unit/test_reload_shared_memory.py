@@ -47,7 +47,7 @@ def test_a_shared_memory_failure_refuses_the_reload_and_changes_nothing(
     try:
         for name, definition in definitions.load_file(config, None).items():
             coordinator.add(name, definition, 0.0)
-        before = {n: (sh.definition, [w.slot for w in sh.workers])
+        before = {n: (sh.definition, [w.slot for w in sh.positions])
                   for n, sh in coordinator.shovels.items()}
         # one more slot is there, two are asked for: refused, nothing added or changed
         config.write_text(json.dumps({"shovels": {"a": s("a", workers=3), "b": s("b")}}))
@@ -55,7 +55,7 @@ def test_a_shared_memory_failure_refuses_the_reload_and_changes_nothing(
             coordinator._reload(1.0)
         assert f"reload refused, the running configuration is kept: {config}: cannot allocate 2 " \
                "status slot(s) in shared memory: OSError: [Errno 28]" in caplog.text
-        assert {n: (sh.definition, [w.slot for w in sh.workers])
+        assert {n: (sh.definition, [w.slot for w in sh.positions])
                 for n, sh in coordinator.shovels.items()} == before
         with pytest.raises(SlotsUnavailable):
             coordinator.add("c", definitions.load_file(config, None)["a"], 2.0)
