@@ -80,20 +80,94 @@ def publish_messages(
 ) -> None:
     """Publish ``messages`` in order to ``exchange`` with ``routing_key``.
 
-    With ``confirm`` the channel is in confirm mode and each publish waits for the broker's
-    confirm: when this returns, the broker has taken responsibility for every message (raises
-    ``pika.exceptions.NackError`` on a nack).
+    With ``confirm`` the channel is in confirm mode: when this returns, the broker has confirmed
+    every message (raises ``pika.exceptions.NackError`` on a nack). The confirms are awaited
+    asynchronously, up to ``CONFIRM_WINDOW`` unconfirmed at a time, as RabbitMQ's
+    publisher-confirms guide does it: a wait for each confirm of a persistent message costs
+    about a millisecond, and tests publish tens of thousands.
     """
-    with _channel(uri) as channel:
-        if confirm:
-            channel.confirm_delivery()
-        for message in messages:
-            channel.basic_publish(
-                exchange=exchange,
-                routing_key=routing_key,
-                body=message.body,
-                properties=message.properties,
-            )
+    if not confirm:
+        with _channel(uri) as channel:
+            for message in messages:
+                channel.basic_publish(exchange=exchange, routing_key=routing_key,
+                                      body=message.body, properties=message.properties)
+        return
+    _ConfirmedPublish(uri, exchange, routing_key, messages).run()
+
+
+CONFIRM_WINDOW = 1000  # messages published and not yet confirmed, at most
+
+
+class _ConfirmedPublish:
+    """One run of pika's asynchronous publisher: publish while the window has room, count the
+    broker's confirms (``multiple`` included), stop once every message is confirmed."""
+
+    def __init__(self, uri: str, exchange: str, routing_key: str,
+                 messages: list[Message]) -> None:
+        self._params = pika.URLParameters(uri)
+        self._exchange, self._routing_key, self._messages = exchange, routing_key, messages
+        self._published = 0  # delivery tags 1..published are out
+        self._unconfirmed: set[int] = set()
+        self._nacked: list[Message] = []
+        self._failure: BaseException | None = None
+        self._channel: Any = None
+        self._connection: Any = None
+
+    def run(self) -> None:
+        self._connection = pika.SelectConnection(
+            self._params, on_open_callback=self._opened,
+            on_open_error_callback=lambda _c, exc: self._fail(exc),
+            on_close_callback=self._closed)
+        self._connection.ioloop.start()
+        if self._failure is not None:
+            raise self._failure
+        if self._nacked:
+            raise pika.exceptions.NackError(self._nacked)
+        assert self._published == len(self._messages) and not self._unconfirmed
+
+    def _opened(self, connection: Any) -> None:
+        connection.channel(on_open_callback=self._channel_opened)
+
+    def _channel_opened(self, channel: Any) -> None:
+        self._channel = channel
+        channel.add_on_close_callback(self._channel_closed)
+        channel.confirm_delivery(self._confirmed)
+        self._publish_more()
+
+    def _publish_more(self) -> None:
+        while (self._published < len(self._messages)
+               and len(self._unconfirmed) < CONFIRM_WINDOW):
+            message = self._messages[self._published]
+            self._channel.basic_publish(self._exchange, self._routing_key, message.body,
+                                        message.properties)
+            self._published += 1
+            self._unconfirmed.add(self._published)
+        if self._published == len(self._messages) and not self._unconfirmed:
+            self._connection.close()
+
+    def _confirmed(self, frame: Any) -> None:
+        method = frame.method
+        tags = ({t for t in self._unconfirmed if t <= method.delivery_tag} if method.multiple
+                else {method.delivery_tag})
+        self._unconfirmed -= tags
+        if isinstance(method, spec.Basic.Nack):
+            self._nacked.extend(self._messages[t - 1] for t in sorted(tags))
+        self._publish_more()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._failure = self._failure or exc
+        self._connection.ioloop.stop()
+
+    def _channel_closed(self, _channel: Any, reason: BaseException) -> None:
+        if self._unconfirmed or self._published < len(self._messages):
+            self._failure = self._failure or reason
+        if self._connection.is_open:
+            self._connection.close()
+
+    def _closed(self, _connection: Any, reason: BaseException) -> None:
+        if self._unconfirmed or self._published < len(self._messages):
+            self._failure = self._failure or reason
+        self._connection.ioloop.stop()
 
 
 def drain_queue(
