@@ -295,10 +295,27 @@ class LocalNode(NodeControl):
         """Whether the node's AMQP port accepts TCP connections."""
         return broker_answers(LOCALHOST, self.amqp_port, timeout)
 
-    def ensure_running(self) -> LocalNode:
-        """Restart the node (same ports and data) unless it is running and answers."""
+    def ensure_running(self, fresh_on_failure: bool = False) -> LocalNode:
+        """Restart the node (same ports and data) unless it is running and answers.
+
+        :param fresh_on_failure: when the restart fails (a broker that cannot recover its own
+            data after a kill), move the data aside (``mnesia.broken-N``, kept for a look) and
+            start the node empty, so that one broker's failure does not fail every later test
+            that shares the node; the test that killed it has seen its own failure
+        """
         if not (self.is_running() and self.answers()):
-            self.restart()
+            try:
+                self.restart()
+            except LocalNodeError:
+                if not fresh_on_failure:
+                    raise
+                self._kill_group()
+                self._proc = None
+                broken = self.files.mnesia_base.with_name(
+                    f"mnesia.broken-{len(list(self.files.base_dir.glob('mnesia.broken-*')))}")
+                self.files.mnesia_base.rename(broken)
+                self.files.mnesia_base.mkdir()
+                self.start()
         return self
 
     def stop(self, timeout: float = 30.0) -> None:

@@ -90,6 +90,10 @@ def rabbitmq_conf(amqp_port: int, *, management_port: int | None = None,
     conf = [
         f"listeners.tcp.1 = {LOCALHOST}:{amqp_port}",
         "loopback_users = none",
+        # Classic queues on the second storage version, the only one RabbitMQ 4 has: the
+        # first one's journal can fail its own recovery after a SIGKILL (a node that then
+        # never starts again), and the tests kill nodes on purpose.
+        "classic_queue.default_version = 2",
     ]
     if management_port is not None:
         conf += [

@@ -61,13 +61,13 @@ def nodes() -> Iterator[tuple[LocalNode, LocalNode]]:
 @pytest.fixture
 def node_a(nodes: tuple[LocalNode, LocalNode]) -> LocalNode:
     """The node with management and shovel plugins, restarted first if it is down."""
-    return nodes[0].ensure_running()
+    return nodes[0].ensure_running(fresh_on_failure=True)
 
 
 @pytest.fixture
 def node_b(nodes: tuple[LocalNode, LocalNode]) -> LocalNode:
     """The node without plugins, restarted first if it is down."""
-    return nodes[1].ensure_running()
+    return nodes[1].ensure_running(fresh_on_failure=True)
 
 
 def _fresh_vhost(node: LocalNode, request: pytest.FixtureRequest) -> Iterator[str]:
@@ -77,7 +77,7 @@ def _fresh_vhost(node: LocalNode, request: pytest.FixtureRequest) -> Iterator[st
     yield name
     try:
         # The test may have killed or stopped the node; the vhost is on disk all the same.
-        node.ensure_running()
+        node.ensure_running(fresh_on_failure=True)
         node.delete_vhost(name)
     except LocalNodeError as exc:
         warnings.warn(f"could not delete vhost {name!r} on {node.nodename}: {exc}", stacklevel=1)

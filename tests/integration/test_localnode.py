@@ -265,3 +265,21 @@ def test_context_manager_starts_and_cleans_up() -> None:
     with pytest.raises(LocalNodeError, match="closed"):
         node.start()
 
+
+
+def test_a_node_that_cannot_recover_its_data_is_started_empty_when_asked() -> None:
+    node = LocalNode(name=f"pumpd-unrecoverable-{uuid.uuid4().hex[:6]}")
+    try:
+        node.start()
+        assert node.run_ctl(["eval", "application:get_env(rabbit, classic_queue_default_version)."],
+                            timeout=30).stdout.strip() == "{ok,2}"
+        node.kill()
+        for table in (node.files.mnesia_base / node.nodename).glob("*.DAT"):
+            table.write_bytes(b"not a table" * 64)  # what no broker recovers from
+        with pytest.raises(LocalNodeError):
+            node.ensure_running()
+        node.ensure_running(fresh_on_failure=True)
+        assert node.answers()
+        assert (node.files.base_dir / "mnesia.broken-0").is_dir()  # kept for a look
+    finally:
+        node.close(graceful=False)
