@@ -22,6 +22,7 @@ from pumpd.http.server import MAX_BODY, MAX_HEADERS
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from tests.support.daemon_helpers import Daemon, running_state, shovel_def
+from tests.support.tls_helpers import self_signed
 
 NOWHERE = f"amqp://guest:guest@127.0.0.1:{find_free_port()}/%2F"  # nothing listens there
 
@@ -240,15 +241,6 @@ def test_content_length_and_headers_are_read_strictly(pumpd_daemon) -> None:
     # the same body, well framed (a repeated identical Content-Length is fine)
     text = head + f"Content-Length: {len(body)}\r\nContent-Length: {len(body)}\r\n\r\n"
     assert status_line(raw(d, text.encode() + body)) == 201
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "endpoint.pem", directory / "endpoint.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-addext",
-                    "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key),
-                    "-out", str(cert)], check=True, capture_output=True)
-    return cert, key
 
 
 def test_a_non_loopback_address_needs_tls(tmp_path: Path) -> None:

@@ -189,7 +189,7 @@ def test_the_crowd_does_not_lock_out_what_is_open(pumpd_daemon) -> None:
 
 
 def test_the_crowd_does_not_lock_out_the_token_over_tls(pumpd_daemon, tmp_path: Path) -> None:
-    from test_control_plane import self_signed
+    from tests.support.tls_helpers import self_signed
 
     cert, key = self_signed(tmp_path)
     d = pumpd_daemon({}, "--http-tls-cert", str(cert), "--http-tls-key", str(key), start=False)
@@ -286,7 +286,7 @@ def test_the_client_asks_again_while_the_endpoint_is_full(pumpd_daemon) -> None:
 def test_tls_handshakes_are_counted_against_the_bound(pumpd_daemon, tmp_path: Path) -> None:
     """Connections that never start their TLS handshake hold slots like any other: the daemon's
     open sockets stay within the bound however many there are."""
-    from test_control_plane import self_signed
+    from tests.support.tls_helpers import self_signed
 
     cert, key = self_signed(tmp_path)
     d = pumpd_daemon({}, "--http-tls-cert", str(cert), "--http-tls-key", str(key), start=False)

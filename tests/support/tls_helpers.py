@@ -49,3 +49,13 @@ def server_listener(certs: Path, require_client_cert: bool = True) -> TLSListene
     """A node's TLS listener with the server certificate :func:`make_certs` made."""
     return TLSListener(str(certs / "ca.pem"), str(certs / "server.pem"), str(certs / "server.key"),
                        require_client_cert=require_client_cert)
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for ``localhost`` / 127.0.0.1 and its key, for the endpoint."""
+    cert, key = directory / "endpoint.pem", directory / "endpoint.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
