@@ -15,7 +15,6 @@ docs/reference/ is generated whole on every run and is not kept in git.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -57,19 +56,17 @@ def cli_markdown() -> str:
 
 
 def configuration_markdown() -> str:
-    """The configuration reference page, titled if the spec's text is not."""
+    """The configuration reference page."""
     from pumpd.config.spec import reference_markdown
 
-    text: str = reference_markdown().strip()
-    if not text.startswith("# "):
-        text = "# Configuration reference\n\n" + text
-    return text + "\n"
+    return reference_markdown().strip() + "\n"
 
 
 def schema_json() -> str:
-    from pumpd.config.spec import json_schema
+    """What ``pumpd schema`` prints."""
+    from pumpd.config.spec import json_schema_text
 
-    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    return json_schema_text()
 
 
 def copy_bench_report(out: Path) -> None:

@@ -1,4 +1,4 @@
-# -- the publisher's data plane ------------------------------------------------------
+# -- the publisher's data plane -------------------------------------------------------------------
 #
 # Same API and behaviour as :class:`pumpd.dataplane.publish_plane_ref.PublishPlane`, the specification. Publish
 # frames of a whole list of bodies are encoded into one buffer with no Python object per message;

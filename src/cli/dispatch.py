@@ -88,7 +88,7 @@ and metrics, groups, security.
 """
 
 
-def _positive_int(text: str, high: int = 1000) -> int:
+def _positive_int(text: str, high: int) -> int:
     try:
         value = int(text) if len(text) <= 20 else 0
     except ValueError:
@@ -338,11 +338,9 @@ def _schema_parser() -> argparse.ArgumentParser:
 
 def _schema(args: list[str]) -> int:
     _schema_parser().parse_args(args)
-    import json
+    from ..config.spec import json_schema_text
 
-    from ..config.spec import json_schema
-
-    sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_schema_text())
     return exitcodes.OK
 
 

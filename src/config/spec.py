@@ -13,6 +13,7 @@ them); a clause names the one it is checked against.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -423,8 +424,6 @@ def cli_clause(option: str) -> Clause:
 
 
 def _json(value: object) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -677,3 +676,9 @@ def json_schema() -> dict[str, Any]:
         **schema,
         "$defs": defs,
     }
+
+
+def json_schema_text() -> str:
+    """:func:`json_schema` as a file holds it: what ``pumpd schema`` prints and the
+    documentation ships."""
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"

@@ -72,11 +72,11 @@ PUBLISH_FIELDS: dict[str, str] = {"exchange": SHORTSTR, "routing_key": SHORTSTR,
 
 # The clauses of the plugin's static shovels (rabbit_shovel_config), in its order.
 STATIC_CLAUSES = ("sources", "destinations", "queue", "prefetch_count", "ack_mode",
-                "publish_properties", "publish_fields", "reconnect_delay")
+                  "publish_properties", "publish_fields", "reconnect_delay")
 # Clauses the plugin (3.7+, rabbit_shovel_config:convert_from_legacy) also reads in the legacy
 # static format (sources: [...]); the last two only in its current static format (source: [...]).
 STATIC_EXTRAS = ("delete_after", "add_forward_headers", "add_timestamp_header",
-               "delete_after_duration", "consumer_args", "consumer_name")
+                 "delete_after_duration", "consumer_args", "consumer_name")
 
 # Dynamic-shovel keys (AMQP 0-9-1), as rabbit_amqp091_shovel validates them.
 DYNAMIC_KEYS = ("src-uri", "src-protocol", "src-queue", "src-queue-args", "src-exchange",

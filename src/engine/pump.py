@@ -113,7 +113,7 @@ class Pump:
         self._levels(c)
         return c
 
-    # -- pause and resume ------------------------------------------------------------
+    # -- pause and resume -------------------------------------------------------------------------
 
     @property
     def paused(self) -> bool:
@@ -143,7 +143,7 @@ class Pump:
         self._enter(State.PAUSED, "paused")
         await self._switch.wait_resumed(stop)
 
-    # -- the plugin's remaining / remaining_unacked, and the source backlog ----------
+    # -- the plugin's remaining / remaining_unacked, and the source backlog -----------------------
 
     def _levels(self, c: Counters) -> None:
         c.source_backlog = self._watch.backlog

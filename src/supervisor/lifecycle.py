@@ -76,7 +76,7 @@ def new_position(index: int, slot: SlotRef, now: float) -> Position:
 def started(w: Position, proc: WorkerProcess, now: float) -> None:
     """DUE or BACKING_OFF -> RUNNING: ``proc`` runs it now, from a fresh slot record."""
     _move(w, Phase.RUNNING)
-    w.runner, w.process, w.pid = proc, proc.process, proc.pid
+    w.runner, w.pid = proc, proc.pid
     w.spawned_at = now
     w.start_at, w.stop_sent_at, w.then, w.ended = None, None, None, None
     w.record, w.seen_seq = SlotRecord(), -1
@@ -172,14 +172,14 @@ def _exited(w: Position) -> None:
     buffered, end with it) and forget the process (its pid stays, for the log lines)."""
     if w.live_record():
         w.carried = carry(w.carried, w.record.counters)
-    w.process, w.runner, w.ended, w.stop_sent_at = None, None, None, None
+    w.runner, w.ended, w.stop_sent_at = None, None, None
 
 
 def _back_off(w: Position, failures: int, delay: float, what: str, now: float) -> None:
     """It starts again after ``delay``, its ``failures``-th crash in a row."""
     w.failures = failures
     w.restarts += 1
-    w.start_at, w.last_exit, w.process = now + delay, what, None
+    w.start_at, w.last_exit = now + delay, what
 
 
 # -------------------------------------------------------- observations (any phase, not moves)

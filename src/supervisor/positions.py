@@ -81,8 +81,7 @@ class Position:
     index: int
     slot: SlotRef
     phase: Phase = Phase.DUE
-    process: BaseProcess | None = None
-    pid: int = 0
+    pid: int = 0  # of its last process: kept after it exits, for the log lines
     runner: WorkerProcess | None = None  # the worker process running this position, if any
     ended: tuple[int, str | None] | None = None  # its worker process's report that it ended
     start_at: float | None = 0.0  # monotonic time of the next start; None: not scheduled
@@ -97,6 +96,11 @@ class Position:
     sampled_at: float = 0.0
     record: SlotRecord = field(default_factory=SlotRecord)  # the last consistent slot read
     seen_seq: int = -1  # the slot's sequence number when ``record`` was read
+
+    @property
+    def process(self) -> BaseProcess | None:
+        """The OS process running this position now, if any."""
+        return None if self.runner is None else self.runner.process
 
     @property
     def done(self) -> bool:

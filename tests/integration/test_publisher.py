@@ -23,14 +23,6 @@ from tests.support.amqp_helpers import (
     queue_depth,
     raw_get,
 )
-from tests.support.impls import IMPLEMENTATIONS, native
-
-
-@pytest.fixture(params=IMPLEMENTATIONS)
-def impl(request: pytest.FixtureRequest) -> str:
-    if request.param == "native":
-        native()
-    return str(request.param)
 
 
 @pytest.mark.parametrize("mode", ["individual", "batch", "async", "none"])

@@ -40,19 +40,13 @@ from tests.support.amqp_helpers import (
     naive,
     raw_get,
 )
-from tests.support.impls import IMPLEMENTATIONS, native
 from tests.support.redaction_cases import forms
 from tests.support.spark_helpers import Trigger, pull, take_first
 
 pytest.importorskip("pyspark")
-
-
 pytest.importorskip("pyarrow")
 
-
 cloudpickle.register_pickle_by_value(spark_helpers)
-
-
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
@@ -105,13 +99,6 @@ def _number(body: bytes) -> int:
 
 def _ids(deliveries: list[Any]) -> Counter[str]:
     return Counter(d.properties.message_id for d in deliveries)
-
-
-@pytest.fixture(params=IMPLEMENTATIONS)
-def impl(request: pytest.FixtureRequest) -> str:
-    if request.param == "native":
-        native()
-    return str(request.param)
 
 
 def test_publisher_publish_arrow_arrives_with_ids(impl: str, node_b: LocalNode,

@@ -20,14 +20,9 @@ from tests.support import spark_helpers
 from tests.support.amqp_helpers import blocking_connection
 
 pytest.importorskip("pyspark")
-
-
 pytest.importorskip("pyarrow")
 
-
 cloudpickle.register_pickle_by_value(spark_helpers)
-
-
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 

@@ -158,15 +158,18 @@ class _ConfirmedPublish:
         self._failure = self._failure or exc
         self._connection.ioloop.stop()
 
-    def _channel_closed(self, _channel: Any, reason: BaseException) -> None:
+    def _closed_early(self, reason: BaseException) -> None:
+        """A channel or connection closed: a failure unless every message was confirmed."""
         if self._unconfirmed or self._published < len(self._messages):
             self._failure = self._failure or reason
+
+    def _channel_closed(self, _channel: Any, reason: BaseException) -> None:
+        self._closed_early(reason)
         if self._connection.is_open:
             self._connection.close()
 
     def _closed(self, _connection: Any, reason: BaseException) -> None:
-        if self._unconfirmed or self._published < len(self._messages):
-            self._failure = self._failure or reason
+        self._closed_early(reason)
         self._connection.ioloop.stop()
 
 

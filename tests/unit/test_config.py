@@ -73,7 +73,7 @@ def without(base: dict[str, Any], key: str) -> dict[str, Any]:
     return d
 
 
-# --- the static form's clauses ---------------------------------------------------------------------
+# --- the static form's clauses -------------------------------------------------------------------
 
 
 def test_plugin_docs_example() -> None:
@@ -768,7 +768,7 @@ def test_publish_fields_mandatory_defaults_to_true_and_can_be_turned_off() -> No
     assert shovel_to_json(off)["publish_fields"] == {"mandatory": False}
 
 
-# --- parity with the plugin's current keys ----------------------------------------
+# --- parity with the plugin's current keys -------------------------------------------------------
 
 def test_dynamic_current_keys() -> None:
     s = one({**DYN_MINIMAL, "src-delete-after-duration": 120,

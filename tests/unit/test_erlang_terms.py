@@ -463,7 +463,7 @@ def test_missing_close_in_the_plugin_docs_example_is_located() -> None:
     assert err.reason == "expected ',' or '}' in a tuple, found ']'"
 
 
-# --- the plugin documentation's example, positions, formatting ------------------------------------------------
+# --- the plugin documentation's example, positions, formatting -----------------------------------
 
 
 def test_plugin_docs_example_parses_to_the_expected_term() -> None:

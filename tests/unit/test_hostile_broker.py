@@ -18,18 +18,15 @@ from pumpd.testing.hostile import (
 )
 
 from tests.support.hostile_limits import FLOOD, MARKER, RSS_LIMIT_KB, close_of, marker
-from tests.support.impls import IMPLEMENTATIONS, native
 
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(params=IMPLEMENTATIONS)
-def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "native":
-        native()
+@pytest.fixture
+def impl(impl: str, monkeypatch: pytest.MonkeyPatch) -> str:
     # read by pumpd.dataplane.implementation in every process the daemon starts
-    monkeypatch.setenv("PUMPD_IMPLEMENTATION", request.param)
-    return str(request.param)
+    monkeypatch.setenv("PUMPD_IMPLEMENTATION", impl)
+    return impl
 
 
 PUBLISHER_CASES = [

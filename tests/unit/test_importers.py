@@ -238,7 +238,7 @@ def error_of(text: str) -> ConfigImportError:
     return info.value
 
 
-# --- the plugin documentation's example and a realistic advanced.config ----------------------------------------
+# --- the plugin documentation's example and a realistic advanced.config --------------------------
 
 
 def test_plugin_docs_example_imports_to_exactly_its_clauses() -> None:

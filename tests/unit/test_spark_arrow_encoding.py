@@ -9,14 +9,7 @@ import pytest
 from pumpd.dataplane.properties import encode_properties
 from pumpd.dataplane.publish_plane_ref import PublishPlane as RefPlane
 
-from tests.support.impls import IMPLEMENTATIONS, native
-
-
-@pytest.fixture(params=IMPLEMENTATIONS)
-def impl(request: pytest.FixtureRequest) -> str:
-    if request.param == "native":
-        native()
-    return str(request.param)
+from tests.support.impls import native
 
 
 def _plane(impl: str) -> Any:
