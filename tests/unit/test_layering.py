@@ -17,13 +17,14 @@ ALLOWED: dict[str, set[str]] = {
     "logsetup": {"config"},
     "importers": {"config", "exitcodes"},
     "dataplane": {"config"},
-    "engine": {"config", "dataplane", "exitcodes", "version"},
-    "publishing": {"config", "dataplane", "engine"},
-    "group": {"config", "engine"},
-    "supervisor": {"config", "dataplane", "engine", "exitcodes", "group", "logsetup", "version"},
-    "http": {"config", "dataplane", "engine", "exitcodes", "group", "supervisor", "version"},
+    "amqp10": {"config", "dataplane"},
+    "engine": {"amqp10", "config", "dataplane", "exitcodes", "version"},
+    "publishing": {"amqp10", "config", "dataplane", "engine"},
+    "group": {"amqp10", "config", "engine"},
+    "supervisor": {"amqp10", "config", "dataplane", "engine", "exitcodes", "group", "logsetup", "version"},
+    "http": {"amqp10", "config", "dataplane", "engine", "exitcodes", "group", "supervisor", "version"},
     "testing": set(),
-    "spark": {"config", "dataplane", "engine", "publishing", "testing"},
+    "spark": {"amqp10", "config", "dataplane", "engine", "publishing", "testing"},
 }
 ENTRY_POINTS = {"cli", "demo", "__main__", "__init__"}
 # The native data plane pumpd._fastpath (src/_fastpath.pyx, fixed at the package's top by the
