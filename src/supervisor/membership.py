@@ -232,7 +232,8 @@ class Membership:
             if release:
                 log.info("group %s: handing %s#%d over to member %s", self.cluster.name,
                          k.shovel, k.worker, preferred.get(k),
-                         extra={"event": "handover", "shovel": k.shovel, "worker": k.worker})
+                         extra={"event": "handover", "shovel": k.shovel, "worker": k.worker,
+                                "to": preferred.get(k)})
             self._sent[w.slot] = told
             batches.setdefault(w.runner, {})[w.slot] = (take, release)
         for proc, answers in batches.items():

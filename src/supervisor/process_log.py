@@ -21,7 +21,7 @@ from .. import logsetup
 
 # Keys that supervision log calls pass with ``extra=`` and the JSON format copies into the line.
 EVENT_FIELDS = ("event", "shovel", "worker", "state", "reason", "restarts", "exit", "delay",
-                "pid_old", "counters", "added", "changed", "removed", "unchanged")
+                "pid_old", "counters", "added", "changed", "removed", "unchanged", "to")
 
 
 class DaemonJsonFormatter(logsetup.JsonFormatter):
