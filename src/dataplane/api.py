@@ -182,3 +182,78 @@ class DeliveryReaderClass(Protocol):
     """A delivery reader's constructor."""
 
     def __call__(self, channel: int, frame_max: int = 0) -> DeliveryReader: ...
+
+
+# AMQP 1.0 (pumpd.dataplane.amqp10_frames_ref and its native twin).
+# A whole transfer as a frame scanner hands it out: (handle, delivery-id, settled, payload).
+Transfer = tuple[int, int, bool, bytes]
+# A disposition: (role (True: receiver), first, last, settled, state code (0x24 accepted,
+# 0x25 rejected, 0x26 released, 0x27 modified, another delivery state's code, 0: none)).
+Disposition = tuple[bool, int, int, bool, int]
+# Any other frame: (frame type, or -1 for a protocol header; channel; body after the extended
+# header).
+OtherFrame = tuple[int, int, bytes]
+
+
+class TransferWriter(Protocol):
+    """One link's transfer frames written in bulk: a message split over frames when it does not
+    fit one, everything handed out as one write."""
+
+    @property
+    def channel(self) -> int: ...
+    @property
+    def handle(self) -> int: ...
+    @property
+    def max_frame_size(self) -> int: ...
+    @property
+    def frames(self) -> int: ...
+    @property
+    def buffered(self) -> int: ...
+    def add(self, delivery_id: int, payload: bytes, settled: bool) -> None: ...
+    def add_many(self, first_delivery_id: int, payloads: Sequence[bytes],
+                 settled: bool) -> int: ...
+    def take(self) -> bytes: ...
+
+
+class TransferWriterClass(Protocol):
+    """A transfer writer's constructor."""
+
+    def __call__(self, channel: int, handle: int, max_frame_size: int) -> TransferWriter: ...
+
+
+class FrameScanner(Protocol):
+    """One AMQP 1.0 session's transfers and dispositions taken out of the bytes read off its
+    connection; every other frame kept whole, in order, for the Python codec."""
+
+    @property
+    def channel(self) -> int: ...
+    max_frame_size: int
+    max_message_size: int
+    @property
+    def transfer_frames(self) -> int: ...
+    @property
+    def deliveries(self) -> int: ...
+    @property
+    def aborted(self) -> int: ...
+    @property
+    def pending(self) -> int: ...
+    @property
+    def in_delivery(self) -> bool: ...
+    def feed(self, data: bytes) -> None: ...
+    def take_transfers(self, most: int) -> list[Transfer]: ...
+    def take_dispositions(self) -> list[Disposition]: ...
+    def take_other(self) -> list[OtherFrame]: ...
+
+
+class FrameScannerClass(Protocol):
+    """A frame scanner's constructor."""
+
+    def __call__(self, max_frame_size: int, channel: int,
+                 max_message_size: int = 0) -> FrameScanner: ...
+
+
+class EncodeDisposition(Protocol):
+    """A whole disposition frame on ``channel``."""
+
+    def __call__(self, channel: int, role: bool, first: int, last: int, settled: bool,
+                 state_code: int) -> bytes: ...

@@ -16,7 +16,14 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
-from . import api, confirm_window_ref, delivery_reader_ref, publish_plane_ref, relay_ref
+from . import (
+    amqp10_frames_ref,
+    api,
+    confirm_window_ref,
+    delivery_reader_ref,
+    publish_plane_ref,
+    relay_ref,
+)
 
 if TYPE_CHECKING:
     from .. import _fastpath
@@ -25,6 +32,9 @@ if TYPE_CHECKING:
     Relay = relay_ref.Relay
     PublishPlane = publish_plane_ref.PublishPlane
     DeliveryReader = delivery_reader_ref.DeliveryReader
+    TransferWriter = amqp10_frames_ref.TransferWriter
+    FrameScanner = amqp10_frames_ref.FrameScanner
+    encode_disposition = amqp10_frames_ref.encode_disposition
     IMPLEMENTATION: str
 
     # The contract, checked for both implementations.
@@ -40,13 +50,36 @@ if TYPE_CHECKING:
     _reference_reader_class: api.DeliveryReaderClass = delivery_reader_ref.DeliveryReader
     _native_reader: type[api.DeliveryReader] = _fastpath.DeliveryReader
     _native_reader_class: api.DeliveryReaderClass = _fastpath.DeliveryReader
+    _reference_writer: type[api.TransferWriter] = amqp10_frames_ref.TransferWriter
+    _reference_writer_class: api.TransferWriterClass = amqp10_frames_ref.TransferWriter
+    _native_writer: type[api.TransferWriter] = _fastpath.TransferWriter
+    _native_writer_class: api.TransferWriterClass = _fastpath.TransferWriter
+    _reference_scanner: type[api.FrameScanner] = amqp10_frames_ref.FrameScanner
+    _reference_scanner_class: api.FrameScannerClass = amqp10_frames_ref.FrameScanner
+    _native_scanner: type[api.FrameScanner] = _fastpath.FrameScanner
+    _native_scanner_class: api.FrameScannerClass = _fastpath.FrameScanner
+    _reference_disposition: api.EncodeDisposition = amqp10_frames_ref.encode_disposition
+    _native_disposition: api.EncodeDisposition = _fastpath.encode_disposition
 else:
     if os.environ.get("PUMPD_IMPLEMENTATION", "native") == "reference":
         ConfirmWindow, Relay, IMPLEMENTATION = confirm_window_ref.ConfirmWindow, relay_ref.Relay, "reference"
         PublishPlane, DeliveryReader = publish_plane_ref.PublishPlane, delivery_reader_ref.DeliveryReader
+        TransferWriter, FrameScanner, encode_disposition = (
+            amqp10_frames_ref.TransferWriter,
+            amqp10_frames_ref.FrameScanner,
+            amqp10_frames_ref.encode_disposition,
+        )
     else:
         try:
-            from .._fastpath import ConfirmWindow, DeliveryReader, PublishPlane, Relay
+            from .._fastpath import (
+                ConfirmWindow,
+                DeliveryReader,
+                FrameScanner,
+                PublishPlane,
+                Relay,
+                TransferWriter,
+                encode_disposition,
+            )
 
             IMPLEMENTATION = "native"
         except ImportError as exc:
@@ -62,6 +95,11 @@ else:
                 "reference",
             )
             PublishPlane, DeliveryReader = publish_plane_ref.PublishPlane, delivery_reader_ref.DeliveryReader
+            TransferWriter, FrameScanner, encode_disposition = (
+                amqp10_frames_ref.TransferWriter,
+                amqp10_frames_ref.FrameScanner,
+                amqp10_frames_ref.encode_disposition,
+            )
 
 
 def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
@@ -82,5 +120,5 @@ def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
     raise ValueError(f"implementation must be native or reference, not {name!r}")
 
 
-__all__ = ["IMPLEMENTATION", "ConfirmWindow", "DeliveryReader", "PublishPlane", "Relay",
-           "publish_plane_class"]
+__all__ = ["IMPLEMENTATION", "ConfirmWindow", "DeliveryReader", "FrameScanner", "PublishPlane",
+           "Relay", "TransferWriter", "encode_disposition", "publish_plane_class"]
