@@ -1,5 +1,5 @@
 """The integration lane's fixtures: two private RabbitMQ nodes for the whole session, a fresh
-vhost per test, fault proxies in front of them, and real daemons.
+vhost per test, fault proxies in front of them, a private ActiveMQ broker, and real daemons.
 
 * ``nodes``: ``(node_a, node_b)``, two :class:`pumpd.testing.localnode.LocalNode` started in parallel
   once per session and killed (their data thrown away) at its end. ``node_a`` has the
@@ -15,6 +15,11 @@ vhost per test, fault proxies in front of them, and real daemons.
   ``vhost_a`` / ``vhost_b``: the node's AMQP port, guest/guest, and the ``open`` hostname
   ``vhost:NAME`` by which RabbitMQ picks the vhost.
 * ``proxy_a`` / ``proxy_b``: a fault proxy (:class:`pumpd.testing.TcpProxy`) in front of that node.
+* ``activemq_session``: one private ActiveMQ broker (:class:`pumpd.testing.LocalActiveMQ`) for
+  the whole session, started by the first test that asks for it, killed at the session's end.
+* ``activemq``: that broker, running: if an earlier test killed or stopped it, it is restarted
+  (same ports and store) before the test runs.
+* ``activemq_queue``: the name of a queue for this test only (ActiveMQ has no vhosts).
 * ``pumpd_daemon``: a factory of real ``pumpd`` daemons (:mod:`tests.support.daemon_helpers`),
   each killed with its workers when the test ends.
 """
@@ -32,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pumpd.testing import Amqp10Address, TcpProxy
+from pumpd.testing import Amqp10Address, LocalActiveMQ, TcpProxy
 from pumpd.testing.localnode import LocalNode, LocalNodeError, find_free_port
 
 from tests.support.daemon_helpers import Daemon
@@ -110,6 +115,31 @@ def amqp10_a(node_a: LocalNode, vhost_a: str) -> Amqp10Address:
 def amqp10_b(node_b: LocalNode, vhost_b: str) -> Amqp10Address:
     """The AMQP 1.0 address of ``vhost_b`` (guest/guest)."""
     return node_b.amqp10_address(vhost_b)
+
+
+@pytest.fixture(scope="session")
+def activemq_session() -> Iterator[LocalActiveMQ]:
+    """One ActiveMQ broker for the session, started when first asked for; killed and removed
+    at the session's end."""
+    broker = LocalActiveMQ(name=f"pumpd-amq-{os.getpid()}-{secrets.token_hex(3)}")
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.close(graceful=False)
+
+
+@pytest.fixture
+def activemq(activemq_session: LocalActiveMQ) -> LocalActiveMQ:
+    """The session's ActiveMQ broker, restarted first if it is down."""
+    return activemq_session.ensure_running(fresh_on_failure=True)
+
+
+@pytest.fixture
+def activemq_queue(request: pytest.FixtureRequest) -> str:
+    """A queue name for this test only."""
+    test = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name).strip("-")[:60]
+    return f"t-{test}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
