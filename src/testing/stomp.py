@@ -107,18 +107,19 @@ class FrameReader:
         del self._buf[:start]
         if not self._buf:
             return None
-        head_end = self._buf.find(b"\n\n")
-        crlf_end = self._buf.find(b"\r\n\r\n")
+        # The head ends at the first empty line: an end of line ("\n" or "\r\n") right
+        # after the one that ends the last header line (or the command).
+        head_end, sep = self._buf.find(b"\n\n"), 2
+        crlf_end = self._buf.find(b"\n\r\n")
         if crlf_end >= 0 and (head_end < 0 or crlf_end < head_end):
-            head_end, sep = crlf_end, 4
-        else:
-            sep = 2
+            head_end, sep = crlf_end, 3
         if head_end < 0:
             if len(self._buf) > _MAX_HEAD_BYTES:
                 raise StompError(f"STOMP frame head longer than {_MAX_HEAD_BYTES} bytes")
             return None
         head = bytes(self._buf[:head_end]).decode("utf-8", errors="replace")
-        lines = head.replace("\r\n", "\n").split("\n")
+        # STOMP 1.2 ends a line with "\r\n" or "\n", and a peer may mix them
+        lines = [ln[:-1] if ln.endswith("\r") else ln for ln in head.split("\n")]
         command = lines[0]
         headers: dict[str, str] = {}
         for line in lines[1:]:
