@@ -34,10 +34,12 @@ over peak speed (the C1 compiler only, the serial collector); a benchmark passes
 ``jvm_options=BENCH_JVM_OPTIONS`` (both compilers, the parallel collector) and a bigger
 ``memory_limit_mb`` (ActiveMQ blocks producers when a queue's messages fill it).
 
-Starting a broker takes about a second and a half (measured on 2 CPUs: 1.3 to 1.8 s with the
-test options, 2 s with the benchmark ones); :attr:`~LocalActiveMQ.last_start_seconds` holds
-the last one. :meth:`~LocalActiveMQ.stop` (SIGTERM: the broker's shutdown hook stops it
-cleanly) takes under a second; :meth:`~LocalActiveMQ.kill` is instant.
+Starting a broker takes 1.4 to 1.6 s on 2 idle CPUs with the test options (2 to 3.5 s while
+other work loads them; two brokers started together, 2.7 s), about a second more with the
+benchmark ones; :attr:`~LocalActiveMQ.last_start_seconds` holds the last one. Its JVM then
+holds about 110 MB of memory and 30 threads. :meth:`~LocalActiveMQ.stop` (SIGTERM: the
+broker's shutdown hook closes the connectors and the store) takes 0.1 to 0.3 s;
+:meth:`~LocalActiveMQ.kill` is instant.
 
 Like :class:`~pumpd.testing.localnode.LocalNode`, the broker runs in its own session and
 process group (the JVM is its leader), and an :mod:`atexit` hook SIGKILLs every broker still
