@@ -1,8 +1,8 @@
-"""The errors of :mod:`pumpd.testing`'s private nodes."""
+"""The errors of :mod:`pumpd.testing`'s private nodes (RabbitMQ and ActiveMQ)."""
 
 from __future__ import annotations
 
-__all__ = ["LocalNodeError", "ManagementHTTPError"]
+__all__ = ["ActiveMQError", "LocalNodeError", "ManagementHTTPError"]
 
 
 class LocalNodeError(RuntimeError):
@@ -16,3 +16,7 @@ class ManagementHTTPError(LocalNodeError):
         super().__init__(f"{method} {url} -> HTTP {status}: {body[:2000]}")
         self.status = status
         self.body = body
+
+
+class ActiveMQError(LocalNodeError):
+    """A private ActiveMQ broker could not be started, stopped or reached."""

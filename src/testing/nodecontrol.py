@@ -15,8 +15,9 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from .amqp10_endpoint import Amqp10Address
 from .node_errors import LocalNodeError, ManagementHTTPError
-from .nodefiles import NodeFiles, node_environment
+from .nodefiles import AMQP10_PLUGIN, NodeFiles, node_environment
 from .ports import LOCALHOST
 
 #: The control CLI that talks to a node with the cookie found in ``$HOME``.
@@ -29,6 +30,8 @@ class NodeControl:
 
     #: Full Erlang node name, e.g. ``pumpd-123-0a1b2c3d@localhost``.
     nodename: str
+    #: The plugins enabled on the node.
+    plugins: tuple[str, ...]
     files: NodeFiles
     amqp_port: int
     dist_port: int
@@ -74,6 +77,18 @@ class NodeControl:
             f"amqp://{q(user, safe='')}:{q(password, safe='')}@{LOCALHOST}:{self.amqp_port}/"
             f"{q(vhost, safe='')}"
         )
+
+    def amqp10_address(self, vhost: str = "/", user: str = "guest",
+                       password: str = "guest") -> Amqp10Address:
+        """Where an AMQP 1.0 client reaches ``vhost``: the AMQP port (the plugin tells AMQP 1.0
+        from 0-9-1 by the protocol header) and the ``open`` hostname ``vhost:NAME``.
+
+        :raises LocalNodeError: the node runs without ``rabbitmq_amqp1_0``.
+        """
+        if AMQP10_PLUGIN not in self.plugins:
+            raise LocalNodeError(f"{self.nodename} runs without {AMQP10_PLUGIN}: it does not "
+                                 "speak AMQP 1.0")
+        return Amqp10Address(LOCALHOST, self.amqp_port, user, password, f"vhost:{vhost}")
 
     def add_vhost(self, vhost: str, *, grant_guest: bool = True) -> None:
         """Create ``vhost``; by default give ``guest`` full permissions on it."""

@@ -17,6 +17,11 @@ from pathlib import Path
 from .node_errors import LocalNodeError
 from .ports import LOCALHOST
 
+#: The plugin that makes a node speak AMQP 1.0 on its AMQP port (beside 0-9-1: the protocol
+#: header tells them apart). It offers SASL PLAIN, AMQPLAIN and ANONYMOUS; ANONYMOUS logs in as
+#: its ``default_user``, guest.
+AMQP10_PLUGIN = "rabbitmq_amqp1_0"
+
 
 @dataclass(frozen=True)
 class TLSListener:
