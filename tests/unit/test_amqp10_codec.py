@@ -196,6 +196,8 @@ def test_encode_refuses_what_has_no_amqp_type() -> None:
         encode_value(Array(0x70, ("x",)))
     with pytest.raises(EncodeError, match="out of range for a uint"):
         encode_uint(-1)
+    with pytest.raises(EncodeError, match="surrogate"):
+        encode_value(Char("\udc00"))
     with pytest.raises(EncodeError, match="Decimal32 is 4 bytes"):
         encode_value(Decimal32(b"123"))
 
@@ -445,6 +447,7 @@ HOSTILE = [
     ("00", "descriptor", None),
     ("0053", "smallulong needs 1 bytes", 0x53),
     ("005310", "described value", None),
+    ("c10604" "41" "40" "5501" "40", "keys True and 1 are one key in Python", None),
 ]
 
 
