@@ -218,7 +218,9 @@ class _Schema:
     def encode(self, p: Any) -> bytes:
         parts = []
         for f, v in zip(self.fields, self.getter(p), strict=True):
-            if v is None or (v == f.default and type(v) is type(f.default)):
+            # a value at the spec's default goes as null: the same meaning, fewer bytes
+            if v is None or (f.default is not None and type(v) is type(f.default)
+                             and v == f.default):
                 if f.mandatory:
                     raise EncodeError(f"{self.name}: the mandatory field {f.name} is None")
                 parts.append(b"\x40")
