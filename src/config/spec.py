@@ -760,10 +760,11 @@ def _forbidden(names: list[str]) -> list[dict[str, Any]]:
 
 
 def _protocol_rule(is_amqp10: dict[str, Any], amqp091: list[tuple[str, Clause]],
-                   amqp10: list[tuple[str, Clause]],
-                   amqp091_rules: list[dict[str, Any]]) -> dict[str, Any]:
+                   amqp10: list[tuple[str, Clause]], amqp091_rules: list[dict[str, Any]],
+                   amqp10_rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """One side's keys by protocol: with AMQP 1.0 its own keys (the required ones required)
-    and none of AMQP 0-9-1's; else the other way round, with AMQP 0-9-1's rules."""
+    and none of AMQP 0-9-1's, and ``amqp10_rules``; else the other way round, with AMQP
+    0-9-1's rules."""
     def branch(own: list[tuple[str, Clause]], other: list[tuple[str, Clause]],
                rules: list[dict[str, Any]]) -> dict[str, Any]:
         parts = _forbidden([n for n, _ in other]) + rules
@@ -772,8 +773,20 @@ def _protocol_rule(is_amqp10: dict[str, Any], amqp091: list[tuple[str, Clause]],
             parts.append({"required": required})
         return {"allOf": parts} if parts else {}
 
-    return {"if": is_amqp10, "then": branch(amqp10, amqp091, []),
+    return {"if": is_amqp10, "then": branch(amqp10, amqp091, amqp10_rules or []),
             "else": branch(amqp091, amqp10, amqp091_rules)}
+
+
+def _amqp10_source_rules(prefetch: str, delete_after: str) -> list[dict[str, Any]]:
+    """What an AMQP 1.0 source refuses among values its clauses otherwise take: a link credit of
+    0, "queue-length", and parking."""
+    park = {"const": "park"}
+    parks = {"anyOf": [park, {"properties": {"policy": park}, "required": ["policy"]},
+                       {"properties": {"unroutable": park}, "required": ["unroutable"]},
+                       {"type": "object", "required": ["park_queue"]}]}
+    return [{"properties": {prefetch: {"minimum": 1},
+                            delete_after: {"not": {"const": "queue-length"}},
+                            "undeliverable": {"not": parks}}}]
 
 
 def _is_amqp10(key: str) -> dict[str, Any]:
@@ -787,7 +800,9 @@ def _static_shovel() -> dict[str, Any]:
         is_amqp10 = {"properties": {clause: _is_amqp10("protocol")}, "required": [clause]}
         rules.append(_protocol_rule(
             is_amqp10, [(n, SHOVEL[n]) for n in side_keys(side, PROTOCOLS[0], dynamic=False)],
-            [(n, SHOVEL[n]) for n in side_keys(side, PROTOCOLS[1], dynamic=False)], []))
+            [(n, SHOVEL[n]) for n in side_keys(side, PROTOCOLS[1], dynamic=False)], [],
+            _amqp10_source_rules("prefetch_count", "delete_after") if side == "source"
+            else None))
     return schema
 
 
@@ -813,7 +828,9 @@ def _dynamic_shovel() -> dict[str, Any]:
         rules.append(_protocol_rule(
             _is_amqp10(protocol_key), [(n, by_name[n]) for n in amqp091],
             [(n, by_name[n]) for n in side_keys(side, PROTOCOLS[1], dynamic=True)],
-            _group_rules(DYNAMIC, amqp091)))
+            _group_rules(DYNAMIC, amqp091),
+            _amqp10_source_rules("src-prefetch-count", "src-delete-after") if side == "source"
+            else None))
     schema["allOf"] = rules
     return schema
 
