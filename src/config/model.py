@@ -369,12 +369,20 @@ _DEFAULT_DELETE_AFTER = DeleteAfter(SHOVEL["delete_after"].str_default())
 
 @dataclass(frozen=True)
 class ShovelConfig:
-    """One shovel, every clause of the static form plus the dynamic-shovel extras."""
+    """One shovel, every clause of the static form plus the dynamic-shovel extras.
+
+    Each side is AMQP 0-9-1 or AMQP 1.0 (``source.protocol``, ``destination.protocol``): the
+    fields of one side's protocol only (an AMQP 0-9-1 source's :attr:`queue`, an AMQP 0-9-1
+    destination's ``publish_*``, an AMQP 1.0 destination's ``amqp10_*``) keep their defaults on
+    a side of the other.
+    """
 
     name: str
     source: Endpoint
     destination: Endpoint
-    queue: str  # "" = the queue most recently declared in the source declarations
+    # "" = the queue most recently declared in the source declarations; "" for an AMQP 1.0
+    # source, which receives from its address (source.address)
+    queue: str
     prefetch_count: int = SHOVEL["prefetch_count"].int_default()  # 0 = unlimited
     ack_mode: AckMode = _DEFAULT_ACK_MODE
     # Basic properties set on every re-published message, by AMQP name (content_type, headers, ...).

@@ -4,8 +4,9 @@ The file is JSON: ``{"shovels": {"NAME": {...}, ...}}``, optionally with ``"shov
 K`` and ``"cluster": {...}`` (a group of daemons, ``config/cluster.py``) beside ``"shovels"``.
 Each shovel is written in one of two forms, never a mix of both: the clauses of the plugin's
 static shovels (rabbit_shovel_config) with pumpd's own, or the flat names of a RabbitMQ dynamic
-shovel (AMQP 0-9-1 only), normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest``
-does. Every clause of both forms, with its default and bound, is declared in :mod:`.spec`.
+shovel, normalised the way the plugin's ``parse_source/parse_dest`` do (rabbit_amqp091_shovel for
+an AMQP 0-9-1 side, rabbit_amqp10_shovel for an AMQP 1.0 one). Every clause of both forms, with
+its default and bound, is declared in :mod:`.spec`.
 
 Validation stops at the first error (shovels in file order, a shovel's clauses in a fixed order):
 one :class:`ConfigError` naming the file, the shovel and the clause.
