@@ -10,6 +10,8 @@ import ssl
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pumpd.config.amqp10_uri import amqp10_uri_notes, parse_amqp10_uri, read_amqp10_uri
 from pumpd.config.model import AMQP10_DEFAULT_MAX_FRAME_SIZE, Amqp10URI, SaslMechanism, TLSOptions
 from pumpd.config.redaction import redact
@@ -213,3 +215,22 @@ def test_an_unreadable_tls_file_is_a_uri_error(tmp_path: Any) -> None:
     with pytest.raises(URIError, match="cannot load the TLS files") as info:
         ssl_context(uri)
     assert "filesecret" not in str(info.value)
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
+_HOSTS = st.from_regex(r"[a-z][a-z0-9-]{0,20}(\.[a-z][a-z0-9-]{0,10}){0,2}", fullmatch=True)
+
+
+@given(user=_TEXT, password=_TEXT, host=_HOSTS, port=st.integers(1, 65535),
+       hostname=st.none() | _TEXT.filter(lambda t: len(t.encode()) <= 255),
+       idle=st.integers(0, 2**32 - 1), frame=st.integers(512, 2**32 - 1),
+       container=st.none() | _TEXT, scheme=st.sampled_from(["amqp", "amqps"]))
+def test_any_uri_round_trips_and_hides_its_password(user: str, password: str, host: str,
+                                                    port: int, hostname: str | None, idle: int,
+                                                    frame: int, container: str | None,
+                                                    scheme: str) -> None:
+    uri = Amqp10URI(scheme, host, port, PLAIN, user, password,
+                    None if hostname == host else hostname, idle, frame, container)
+    assert parse_amqp10_uri(uri.text_with_password()) == uri
+    if len(password) >= 4 and password not in f"{user} {host} {hostname} {scheme}":
+        assert password not in uri.redacted()
