@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -22,10 +23,19 @@ from pumpd.config.model import (
     ShovelConfig,
 )
 from pumpd.config.parse import ConfigError, parse_config, shovel_to_json
+from pumpd.config.redaction import forget_secrets
 from pumpd.importers.definitions_export import import_definitions
 from pumpd.importers.erlang.shovels import import_erlang_config
 
 AMQP10, AMQP091 = Protocol.AMQP10, Protocol.AMQP091
+
+
+@pytest.fixture(autouse=True)
+def _forget_the_passwords() -> Iterator[None]:
+    """The passwords these tests register (generated ones among them) stay out of the other
+    tests' texts: the registry is the process's."""
+    yield
+    forget_secrets()
 
 # unit_runtime_parameter_SUITE: parse_amqp10 / validate_amqp10 (a proplist there, an object in
 # JSON: validate_amqp10_with_a_map is the same definition)

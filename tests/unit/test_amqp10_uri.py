@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import ssl
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,11 +15,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pumpd.config.amqp10_uri import amqp10_uri_notes, parse_amqp10_uri, read_amqp10_uri
 from pumpd.config.model import AMQP10_DEFAULT_MAX_FRAME_SIZE, Amqp10URI, SaslMechanism, TLSOptions
-from pumpd.config.redaction import redact
+from pumpd.config.redaction import forget_secrets, redact
 from pumpd.config.tls import ssl_context, tls_server_name
 from pumpd.config.uri import URIError, format_uri
 
 PLAIN, ANON, EXTERNAL = SaslMechanism.PLAIN, SaslMechanism.ANONYMOUS, SaslMechanism.EXTERNAL
+
+
+@pytest.fixture(autouse=True)
+def _forget_the_passwords() -> Iterator[None]:
+    """The passwords these tests register (generated ones among them) stay out of the other
+    tests' texts: the registry is the process's."""
+    yield
+    forget_secrets()
 
 # amqp10_client's accepted cases: the URI and what its parse_uri/1 returns, in pumpd's fields.
 CLIENT_ACCEPTS: list[tuple[str, dict[str, Any]]] = [
@@ -186,8 +195,6 @@ def test_a_password_is_never_shown() -> None:
 
 
 def test_unpickling_registers_the_password() -> None:
-    from pumpd.config.redaction import forget_secrets
-
     uri = parse_amqp10_uri("amqp://fred:pickledsecret@h")
     data = pickle.dumps(uri)
     forget_secrets()
