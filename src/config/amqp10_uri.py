@@ -40,8 +40,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .limits import MAX_SHORTSTR, MAX_UINT
+from .limits import MAX_OPEN_NAME, MAX_UINT
 from .model import Amqp10URI, SaslMechanism, TLSOptions
+from .redaction import register_secret
 from .uri import (
     TLS_PARAMS,
     URIError,
@@ -117,9 +118,9 @@ def _read(text: str) -> tuple[Amqp10URI, list[str]]:
         raise URIError(text, "query parameter 'container_id' must not be empty (leave it out for "
                              "a generated one)")
     for name, value in (("hostname", hostname), ("container_id", container_id)):
-        if value is not None and len(value.encode("utf-8", "replace")) > MAX_SHORTSTR:
-            raise URIError(text, f"query parameter {name!r} must be at most {MAX_SHORTSTR} bytes "
-                                 "in UTF-8")
+        if value is not None and len(value.encode("utf-8", "replace")) > MAX_OPEN_NAME:
+            raise URIError(text, f"query parameter {name!r} must be at most {MAX_OPEN_NAME} "
+                                 "bytes in UTF-8")
     idle = (parse_int_param("idle_time_out", params["idle_time_out"], 0, MAX_UINT, text)
             if "idle_time_out" in params else 0)
     frame = (parse_int_param("max_frame_size", params["max_frame_size"], MIN_MAX_FRAME_SIZE,
@@ -176,6 +177,8 @@ def _query(query: str, scheme: str, uri: str) -> dict[str, str]:
                                 "inside the key's password as %26)")
         if not sep:
             raise URIError(uri, f"query parameter {name!r} needs a value ({name}=...)")
+        if name == "password":
+            register_secret(raw_value)  # a name written encoded escapes the first registration
         if name in _AMQP091_ONLY:
             raise URIError(uri, f"query parameter {name!r} belongs to AMQP 0-9-1 URIs: an AMQP 1.0 "
                                 f"URI has {_AMQP091_ONLY[name]}")

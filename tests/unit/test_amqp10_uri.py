@@ -126,6 +126,7 @@ def test_the_defaults() -> None:
     ("amqp://h?max_frame_size=511", "must be from 512 to 4294967295"),
     ("amqp://h?hostname=", "'hostname' must not be empty"),
     ("amqp://h?container_id=", "'container_id' must not be empty"),
+    ("amqp://h?hostname=" + "v" * 1025, "'hostname' must be at most 1024 bytes"),
     ("amqp://h?transfer_limit_margin=x", "'transfer_limit_margin' must be an integer"),
     ("amqps://h?versions=tlsv1.1,tlsv1.3", "without a gap"),
     ("amqps://h?versions=", "'versions' takes a comma-separated list"),
@@ -192,6 +193,11 @@ def test_a_password_is_never_shown() -> None:
     with pytest.raises(URIError) as info:
         parse_amqp10_uri("amqp://fred:thirdpassword@h/vhost")
     assert "thirdpassword" not in str(info.value)
+    # a passphrase under an encoded name is registered too
+    with pytest.raises(URIError) as info:
+        parse_amqp10_uri("amqps://h?certfile=/c&keyfile=/k&pass%77ord=fourthsecret&bad")
+    assert "fourthsecret" not in str(info.value)
+    assert "fourthsecret" not in redact("it was fourthsecret")
 
 
 def test_unpickling_registers_the_password() -> None:
