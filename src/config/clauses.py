@@ -7,20 +7,40 @@ same checks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
+from .amqp10_clauses import (
+    read_address,
+    read_amqp10_message_maps,
+    read_amqp10_prefetch,
+    read_amqp10_uri_list,
+    read_one_amqp10_uri,
+    refuse_queue_length,
+)
 from .json_input import INT64_BOUND
 from .model import (
+    AMQP10_SOURCE_POLICY,
     AckMode,
+    Amqp10URI,
     BrokerURI,
     Declaration,
     DeleteAfter,
     Disposition,
     Endpoint,
+    Protocol,
     ShovelConfig,
     UndeliverablePolicy,
 )
-from .spec import ENDPOINT, PUBLISH_FIELDS, SHOVEL, UNDELIVERABLE, common_names, static_names
+from .spec import (
+    ENDPOINT,
+    PUBLISH_FIELDS,
+    SHOVEL,
+    UNDELIVERABLE,
+    common_names,
+    endpoint_keys,
+    side_keys,
+    static_names,
+)
 from .uri import URIError, parse_uri, uri_notes
 from .values import (
     Context,
@@ -41,6 +61,7 @@ from .vocabulary import (
     BASIC_PROPERTIES,
     BIT,
     DECLARATION_METHODS,
+    LEGACY_DYNAMIC_KEYS,
     REQUIRED_FIELDS,
     SHORTSTR,
     USES_LAST_QUEUE,
@@ -169,26 +190,97 @@ def _declaration(ctx: Context, clause: str, item: object, declared_queue: bool) 
     return Declaration(method, fields, if_missing=if_missing)
 
 
-def _endpoint(ctx: Context, clause: str, value: object) -> Endpoint:
-    """``sources`` / ``destinations``: ``brokers`` (or ``broker``) and optional ``declarations``.
+# How messages name a protocol, and the other protocol of each.
+PROTOCOL_NAMES = {Protocol.AMQP091: "AMQP 0-9-1", Protocol.AMQP10: "AMQP 1.0"}
+OTHER_PROTOCOL = {Protocol.AMQP091: Protocol.AMQP10, Protocol.AMQP10: Protocol.AMQP091}
+# What a side of the other protocol has instead of a key, where a hint helps.
+_INSTEAD = {
+    "queue": "an AMQP 1.0 source receives from its address",
+    "declarations": "an AMQP 1.0 side declares nothing (the plugin ignores declarations there)",
+    "publish_fields": "an AMQP 1.0 destination sends to its address",
+    "publish_properties": "use amqp10_properties and amqp10_application_properties",
+    "address": "an AMQP 0-9-1 side has declarations, and a source its queue",
+    "src-queue": "use src-address", "src-exchange": "use src-address",
+    "dest-queue": "use dest-address", "dest-exchange": "use dest-address",
+    "dest-publish-properties": "use dest-properties and dest-application-properties",
+    "src-address": "use src-queue or src-exchange",
+    "dest-address": "use dest-queue or dest-exchange, or neither",
+    "dest-properties": "use dest-publish-properties",
+    **{legacy: f"use {current}" for legacy, current in LEGACY_DYNAMIC_KEYS.items()},
+}
 
-    :raises ConfigError: on a bad shape, an unknown key, a malformed URI or declaration.
+
+def refuse_other_protocol(ctx: Context, where: str, key: str, side: str,
+                          protocol: Protocol) -> NoReturn:
+    """A key of the other protocol given on a side of ``protocol``: refused by name (as the
+    plugin refuses it: it validates each side against its protocol's keys)."""
+    other = PROTOCOL_NAMES[OTHER_PROTOCOL[protocol]]
+    hint = f" ({_INSTEAD[key]})" if key in _INSTEAD else ""
+    ctx.fail(where, f"belongs to an {other} {side}, and this {side}'s protocol is "
+                    f"{protocol.value}{hint}")
+
+
+def read_protocol(ctx: Context, clause: str, value: object) -> Protocol:
+    """A side's protocol: amqp091 or amqp10 (the plugin's 4.x "local" runs inside the broker)."""
+    allowed = ENDPOINT["protocol"].enum
+    if value == "local":
+        ctx.fail(clause, "local shovels run inside the broker (the plugin's in-broker protocol): "
+                         f"pumpd connects over the network; use {' or '.join(allowed)}")
+    return Protocol(enum_value(ctx, clause, value, allowed))
+
+
+def _endpoint(ctx: Context, clause: str, side: str, value: object) -> Endpoint:
+    """``sources`` / ``destinations``: ``protocol``, ``brokers`` (or ``broker``), and
+    ``declarations`` (AMQP 0-9-1) or ``address`` and ``predeclared`` (AMQP 1.0).
+
+    :raises ConfigError: on a bad shape, an unknown key or one of the other protocol, a malformed
+        URI or declaration.
     """
     obj = object_value(ctx, clause, value)
     check_keys(ctx, f"{clause}.", obj, ENDPOINT.names(), "unknown key")
+    protocol = read_protocol(ctx, f"{clause}.protocol",
+                             obj.get("protocol", ENDPOINT["protocol"].default_value()))
+    for key in endpoint_keys(OTHER_PROTOCOL[protocol].value):
+        if key in obj:
+            refuse_other_protocol(ctx, f"{clause}.{key}", key, side, protocol)
     if "brokers" in obj and "broker" in obj:
         ctx.fail(clause, "give 'brokers' (a list) or 'broker' (one URI), not both")
+    if "brokers" not in obj and "broker" not in obj:
+        ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
+    if protocol is Protocol.AMQP10:
+        amqp10_brokers = (read_amqp10_uri_list(ctx, f"{clause}.brokers", obj["brokers"])
+                          if "brokers" in obj
+                          else (read_one_amqp10_uri(ctx, f"{clause}.broker", obj["broker"]),))
+        if "address" not in obj:
+            ctx.fail(clause, f"missing 'address' (the AMQP 1.0 address the {side}'s link "
+                             "attaches to)")
+        predeclared = bool_value(ctx, f"{clause}.predeclared",
+                                 obj.get("predeclared", ENDPOINT["predeclared"].default_value()))
+        return Endpoint(brokers=(), protocol=protocol, amqp10_brokers=amqp10_brokers,
+                        address=read_address(ctx, f"{clause}.address", obj["address"]),
+                        declare_address_queue=not predeclared)
     if "brokers" in obj:
         brokers = read_uri_list(ctx, f"{clause}.brokers", obj["brokers"])
-    elif "broker" in obj:
-        brokers = (read_uri(ctx, f"{clause}.broker", obj["broker"]),)
     else:
-        ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
+        brokers = (read_uri(ctx, f"{clause}.broker", obj["broker"]),)
     raw_decls = obj.get("declarations", ENDPOINT["declarations"].default_value())
     if not isinstance(raw_decls, list):
         ctx.fail(f"{clause}.declarations", f"must be a list, got {show(raw_decls)}")
     declarations = declaration_list(ctx, f"{clause}.declarations", raw_decls)
     return Endpoint(brokers=brokers, declarations=declarations)
+
+
+def side_uris(ctx: Context, clause: str, value: object, protocol: Protocol,
+              expected: str) -> tuple[tuple[BrokerURI, ...], tuple[Amqp10URI, ...]]:
+    """A dynamic shovel's ``src-uri`` / ``dest-uri`` (one URI, or a list of them), read as URIs
+    of the side's protocol: (AMQP 0-9-1 URIs, AMQP 1.0 URIs), one of them empty."""
+    if protocol is Protocol.AMQP10:
+        if isinstance(value, str):
+            return (), (read_one_amqp10_uri(ctx, clause, value),)
+        return (), read_amqp10_uri_list(ctx, clause, value, expected)
+    if isinstance(value, str):
+        return (read_uri(ctx, clause, value),), ()
+    return read_uri_list(ctx, clause, value, expected), ()
 
 
 def declaration_list(ctx: Context, clause: str, items: list[object]) -> tuple[Declaration, ...]:
@@ -309,18 +401,33 @@ _POLICIES = UNDELIVERABLE["policy"].enum
 _UNROUTABLE_POLICIES = UNDELIVERABLE["unroutable"].enum
 
 
-def _undeliverable(ctx: Context, value: object) -> UndeliverablePolicy:
-    """``"undeliverable": "stop"`` or ``{"policy": ..., "park_queue": ..., "unroutable": ...}``."""
+def _undeliverable(ctx: Context, value: object, source: Protocol) -> UndeliverablePolicy:
+    """``"undeliverable": "stop"`` or ``{"policy": ..., "park_queue": ..., "unroutable": ...}``.
+
+    An AMQP 1.0 source cannot park (the park queue is published to over the source broker's
+    AMQP 0-9-1 connection): park is refused there, and the policy left out is dead-letter.
+    """
     clause = "undeliverable"
     if isinstance(value, str):
         value = {"policy": value}
     obj = object_value(ctx, clause, value)
     check_keys(ctx, f"{clause}.", obj, UNDELIVERABLE.names())
-    policy = enum_value(ctx, f"{clause}.policy",
-                        obj.get("policy", UNDELIVERABLE["policy"].default_value()), _POLICIES)
+    amqp10 = source is Protocol.AMQP10
+    default_policy = (AMQP10_SOURCE_POLICY.value if amqp10
+                      else UNDELIVERABLE["policy"].default_value())
+    policy = enum_value(ctx, f"{clause}.policy", obj.get("policy", default_policy), _POLICIES)
     unroutable = enum_value(ctx, f"{clause}.unroutable",
                             obj.get("unroutable", UNDELIVERABLE["unroutable"].default_value()),
                             _UNROUTABLE_POLICIES)
+    if amqp10:
+        if policy == Disposition.PARK.value:
+            ctx.fail(f"{clause}.policy", _NO_PARK + ": use dead-letter (the message is settled as "
+                                         "rejected at the source: RabbitMQ dead-letters it, "
+                                         "ActiveMQ moves it to its DLQ) or stop")
+        if unroutable == Disposition.PARK.value:
+            ctx.fail(f"{clause}.unroutable", _NO_PARK + ": use drop or stop")
+        if "park_queue" in obj:
+            ctx.fail(f"{clause}.park_queue", _NO_PARK)
     park_queue = shortstr_value(ctx, f"{clause}.park_queue",
                                 obj.get("park_queue", UNDELIVERABLE["park_queue"].default_value()))
     if not park_queue:
@@ -329,8 +436,14 @@ def _undeliverable(ctx: Context, value: object) -> UndeliverablePolicy:
     return UndeliverablePolicy(Disposition(policy), park_queue, Disposition(unroutable))
 
 
-def read_common_clauses(ctx: Context, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """pumpd's own clauses, named alike in both forms, as :class:`ShovelConfig` fields."""
+_NO_PARK = ("parking publishes the message to a queue on the source broker over AMQP 0-9-1, "
+            "and this shovel's source is AMQP 1.0")
+
+
+def read_common_clauses(ctx: Context, obj: Mapping[str, Any],
+                        source: Protocol) -> dict[str, Any]:
+    """pumpd's own clauses, named alike in both forms, as :class:`ShovelConfig` fields
+    (``source``: the source's protocol, which decides what ``undeliverable`` may say)."""
     return {
         "workers": int_value(ctx, "workers", obj.get("workers", SHOVEL["workers"].default_value()),
                              *SHOVEL["workers"].int_bounds()),
@@ -341,7 +454,8 @@ def read_common_clauses(ctx: Context, obj: Mapping[str, Any]) -> dict[str, Any]:
         "own_process": bool_value(ctx, "own_process",
                                   obj.get("own_process", SHOVEL["own_process"].default_value())),
         "undeliverable": _undeliverable(ctx, obj.get("undeliverable",
-                                                     SHOVEL["undeliverable"].default_value())),
+                                                     SHOVEL["undeliverable"].default_value()),
+                                        source),
     }
 
 
@@ -354,21 +468,35 @@ def read_static_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     for clause in (c.name for c in SHOVEL if c.required):
         if clause not in obj:
             ctx.fail(clause, "missing (it is mandatory)")
-    source = _endpoint(ctx, "sources", obj["sources"])
-    destination = _endpoint(ctx, "destinations", obj["destinations"])
-    queue = shortstr_value(ctx, "queue", obj["queue"])
+    source = _endpoint(ctx, "sources", "source", obj["sources"])
+    destination = _endpoint(ctx, "destinations", "destination", obj["destinations"])
+    for side, endpoint in (("source", source), ("destination", destination)):
+        for key in side_keys(side, OTHER_PROTOCOL[endpoint.protocol].value, dynamic=False):
+            if key in obj:
+                refuse_other_protocol(ctx, key, key, side, endpoint.protocol)
+    amqp10_source = source.protocol is Protocol.AMQP10
+    if not amqp10_source and "queue" not in obj:
+        ctx.fail("queue", "missing (it is mandatory): the AMQP 0-9-1 source queue to consume "
+                          "from")
+    queue = "" if amqp10_source else shortstr_value(ctx, "queue", obj["queue"])
     exchange, routing_key, mandatory = _publish_fields(
         ctx, "publish_fields", obj.get("publish_fields", SHOVEL["publish_fields"].default_value())
     )
     ack_mode = SHOVEL["ack_mode"]
     consumer_args, consumer_tag = read_consumer(ctx, "consumer_args", "consumer_name", obj)
+    prefetch = obj.get("prefetch_count", DEFAULT_PREFETCH)
+    delete_after = read_delete_after(ctx, "delete_after",
+                                     obj.get("delete_after", SHOVEL["delete_after"].default_value()))
+    if amqp10_source:
+        refuse_queue_length(ctx, "delete_after", delete_after)
     return ShovelConfig(
         name=ctx.shovel or "",
         source=source,
         destination=destination,
         queue=queue,
-        prefetch_count=int_value(ctx, "prefetch_count", obj.get("prefetch_count", DEFAULT_PREFETCH),
-                                 *SHOVEL["prefetch_count"].int_bounds()),
+        prefetch_count=(read_amqp10_prefetch(ctx, "prefetch_count", prefetch) if amqp10_source
+                        else int_value(ctx, "prefetch_count", prefetch,
+                                       *SHOVEL["prefetch_count"].int_bounds())),
         ack_mode=AckMode(enum_value(ctx, "ack_mode", obj.get("ack_mode", ack_mode.default),
                                     ack_mode.enum)),
         publish_properties=read_publish_properties(
@@ -381,8 +509,7 @@ def read_static_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
                                              obj.get("reconnect_delay", DEFAULT_RECONNECT_DELAY)),
         stall_timeout=read_stall_timeout(ctx, "stall_timeout",
                                          obj.get("stall_timeout", DEFAULT_STALL_TIMEOUT)),
-        delete_after=read_delete_after(ctx, "delete_after",
-                                       obj.get("delete_after", SHOVEL["delete_after"].default_value())),
+        delete_after=delete_after,
         delete_after_duration=read_delete_after_duration(ctx, "delete_after_duration",
                                                          obj.get("delete_after_duration")),
         consumer_arguments=consumer_args,
@@ -393,5 +520,12 @@ def read_static_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
         add_timestamp_header=bool_value(ctx, "add_timestamp_header",
                                         obj.get("add_timestamp_header",
                                                 SHOVEL["add_timestamp_header"].default_value())),
-        **read_common_clauses(ctx, obj),
+        **read_amqp10_message_maps(ctx, obj, {name: name for name in AMQP10_MESSAGE_MAPS}),
+        **read_common_clauses(ctx, obj, source.protocol),
     )
+
+
+# The ShovelConfig fields of what an AMQP 1.0 destination sets on every message: named alike
+# in the static form.
+AMQP10_MESSAGE_MAPS = ("amqp10_properties", "amqp10_application_properties",
+                       "amqp10_message_annotations")

@@ -17,12 +17,13 @@ from typing import Any
 
 from .clauses import read_uri
 from .limits import MAX_CLUSTER_NAME
-from .model import DEFAULT_LEASE_RETRY, BrokerURI, ClusterConfig
+from .model import DEFAULT_LEASE_RETRY, BrokerURI, ClusterConfig, Protocol, ShovelConfig
 from .spec import CLUSTER
 from .values import Context, check_keys, seconds_value, show
 
 __all__ = ["CLUSTER_KEYS", "DEFAULT_LEASE_RETRY", "MAX_CLUSTER_NAME", "ClusterConfig",
-           "check_cluster_name", "coordination_heartbeat", "parse_cluster", "with_name"]
+           "check_cluster_name", "coordination_heartbeat", "group_refusal", "parse_cluster",
+           "with_name"]
 
 CLUSTER_KEYS = CLUSTER.names()
 # Letters, digits, '_' and '-': the name goes into queue names and log lines unquoted, and the
@@ -72,6 +73,19 @@ def _seconds(ctx: Context, where: str, name: str, value: object) -> float:
         ctx.fail(where, f"must be at least {clause.low():g} seconds, got "
                                    f"{show(seconds)}")
     return seconds
+
+
+def group_refusal(shovel: ShovelConfig) -> str | None:
+    """Why ``shovel`` cannot run in a group of daemons, or None when it can.
+
+    Every position of a group needs its lease (engine/lease.py): an exclusive queue declared on
+    the position's source connection, which only an AMQP 0-9-1 source has.
+    """
+    if shovel.source.protocol is Protocol.AMQP10:
+        return ("a group's lease is an exclusive queue declared on the source broker over AMQP "
+                "0-9-1, and this shovel's source is AMQP 1.0: run it on a daemon that is not in "
+                "the group")
+    return None
 
 
 def with_name(clause: ClusterConfig | None, name: str | None) -> ClusterConfig | None:

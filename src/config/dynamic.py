@@ -1,7 +1,10 @@
 """A shovel in the flat names of a RabbitMQ dynamic shovel (``src-uri``, ``dest-exchange``, ...).
 
-AMQP 0-9-1 only, normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does; the
-values are checked as the static form's clauses are (:mod:`.clauses`).
+Each side AMQP 0-9-1 or AMQP 1.0 (``src-protocol`` / ``dest-protocol``): an AMQP 0-9-1 side
+normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest`` does, an AMQP 1.0 side read
+as ``rabbit_amqp10_shovel`` reads it, and a key of one protocol refused by name on a side of the
+other, as the plugin refuses it. The values are checked as the static form's clauses are
+(:mod:`.clauses`, :mod:`.amqp10_clauses`).
 """
 
 from __future__ import annotations
@@ -9,19 +12,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .amqp10_clauses import (
+    read_address,
+    read_amqp10_message_maps,
+    read_amqp10_prefetch,
+    refuse_queue_length,
+)
 from .clauses import (
+    OTHER_PROTOCOL,
     read_common_clauses,
     read_consumer,
     read_delete_after,
     read_delete_after_duration,
+    read_protocol,
     read_publish_properties,
     read_reconnect_delay,
     read_stall_timeout,
-    read_uri,
-    read_uri_list,
+    refuse_other_protocol,
+    side_uris,
 )
-from .model import AckMode, BrokerURI, Declaration, Endpoint, ShovelConfig, ShovelOwner
-from .spec import DYNAMIC, INTERNAL_OWNER, SHOVEL, dynamic_names
+from .model import AckMode, Declaration, Endpoint, Protocol, ShovelConfig, ShovelOwner
+from .spec import DYNAMIC, INTERNAL_OWNER, SHOVEL, SIDES, dynamic_names, side_keys
 from .values import (
     Context,
     bool_value,
@@ -32,10 +43,7 @@ from .values import (
     show,
     table_value,
 )
-from .vocabulary import (
-    AMQP10_KEYS,
-    LEGACY_DYNAMIC_KEYS,
-)
+from .vocabulary import LEGACY_DYNAMIC_KEYS
 
 # The legacy pre-3.7 dynamic names are accepted as the plugin does, but not together with their
 # current name.
@@ -56,17 +64,22 @@ def _default(key: str) -> object:
 def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     """A shovel in RabbitMQ's dynamic-shovel names, normalised as the plugin does.
 
-    Replicates rabbit_amqp091_shovel:parse_source/parse_dest: ``src-queue`` is checked with a
-    passive declare and created durable (with ``src-queue-args``) when missing, or only checked
-    with ``src-predeclared``; ``src-exchange`` gets a server-named exclusive queue bound with
-    ``src-exchange-key`` (default ""); ``dest-queue`` is ensured the same way and published to
-    through the default exchange with the queue name as routing key; ``dest-exchange`` and
-    ``dest-exchange-key`` each replace the original exchange / routing key when given.
+    An AMQP 0-9-1 side replicates rabbit_amqp091_shovel:parse_source/parse_dest: ``src-queue``
+    is checked with a passive declare and created durable (with ``src-queue-args``) when
+    missing, or only checked with ``src-predeclared``; ``src-exchange`` gets a server-named
+    exclusive queue bound with ``src-exchange-key`` (default ""); ``dest-queue`` is ensured the
+    same way and published to through the default exchange with the queue name as routing key;
+    ``dest-exchange`` and ``dest-exchange-key`` each replace the original exchange / routing key
+    when given. An AMQP 1.0 side (rabbit_amqp10_shovel) attaches to ``src-address`` /
+    ``dest-address``, having declared the queue a ``/queues/NAME`` address names unless
+    ``src-predeclared`` / ``dest-predeclared``.
 
     :raises ConfigError: on the first bad key.
     """
-    _check_dynamic_keys(ctx, obj)
-    _warn_dynamic_ignored(ctx, obj)
+    protocols = {side: read_protocol(ctx, key, obj.get(key, _default(key)))
+                 for side, (_, _, key) in SIDES.items()}
+    _check_dynamic_keys(ctx, obj, protocols)
+    _warn_dynamic_ignored(ctx, obj, protocols)
 
     def where(key: str) -> str:
         """The name this definition uses for ``key``: the current one or its legacy one."""
@@ -76,20 +89,38 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     def get(key: str, default: object) -> object:
         return obj.get(where(key), default)
 
-    queue, src_decls = _dynamic_source(ctx, obj)
-    dest_decls, publish_exchange, publish_routing_key = _dynamic_destination(ctx, obj)
+    amqp10_source = protocols["source"] is Protocol.AMQP10
+    if amqp10_source:
+        queue, source = "", _amqp10_side(ctx, obj, "src", Protocol.AMQP10)
+    else:
+        queue, src_decls = _dynamic_source(ctx, obj)
+        source = Endpoint(side_uris(ctx, "src-uri", obj["src-uri"], Protocol.AMQP091,
+                                    _URIS)[0], src_decls)
+    publish_exchange = publish_routing_key = None
+    if protocols["destination"] is Protocol.AMQP10:
+        destination = _amqp10_side(ctx, obj, "dest", Protocol.AMQP10)
+    else:
+        dest_decls, publish_exchange, publish_routing_key = _dynamic_destination(ctx, obj)
+        destination = Endpoint(side_uris(ctx, "dest-uri", obj["dest-uri"], Protocol.AMQP091,
+                                         _URIS)[0], dest_decls)
     modes = SHOVEL["ack_mode"]
     ack_mode = enum_value(ctx, "ack-mode", obj.get("ack-mode", modes.dynamic_default()),
                           modes.dynamic_enum)
     consumer_args, consumer_tag = read_consumer(ctx, "src-consumer-args", "src-consumer-name", obj)
+    prefetch = get("src-prefetch-count", _default("src-prefetch-count"))
+    delete_after = read_delete_after(ctx, where("src-delete-after"),
+                                     get("src-delete-after", _default("src-delete-after")))
+    if amqp10_source:
+        refuse_queue_length(ctx, "src-delete-after", delete_after)
     return ShovelConfig(
         name=ctx.shovel or "",
-        source=Endpoint(_uri_list(ctx, "src-uri", obj["src-uri"]), src_decls),
-        destination=Endpoint(_uri_list(ctx, "dest-uri", obj["dest-uri"]), dest_decls),
+        source=source,
+        destination=destination,
         queue=queue,
-        prefetch_count=int_value(ctx, where("src-prefetch-count"),
-                                 get("src-prefetch-count", _default("src-prefetch-count")),
-                                 *SHOVEL["prefetch_count"].int_bounds()),
+        prefetch_count=(read_amqp10_prefetch(ctx, "src-prefetch-count", prefetch)
+                        if amqp10_source
+                        else int_value(ctx, where("src-prefetch-count"), prefetch,
+                                       *SHOVEL["prefetch_count"].int_bounds())),
         ack_mode=AckMode(ack_mode.replace("-", "_")),
         publish_properties=read_publish_properties(ctx, where("dest-publish-properties"),
                                                    get("dest-publish-properties",
@@ -101,8 +132,7 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
                                                      _default("reconnect-delay"))),
         stall_timeout=read_stall_timeout(ctx, "stall-timeout",
                                          obj.get("stall-timeout", _default("stall-timeout"))),
-        delete_after=read_delete_after(ctx, where("src-delete-after"),
-                                       get("src-delete-after", _default("src-delete-after"))),
+        delete_after=delete_after,
         delete_after_duration=read_delete_after_duration(ctx, "src-delete-after-duration",
                                                          obj.get("src-delete-after-duration")),
         consumer_arguments=consumer_args,
@@ -115,8 +145,29 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
                                             _default("dest-add-timestamp-header"))),
         internal=bool_value(ctx, "internal", obj.get("internal", _default("internal"))),
         internal_owner=_internal_owner(ctx, obj.get("internal_owner")),
-        **read_common_clauses(ctx, obj),
+        **read_amqp10_message_maps(ctx, obj, _AMQP10_MESSAGE_MAPS),
+        **read_common_clauses(ctx, obj, protocols["source"]),
     )
+
+
+# What src-uri / dest-uri take
+_URIS = "a URI or a non-empty list of URIs"
+# The ShovelConfig fields of what an AMQP 1.0 destination sets on every message, by key
+_AMQP10_MESSAGE_MAPS = {c.name: c.dynamic for c in SHOVEL
+                        if c.protocol == Protocol.AMQP10.value and c.dynamic}
+
+
+def _amqp10_side(ctx: Context, obj: Mapping[str, Any], prefix: str,
+                 protocol: Protocol) -> Endpoint:
+    """An AMQP 1.0 side (rabbit_amqp10_shovel:parse_source / parse_dest): its URIs, its
+    address, and whether the queue a ``/queues/NAME`` address names is declared first."""
+    _, amqp10_brokers = side_uris(ctx, f"{prefix}-uri", obj[f"{prefix}-uri"], protocol, _URIS)
+    predeclared = f"{prefix}-predeclared"
+    return Endpoint(brokers=(), protocol=protocol, amqp10_brokers=amqp10_brokers,
+                    address=read_address(ctx, f"{prefix}-address", obj[f"{prefix}-address"]),
+                    declare_address_queue=not bool_value(ctx, predeclared,
+                                                         obj.get(predeclared,
+                                                                 _default(predeclared))))
 
 
 def _internal_owner(ctx: Context, value: object) -> ShovelOwner | None:
@@ -136,35 +187,36 @@ def _internal_owner(ctx: Context, value: object) -> ShovelOwner | None:
                        shortstr_value(ctx, "internal_owner.virtual_host", value["virtual_host"]))
 
 
-def _check_dynamic_keys(ctx: Context, obj: Mapping[str, Any]) -> None:
+def _check_dynamic_keys(ctx: Context, obj: Mapping[str, Any],
+                        protocols: Mapping[str, Protocol]) -> None:
     """The keys a dynamic shovel may have, which it must have, and which exclude each other.
 
-    :raises ConfigError: on the first key that is unknown, missing, or in conflict.
+    :raises ConfigError: on the first key that is unknown, of the other protocol on its side,
+        missing, or in conflict.
     """
-    amqp10 = [k for k in obj if k in AMQP10_KEYS]
-    if amqp10:
-        ctx.fail(amqp10[0], "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only (an "
-                            "AMQP 1.0 source or destination cannot be moved to pumpd)")
     check_keys(ctx, "", obj, DYNAMIC_ALL, "unknown key")
-    for key in ("src-protocol", "dest-protocol"):
-        if key in obj and obj[key] != "amqp091":
-            if obj[key] in ("amqp10", "local"):
-                ctx.fail(key, f"{obj[key]} shovels are not supported: pumpd speaks AMQP 0-9-1 only "
-                              '(use "amqp091")')
-            ctx.fail(key, f'must be "amqp091", got {show(obj[key])}')
+    for side, protocol in protocols.items():
+        for key in side_keys(side, OTHER_PROTOCOL[protocol].value, dynamic=True):
+            if key in obj:
+                refuse_other_protocol(ctx, key, key, side, protocol)
     for legacy, current in LEGACY_DYNAMIC_KEYS.items():
         if legacy in obj and current in obj:
             ctx.fail(legacy, f"give {current!r} or its legacy name {legacy!r}, not both")
     for key in ("src-uri", "dest-uri"):
         if key not in obj:
             ctx.fail(key, "missing (it is mandatory)")
-    if ("src-queue" in obj) == ("src-exchange" in obj):
+    for side, protocol in protocols.items():
+        _, prefix, protocol_key = SIDES[side]
+        if protocol is Protocol.AMQP10 and f"{prefix}address" not in obj:
+            ctx.fail(f"{prefix}address", f"missing (it is mandatory with {protocol_key} amqp10)")
+    if protocols["source"] is Protocol.AMQP091 and ("src-queue" in obj) == ("src-exchange" in obj):
         ctx.fail("src-queue", "give exactly one of 'src-queue' and 'src-exchange'")
     if "dest-queue" in obj and "dest-exchange" in obj:
         ctx.fail("dest-queue", "give at most one of 'dest-queue' and 'dest-exchange'")
 
 
-def _warn_dynamic_ignored(ctx: Context, obj: Mapping[str, Any]) -> None:
+def _warn_dynamic_ignored(ctx: Context, obj: Mapping[str, Any],
+                          protocols: Mapping[str, Protocol]) -> None:
     """Keys the plugin silently ignores in these combinations. The broker accepted them, so a
     definitions export has them: said at check time, not refused."""
     # (dest-exchange-key alone is meaningful: it replaces the routing key, keeping the exchange.)
@@ -177,6 +229,8 @@ def _warn_dynamic_ignored(ctx: Context, obj: Mapping[str, Any]) -> None:
                                       "to that queue through the default exchange")
     for side in ("src", "dest"):
         key = f"{side}-predeclared"
+        if protocols["source" if side == "src" else "destination"] is Protocol.AMQP10:
+            continue  # an AMQP 1.0 side's address is what it leaves alone
         if bool_value(ctx, key, obj.get(key, _default(key))):
             if f"{side}-queue" not in obj:
                 ctx.warn(key, f"ignored, as the plugin does: it only applies together with "
@@ -229,10 +283,3 @@ def _ensure_queue(ctx: Context, side: str, obj: Mapping[str, Any], queue: str) -
     if obj.get(f"{side}-queue-args") not in (None, [], {}):
         fields["arguments"] = table_value(ctx, f"{side}-queue-args", obj[f"{side}-queue-args"])
     return Declaration("queue.declare", fields, if_missing=True)
-
-
-def _uri_list(ctx: Context, clause: str, value: object) -> tuple[BrokerURI, ...]:
-    """``src-uri`` / ``dest-uri``: one URI, or a list of them."""
-    if isinstance(value, str):
-        return (read_uri(ctx, clause, value),)
-    return read_uri_list(ctx, clause, value, "a URI or a non-empty list of URIs")

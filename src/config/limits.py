@@ -33,6 +33,12 @@ MAX_CLUSTER_NAME = 64  # characters: the group's name is part of every lease que
 MAX_URI = 8192  # characters of one AMQP URI (TLS file paths included)
 MAX_TABLE_STRING = 65_536  # bytes of UTF-8 of one string inside a field table
 MAX_TABLE_VALUES = 1024  # values in one field table, nested tables and arrays counted
+MAX_ADDRESS = 4096  # bytes of UTF-8: an AMQP 1.0 source or target address
+# bytes of UTF-8: an AMQP 1.0 URI's hostname ("vhost:" and a vhost name of up to 255 bytes fit)
+# or container_id
+MAX_OPEN_NAME = 1024
+# AMQP 1.0's uint: the widest idle_time_out, max_frame_size and group_sequence
+MAX_UINT = 2**32 - 1
 
 # -- nesting ------------------------------------------------------------------------------------
 MAX_TABLE_DEPTH = 32  # tables and arrays nested inside one field table (AMQP rarely goes past 3)

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from .redaction import redact, register_secret
 from .spec import CLUSTER, PUBLISH_FIELDS, SHOVEL, UNDELIVERABLE
@@ -23,6 +23,25 @@ def _reduce_through_init(obj: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
+# amqp10_client's max_frame_size when the URI names none (amqp10_client_connection)
+AMQP10_DEFAULT_MAX_FRAME_SIZE = 1_048_576
+# Where a RabbitMQ 4 AMQP 1.0 address names a queue: "/queues/" and the name, percent-encoded
+QUEUE_ADDRESS_PREFIX = "/queues/"
+
+
+class Protocol(str, enum.Enum):
+    """The protocol of one side of a shovel (src-protocol / dest-protocol)."""
+
+    AMQP091 = "amqp091"
+    AMQP10 = "amqp10"
+
+
+class SaslMechanism(str, enum.Enum):
+    """How an AMQP 1.0 connection logs in (an AMQP 1.0 URI's ``sasl``)."""
+
+    ANONYMOUS = "anon"
+    PLAIN = "plain"  # the URI's user and password
+    EXTERNAL = "external"  # the TLS client certificate's identity
 
 
 class AckMode(str, enum.Enum):
@@ -50,6 +69,9 @@ class TLSOptions:
     # The name sent as SNI and checked against the certificate; "disable" sends no SNI.
     server_name_indication: str | None = None
     customize_hostname_check: str | None = None  # only "https" (wildcards as for HTTPS)
+    # The TLS versions allowed, oldest first ("tlsv1.2", "tlsv1.3"; an AMQP 1.0 URI's
+    # versions=...); () lets the ssl library choose.
+    versions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         register_secret(self.password)
@@ -70,6 +92,8 @@ class TLSOptions:
             query.append(("server_name_indication", self.server_name_indication))
         if self.customize_hostname_check is not None:
             query.append(("customize_hostname_check", self.customize_hostname_check))
+        if self.versions:
+            query.append(("versions", ",".join(self.versions)))
         return query
 
     def __repr__(self) -> str:  # the key passphrase stays out of tracebacks
@@ -145,6 +169,88 @@ class BrokerURI:
         return self.redacted()
 
 
+def _host_text(host: str) -> str:
+    """A host as a URI writes it: an IPv6 literal in brackets, a name percent-encoded."""
+    return f"[{host}]" if ":" in host else quote(host, safe="")
+
+
+@dataclass(frozen=True)
+class Amqp10URI:
+    """One AMQP 1.0 URI, parsed as the plugin's client reads it (amqp10_client:parse_uri/1;
+    :mod:`pumpd.config.amqp10_uri`): ``amqp[s]://[user:password@]host[:port][?query]``.
+
+    An AMQP 1.0 URI has no vhost: RabbitMQ takes it from ``hostname`` (``vhost:NAME``). The
+    user and password are those of SASL PLAIN, and empty with another mechanism.
+    """
+
+    scheme: str  # "amqp" or "amqps"
+    host: str
+    port: int
+    sasl: SaslMechanism = SaslMechanism.ANONYMOUS
+    username: str = ""
+    password: str = ""
+    # The open frame's hostname; None: the host, as amqp10_client sends it.
+    hostname: str | None = None
+    idle_time_out: int = 0  # milliseconds asked of the peer; 0: none
+    max_frame_size: int = AMQP10_DEFAULT_MAX_FRAME_SIZE  # bytes, the largest frame received
+    container_id: str | None = None  # the open frame's container-id; None: a generated one
+    tls: TLSOptions | None = None
+
+    @property
+    def effective_host(self) -> str:
+        """Where to connect (the same name as :attr:`BrokerURI.effective_host`)."""
+        return self.host
+
+    @property
+    def effective_hostname(self) -> str:
+        """The hostname the open frame carries."""
+        return self.hostname if self.hostname is not None else self.host
+
+    def __post_init__(self) -> None:
+        register_secret(self.password)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _reduce_through_init(self)
+
+    def redacted(self) -> str:
+        """The URI as a log line or a status may show it: never with its password (nor the TLS
+        key's), and any registered secret in it hidden."""
+        user = f"{quote(self.username, safe='')}@" if self.username else ""
+        hostname = (f"?hostname={quote(self.hostname, safe=':')}"
+                    if self.hostname is not None else "")
+        return redact(f"{self.scheme}://{user}{_host_text(self.host)}:{self.port}{hostname}")
+
+    def text_with_password(self) -> str:
+        """The full URI, password and TLS options included, that parses back to this one: for the
+        state file and a connection, never for a log line or a message."""
+
+        def enc(s: str) -> str:
+            return quote(s, safe="")
+
+        user = (f"{enc(self.username)}:{enc(self.password)}@"
+                if self.sasl is SaslMechanism.PLAIN else "")
+        port = "" if self.port == DEFAULT_PORTS[self.scheme] else f":{self.port}"
+        query: list[tuple[str, str]] = [("sasl", self.sasl.value)]
+        if self.hostname is not None:
+            query.append(("hostname", self.hostname))
+        if self.idle_time_out:
+            query.append(("idle_time_out", str(self.idle_time_out)))
+        if self.max_frame_size != AMQP10_DEFAULT_MAX_FRAME_SIZE:
+            query.append(("max_frame_size", str(self.max_frame_size)))
+        if self.container_id is not None:
+            query.append(("container_id", self.container_id))
+        if self.tls is not None:
+            query += self.tls.query()
+        q = "&".join(f"{k}={enc(v)}" for k, v in query)
+        return f"{self.scheme}://{user}{_host_text(self.host)}{port}?{q}"
+
+    def __repr__(self) -> str:  # keeps passwords out of tracebacks and debug logs
+        return f"Amqp10URI({self.redacted()!r})"
+
+    def __str__(self) -> str:
+        return self.redacted()
+
+
 @dataclass(frozen=True)
 class Declaration:
     """One AMQP method issued after connecting, e.g. ``queue.declare`` with its fields.
@@ -165,14 +271,50 @@ class Declaration:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """``sources`` or ``destinations``: brokers to pick from at random, and what to declare."""
+    """``sources`` or ``destinations``: brokers to pick from at random, and what to declare.
+
+    An AMQP 0-9-1 side (:attr:`protocol`) has :attr:`brokers` and :attr:`declarations`; an
+    AMQP 1.0 side has :attr:`amqp10_brokers` and an :attr:`address` instead (its ``brokers``
+    and ``declarations`` are empty).
+    """
 
     brokers: tuple[BrokerURI, ...]
     declarations: tuple[Declaration, ...] = ()
+    protocol: Protocol = Protocol.AMQP091
+    amqp10_brokers: tuple[Amqp10URI, ...] = ()
+    # AMQP 1.0: the source address a receiving link attaches to, or the target address a
+    # sending link attaches to (src-address / dest-address); None on an AMQP 0-9-1 side.
+    address: str | None = None
+    # AMQP 1.0: before attaching, declare the queue that a RabbitMQ "/queues/NAME" address
+    # names, best effort (RabbitMQ's AMQP management, default queue arguments): what a dynamic
+    # shovel does unless src-predeclared / dest-predeclared; a static one never does.
+    declare_address_queue: bool = False
+
+    @property
+    def uris(self) -> tuple[BrokerURI | Amqp10URI, ...]:
+        """The side's brokers, whichever its protocol."""
+        return (*self.brokers, *self.amqp10_brokers)
+
+    @property
+    def address_queue(self) -> str | None:
+        """The queue a RabbitMQ ``/queues/NAME`` address names (percent-decoded), or None
+        (no address, another kind of address, or a name that does not decode)."""
+        if self.address is None or not self.address.startswith(QUEUE_ADDRESS_PREFIX):
+            return None
+        quoted = self.address[len(QUEUE_ADDRESS_PREFIX):]
+        try:
+            name = unquote(quoted, errors="strict")
+        except UnicodeDecodeError:
+            return None
+        return name or None
 
     def describe(self) -> str:
-        """The brokers, passwords redacted, as status and ``pumpd check`` show them."""
-        return ", ".join(b.redacted() for b in self.brokers)
+        """The brokers, passwords redacted (and an AMQP 1.0 side's address), as status and
+        ``pumpd check`` show them."""
+        brokers = ", ".join(b.redacted() for b in self.uris)
+        if self.address is None:
+            return brokers
+        return f"{brokers} address {redact(self.address)!r}"
 
 
 class Disposition(str, enum.Enum):
@@ -182,6 +324,13 @@ class Disposition(str, enum.Enum):
     DEAD_LETTER = "dead-letter"  # basic.reject(requeue=false): the source queue's DLX gets it
     STOP = "stop"  # the shovel terminates, the message stays first in the source queue
     DROP = "drop"  # unroutable messages only: confirmed by the destination and gone (the plugin)
+
+
+# What a message pumpd cannot forward gets when the configuration names no policy: park, or for
+# an AMQP 1.0 source (which parking cannot reach: the park queue is published to over the source's
+# AMQP 0-9-1 connection) dead-letter, the rejected outcome -- what the plugin's AMQP 1.0 source
+# does with a message the destination rejects.
+AMQP10_SOURCE_POLICY = Disposition.DEAD_LETTER
 
 
 # The defaults the configuration's spec declares, as the model's types.
@@ -220,12 +369,20 @@ _DEFAULT_DELETE_AFTER = DeleteAfter(SHOVEL["delete_after"].str_default())
 
 @dataclass(frozen=True)
 class ShovelConfig:
-    """One shovel, every clause of the static form plus the dynamic-shovel extras."""
+    """One shovel, every clause of the static form plus the dynamic-shovel extras.
+
+    Each side is AMQP 0-9-1 or AMQP 1.0 (``source.protocol``, ``destination.protocol``): the
+    fields of one side's protocol only (an AMQP 0-9-1 source's :attr:`queue`, an AMQP 0-9-1
+    destination's ``publish_*``, an AMQP 1.0 destination's ``amqp10_*``) keep their defaults on
+    a side of the other.
+    """
 
     name: str
     source: Endpoint
     destination: Endpoint
-    queue: str  # "" = the queue most recently declared in the source declarations
+    # "" = the queue most recently declared in the source declarations; "" for an AMQP 1.0
+    # source, which receives from its address (source.address)
+    queue: str
     prefetch_count: int = SHOVEL["prefetch_count"].int_default()  # 0 = unlimited
     ack_mode: AckMode = _DEFAULT_ACK_MODE
     # Basic properties set on every re-published message, by AMQP name (content_type, headers, ...).
@@ -262,6 +419,14 @@ class ShovelConfig:
     # (src-consumer-name; "" lets the broker choose).
     consumer_arguments: Mapping[str, Any] = field(default_factory=dict)
     consumer_tag: str = SHOVEL["consumer_name"].str_default()
+    # An AMQP 1.0 destination (dest-properties, dest-application-properties,
+    # dest-message-annotations): set on every message sent. Properties by the plugin's names
+    # (user_id, content_type, ...) with their AMQP 1.0 values (str; int for the two timestamps,
+    # in milliseconds, and group_sequence); application properties and message annotations by
+    # key (an annotation's key is a symbol), each a str.
+    amqp10_properties: Mapping[str, str | int] = field(default_factory=dict)
+    amqp10_application_properties: Mapping[str, str] = field(default_factory=dict)
+    amqp10_message_annotations: Mapping[str, str] = field(default_factory=dict)
     # The plugin 4.x's protected shovels ("internal": true): the HTTP API deletes or replaces
     # one only when forced, as `rabbitmqctl delete_shovel --force`; "internal_owner" names the
     # queue or exchange it belongs to (information only).

@@ -4,8 +4,9 @@ The file is JSON: ``{"shovels": {"NAME": {...}, ...}}``, optionally with ``"shov
 K`` and ``"cluster": {...}`` (a group of daemons, ``config/cluster.py``) beside ``"shovels"``.
 Each shovel is written in one of two forms, never a mix of both: the clauses of the plugin's
 static shovels (rabbit_shovel_config) with pumpd's own, or the flat names of a RabbitMQ dynamic
-shovel (AMQP 0-9-1 only), normalised the way ``rabbit_amqp091_shovel:parse_source/parse_dest``
-does. Every clause of both forms, with its default and bound, is declared in :mod:`.spec`.
+shovel, normalised the way the plugin's ``parse_source/parse_dest`` do (rabbit_amqp091_shovel for
+an AMQP 0-9-1 side, rabbit_amqp10_shovel for an AMQP 1.0 one). Every clause of both forms, with
+its default and bound, is declared in :mod:`.spec`.
 
 Validation stops at the first error (shovels in file order, a shovel's clauses in a fixed order):
 one :class:`ConfigError` naming the file, the shovel and the clause.
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .clauses import COMMON_CLAUSES, STATIC_ALL, read_static_shovel
-from .cluster import parse_cluster
+from .cluster import group_refusal, parse_cluster
 from .dynamic import DYNAMIC_ALL, read_dynamic_shovel
 from .json_input import JsonInputError, path_text, read_json
 from .limits import (
@@ -32,7 +33,15 @@ from .limits import (
     MAX_SHOVELS,
     MAX_SHOVELS_PER_PROCESS,
 )
-from .model import AckMode, DeleteAfter, Disposition, Endpoint, PumpConfig, ShovelConfig
+from .model import (
+    AckMode,
+    DeleteAfter,
+    Disposition,
+    Endpoint,
+    Protocol,
+    PumpConfig,
+    ShovelConfig,
+)
 from .redaction import register_uri_secrets
 from .uri import format_uri
 from .values import (
@@ -54,13 +63,15 @@ def _delete_after_name(definition: Mapping[str, Any]) -> str:
     return "delete-after" if "delete-after" in definition else "src-delete-after"
 
 
-def _check_shovel(ctx: Context, shovel: ShovelConfig, delete_after_clause: str) -> None:
+def _check_shovel(ctx: Context, shovel: ShovelConfig, delete_after_clause: str,
+                  ack_mode_clause: str) -> None:
     """Rules across clauses.
 
     :raises ConfigError: when clauses that are each valid do not go together.
     """
+    amqp091_source = shovel.source.protocol is Protocol.AMQP091
     source_declares = [d for d in shovel.source.declarations if d.method == "queue.declare"]
-    if shovel.queue == "" and not source_declares:
+    if amqp091_source and shovel.queue == "" and not source_declares:
         ctx.fail("queue", '"" means the most recently declared queue, but the source declarations '
                           "declare none")
     if isinstance(shovel.delete_after, int) and shovel.ack_mode is AckMode.NO_ACK:
@@ -70,13 +81,19 @@ def _check_shovel(ctx: Context, shovel: ShovelConfig, delete_after_clause: str) 
     if shovel.ack_mode is AckMode.NO_ACK and shovel.undeliverable.policy is not Disposition.PARK:
         # With no_ack the source has let go of every message before pumpd sees it: it can
         # neither be rejected to a dead-letter exchange nor left in the queue.
+        if not amqp091_source:
+            ctx.fail(ack_mode_clause, "no_ack cannot go with an AMQP 1.0 source: the source "
+                                      "settles each message as it sends it, so one that pumpd "
+                                      "cannot forward could be neither rejected nor left at the "
+                                      "source, nor parked (an AMQP 0-9-1 source's queue): use "
+                                      "on_confirm or on_publish")
         ctx.fail("undeliverable", f"policy {shovel.undeliverable.policy.value!r} needs acks "
                                   "(ack mode no_ack leaves nothing to reject or keep): use park")
     if shovel.undeliverable.unroutable is not Disposition.DROP and not shovel.publish_mandatory:
         ctx.fail("undeliverable", f"unroutable {shovel.undeliverable.unroutable.value!r} needs "
                                   "publish_fields.mandatory true: without it the destination "
                                   "drops unroutable messages without telling")
-    if shovel.workers > 1:
+    if shovel.workers > 1 and amqp091_source:
         # Competing consumers must share one named queue; a server-named or exclusive queue
         # would give each worker its own copy of every message, or lock the others out.
         exclusive = any(d.arguments.get("exclusive") for d in source_declares)
@@ -136,7 +153,10 @@ def parse_config(obj: Any, *, source: str = "<config>") -> PumpConfig:
         # Neither form recognised: guess from the spelling, for the "did you mean" hint.
         dynamic = bool(flat_keys) or (not static_keys and any("-" in k for k in definition))
         shovel = (read_dynamic_shovel if dynamic else read_static_shovel)(sctx, definition)
-        _check_shovel(sctx, shovel, _delete_after_name(definition) if dynamic else "delete_after")
+        _check_shovel(sctx, shovel, _delete_after_name(definition) if dynamic else "delete_after",
+                      "ack-mode" if dynamic else "ack_mode")
+        if cluster is not None and (why := group_refusal(shovel)) is not None:
+            sctx.fail(None, f"cannot run in the group of daemons ({group_key!r}): {why}")
         if sctx.warnings:
             shovel = dataclasses.replace(shovel, warnings=tuple(sctx.warnings))
         shovels[name] = shovel
@@ -234,6 +254,10 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
     """
 
     def endpoint(ep: Endpoint) -> dict[str, Any]:
+        if ep.protocol is Protocol.AMQP10:
+            return {"protocol": ep.protocol.value,
+                    "brokers": [format_uri(u) for u in ep.amqp10_brokers],
+                    "address": ep.address, "predeclared": not ep.declare_address_queue}
         out: dict[str, Any] = {"brokers": [format_uri(u) for u in ep.brokers]}
         decls: list[Any] = []
         for d in ep.declarations:
@@ -248,20 +272,27 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
             out["declarations"] = decls
         return out
 
+    amqp091_source = shovel.source.protocol is Protocol.AMQP091
+    amqp091_destination = shovel.destination.protocol is Protocol.AMQP091
     fields: dict[str, Any] = {
         k: v for k, v in (("exchange", shovel.publish_exchange),
                           ("routing_key", shovel.publish_routing_key)) if v is not None}
     if not shovel.publish_mandatory:
         fields["mandatory"] = False
     delete_after = shovel.delete_after
+    undeliverable = {"policy": shovel.undeliverable.policy.value,
+                     "park_queue": shovel.undeliverable.park_queue,
+                     "unroutable": shovel.undeliverable.unroutable.value}
+    if not amqp091_source:  # no park queue: an AMQP 1.0 source cannot park
+        del undeliverable["park_queue"]
     return {
         "sources": endpoint(shovel.source),
         "destinations": endpoint(shovel.destination),
-        "queue": shovel.queue,
+        **({"queue": shovel.queue} if amqp091_source else {}),
         "prefetch_count": shovel.prefetch_count,
         "ack_mode": shovel.ack_mode.value,
-        "publish_properties": dict(shovel.publish_properties),
-        "publish_fields": fields,
+        **({"publish_properties": dict(shovel.publish_properties),
+            "publish_fields": fields} if amqp091_destination else {}),
         "reconnect_delay": shovel.reconnect_delay,
         "stall_timeout": shovel.stall_timeout,
         "workers": shovel.workers,
@@ -276,7 +307,9 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
         **({"consumer_args": dict(shovel.consumer_arguments)}
            if shovel.consumer_arguments else {}),
         **({"consumer_name": shovel.consumer_tag} if shovel.consumer_tag else {}),
-        "undeliverable": {"policy": shovel.undeliverable.policy.value,
-                          "park_queue": shovel.undeliverable.park_queue,
-                          "unroutable": shovel.undeliverable.unroutable.value},
+        **{name: dict(value) for name, value in (
+            ("amqp10_properties", shovel.amqp10_properties),
+            ("amqp10_application_properties", shovel.amqp10_application_properties),
+            ("amqp10_message_annotations", shovel.amqp10_message_annotations)) if value},
+        "undeliverable": undeliverable,
     }

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .limits import (
+    MAX_ADDRESS,
     MAX_BROKERS,
     MAX_CLUSTER_NAME,
     MAX_DECLARATIONS,
@@ -33,23 +34,27 @@ from .limits import (
     MAX_SHOVELS,
     MAX_SHOVELS_PER_PROCESS,
     MAX_STALL_TIMEOUT,
+    MAX_TABLE_VALUES,
+    MAX_UINT,
     MAX_URI,
     MAX_WORKERS,
 )
 from .vocabulary import (
+    AMQP10_PROPERTIES,
     BASIC_PROPERTIES,
     BIT,
     DECLARATION_METHODS,
     INTERNAL_OWNER_KINDS,
     LONGLONG,
     OCTET,
+    PROTOCOLS,
     REQUIRED_FIELDS,
     SHORTSTR,
 )
 
 __all__ = ["CLUSTER", "DYNAMIC", "ENDPOINT", "FILE", "GROUPS", "INTERNAL_OWNER", "PUBLISH_FIELDS",
-           "REQUIRED", "SHOVEL", "TYPES", "UNDECLARED", "UNDELIVERABLE", "Clause", "Group",
-           "NoDefault", "cli_clause", "json_schema", "reference_markdown"]
+           "REQUIRED", "SHOVEL", "SIDES", "TYPES", "UNDECLARED", "UNDELIVERABLE", "Clause", "Group",
+           "NoDefault", "cli_clause", "json_schema", "reference_markdown", "side_keys"]
 
 SINCE = "0.1.0"
 
@@ -61,6 +66,9 @@ class NoDefault:
 
     meaning: str
     required: bool = False
+    # Required with the one protocol its clause belongs to (Clause.protocol), refused with the
+    # other: an AMQP 1.0 side's address, an AMQP 0-9-1 source's queue.
+    required_with_protocol: bool = False
 
 
 REQUIRED = NoDefault("required", required=True)
@@ -85,6 +93,15 @@ TYPES: dict[str, str] = {
     "names": "list of strings",
     "delete_after": '"never", "queue-length" or integer',
     "undeliverable": "string (a policy) or object",
+    "amqp10 properties": "object of AMQP 1.0 properties",
+    "strings": "object: key → string",
+}
+
+# A shovel's two sides, and the names the file's two forms give each: the static form's
+# endpoint clause, and the dynamic form's key prefix and protocol key.
+SIDES: dict[str, tuple[str, str, str]] = {
+    "source": ("sources", "src-", "src-protocol"),
+    "destination": ("destinations", "dest-", "dest-protocol"),
 }
 
 
@@ -97,7 +114,11 @@ class Clause:
     that both forms share), ``legacy`` its pre-3.7 dynamic name, ``dynamic_enum`` its values as
     the dynamic form spells them; ``cli`` the daemon's options that give it on the command line (the first is its name, the
     others aliases);
-    ``group`` the clauses of an ``object`` (or of an ``undeliverable`` object).
+    ``group`` the clauses of an ``object`` (or of an ``undeliverable`` object);
+    ``protocol`` the one protocol of a side the clause belongs to ("amqp091" or "amqp10"; None:
+    both), and ``side`` that side ("source" or "destination") for a shovel's clause (an
+    endpoint's clause is its endpoint's; a dynamic key's side is its prefix's). A clause of one
+    protocol is refused by name on a side of the other.
     """
 
     name: str
@@ -116,10 +137,17 @@ class Clause:
     cli: tuple[str, ...] = ()
     group: str | None = None
     since: str = SINCE
+    protocol: str | None = None
+    side: str | None = None
 
     @property
     def required(self) -> bool:
         return isinstance(self.default, NoDefault) and self.default.required
+
+    @property
+    def required_with_protocol(self) -> bool:
+        """Required on a side of :attr:`protocol` (and refused on a side of the other)."""
+        return isinstance(self.default, NoDefault) and self.default.required_with_protocol
 
     @property
     def has_value_default(self) -> bool:
@@ -252,10 +280,13 @@ SHOVEL = Group("shovel", "A shovel", (
     Clause("destinations", "object", "Where messages go: the destination brokers and what to "
            "declare on them.", REQUIRED, group="endpoint"),
     Clause("queue", "string", 'The source queue to consume from; "" means the queue the '
-           "source declarations declared last.", REQUIRED, 0, MAX_SHORTSTR, unit=_BYTES),
-    Clause("prefetch_count", "integer", "The source channel's basic.qos prefetch count; 0 "
-           "means unlimited.", 1000, 0, MAX_PREFETCH, unit="messages",
-           dynamic="src-prefetch-count", legacy="prefetch-count"),
+           "source declarations declared last.",
+           NoDefault("required with an AMQP 0-9-1 source; an AMQP 1.0 source has its address "
+                     "instead", required_with_protocol=True), 0, MAX_SHORTSTR, unit=_BYTES,
+           protocol="amqp091", side="source"),
+    Clause("prefetch_count", "integer", "The source channel's basic.qos prefetch count, 0 "
+           "meaning unlimited; for an AMQP 1.0 source the link credit, at least 1.", 1000, 0,
+           MAX_PREFETCH, unit="messages", dynamic="src-prefetch-count", legacy="prefetch-count"),
     Clause("ack_mode", "enum", "When the source is told a message is done with: at delivery "
            "(no_ack), once it is published (on_publish), or once the destination confirms it "
            "(on_confirm).", "on_confirm",
@@ -263,15 +294,17 @@ SHOVEL = Group("shovel", "A shovel", (
            dynamic_enum=("on-confirm", "on-publish", "no-ack")),
     Clause("publish_properties", "properties", "Basic properties set on every message "
            "published, by AMQP name.", {}, dynamic="dest-publish-properties",
-           legacy="publish-properties", empty_list=True),
+           legacy="publish-properties", empty_list=True, protocol="amqp091",
+           side="destination"),
     Clause("publish_fields", "object", "basic.publish's exchange, routing key and mandatory "
-           "flag for every message published.", {}, group="publish_fields"),
+           "flag for every message published.", {}, group="publish_fields",
+           protocol="amqp091", side="destination"),
     Clause("reconnect_delay", "number", "Seconds between a failure and the next connection "
            "attempt; 0 stops the shovel for good after its first failure.", 5.0, 0,
            MAX_RECONNECT_DELAY, unit=_SECONDS, dynamic="reconnect-delay"),
     Clause("delete_after", "delete_after", 'When the shovel stops by itself: "never", '
-           '"queue-length" (the messages in the queue when it started) or a number of '
-           "messages.", "never", 0, MAX_DELETE_AFTER, unit="messages",
+           '"queue-length" (the messages in the queue when it started; an AMQP 0-9-1 source '
+           "only) or a number of messages.", "never", 0, MAX_DELETE_AFTER, unit="messages",
            dynamic="src-delete-after", legacy="delete-after"),
     Clause("add_forward_headers", "boolean", "Add the x-shovelled header, which says where a "
            "message came from.", False, dynamic="dest-add-forward-headers",
@@ -283,9 +316,20 @@ SHOVEL = Group("shovel", "A shovel", (
            "running.", NoDefault("no time limit"), 1, MAX_DURATION, unit=_SECONDS,
            dynamic="src-delete-after-duration"),
     Clause("consumer_args", "table", "basic.consume's arguments (x-stream-offset, x-priority, "
-           "...).", {}, dynamic="src-consumer-args", empty_list=True),
-    Clause("consumer_name", "string", 'basic.consume\'s consumer tag; "" lets the broker '
-           "choose one.", "", 0, MAX_SHORTSTR, unit=_BYTES, dynamic="src-consumer-name"),
+           "...); for an AMQP 1.0 source the receiving link's filters, x-stream-offset as "
+           "rabbitmq:stream-offset-spec.", {}, dynamic="src-consumer-args", empty_list=True),
+    Clause("consumer_name", "string", 'basic.consume\'s consumer tag, "" letting the broker '
+           'choose one; for an AMQP 1.0 source the link\'s name, "" a generated one.', "", 0,
+           MAX_SHORTSTR, unit=_BYTES, dynamic="src-consumer-name"),
+    Clause("amqp10_properties", "amqp10 properties", "AMQP 1.0 properties set on every message "
+           "sent, by the plugin's names (user_id, content_type, creation_time, ...).", {},
+           dynamic="dest-properties", empty_list=True, protocol="amqp10", side="destination"),
+    Clause("amqp10_application_properties", "strings", "AMQP 1.0 application properties set on "
+           "every message sent.", {}, dynamic="dest-application-properties", empty_list=True,
+           protocol="amqp10", side="destination"),
+    Clause("amqp10_message_annotations", "strings", "AMQP 1.0 message annotations set on every "
+           "message sent, by symbol.", {}, dynamic="dest-message-annotations", empty_list=True,
+           protocol="amqp10", side="destination"),
     Clause("workers", "integer", "Worker positions of this shovel, competing consumers on its "
            "source queue (a process each, by default).", 1, 1, MAX_WORKERS, unit="positions",
            dynamic="workers", cli=("--workers",)),
@@ -305,14 +349,22 @@ SHOVEL = Group("shovel", "A shovel", (
 
 ENDPOINT = Group("endpoint", '"sources" and "destinations"', (
     "The brokers of one side, picked from at random on each connection, and the declarations "
-    "made on each connection."), (
-    Clause("brokers", "uris", "The side's brokers.", NoDefault('give "brokers" or "broker"'),
-           1, MAX_BROKERS, unit="URIs"),
+    "made on each connection (AMQP 0-9-1), or the address to attach to (AMQP 1.0)."), (
+    Clause("protocol", "enum", "The side's protocol.", PROTOCOLS[0], enum=PROTOCOLS),
+    Clause("brokers", "uris", "The side's brokers, AMQP URIs of its protocol.",
+           NoDefault('give "brokers" or "broker"'), 1, MAX_BROKERS, unit="URIs"),
     Clause("broker", "uri", "The side's one broker.", NoDefault('give "brokers" or "broker"'),
            maximum=MAX_URI, unit="characters"),
     Clause("declarations", "declarations", "AMQP methods issued in order after connecting: "
            '"queue.declare" or {"queue.bind": {...}}.', [], maximum=MAX_DECLARATIONS,
-           unit="declarations"),
+           unit="declarations", protocol="amqp091"),
+    Clause("address", "string", "The AMQP 1.0 address a source's link receives from, or a "
+           'destination\'s link sends to (RabbitMQ: "/queues/NAME", "/exchanges/NAME/KEY").',
+           NoDefault("required with protocol amqp10", required_with_protocol=True), 1,
+           MAX_ADDRESS, unit=_BYTES, protocol="amqp10"),
+    Clause("predeclared", "boolean", 'Leave the queue that a "/queues/NAME" address names as it '
+           "is; false declares it before attaching, as a dynamic shovel does.", True,
+           protocol="amqp10"),
 ), exactly_one=(("brokers", "broker"),))
 
 PUBLISH_FIELDS = Group("publish_fields", '"publish_fields"', (
@@ -331,47 +383,63 @@ UNDELIVERABLE = Group("undeliverable", '"undeliverable"', (
     'What happens to a message pumpd cannot forward; "undeliverable": "stop" is short for '
     '{"policy": "stop"}.'), (
     Clause("policy", "enum", "For a message that cannot be forwarded at all: park it, "
-           "dead-letter it (reject it to the source queue's dead-letter exchange), or stop the "
-           "shovel.", "park", enum=_POLICIES),
-    Clause("park_queue", "string", "The queue on the source broker where parked messages go.",
+           "dead-letter it (reject it to the source queue's dead-letter exchange; an AMQP 1.0 "
+           "source settles it as rejected), or stop the shovel; an AMQP 1.0 source cannot park "
+           "and dead-letters by default.", "park", enum=_POLICIES),
+    Clause("park_queue", "string", "The queue on the source broker where parked messages go "
+           "(over AMQP 0-9-1).",
            "pumpd.parked", 1, MAX_SHORTSTR, unit=_BYTES),
     Clause("unroutable", "enum", "For a message the destination returns as unroutable: drop "
            "it (as the plugin does), park it, or stop the shovel.", "drop",
            enum=("drop", "park", "stop")),
 ))
 
+_SRC, _DEST = "source", "destination"
+_091, _10 = PROTOCOLS
+
 DYNAMIC = Group("dynamic", "A shovel in a dynamic shovel's names", (
-    "A shovel in RabbitMQ's dynamic-shovel names (AMQP 0-9-1), read as the plugin reads it. "
-    "The clauses of a shovel that have a dynamic name are accepted under it too."), (
+    "A shovel in RabbitMQ's dynamic-shovel names, read as the plugin reads it; each side AMQP "
+    "0-9-1 or AMQP 1.0, and a key of one protocol is refused on a side of the other. The "
+    "clauses of a shovel that have a dynamic name are accepted under it too."), (
     Clause("src-uri", "uri or uris", "The source broker, or a list of them.", REQUIRED,
            1, MAX_BROKERS, unit="URIs"),
-    Clause("src-protocol", "enum", "The source's protocol: AMQP 0-9-1 only.", "amqp091",
-           enum=("amqp091",)),
+    Clause("src-protocol", "enum", "The source's protocol.", _091, enum=PROTOCOLS),
     Clause("src-queue", "string", "The source queue, declared durable when missing.",
-           NoDefault('give "src-queue" or "src-exchange"'), 1, MAX_SHORTSTR, unit=_BYTES),
+           NoDefault('give "src-queue" or "src-exchange"'), 1, MAX_SHORTSTR, unit=_BYTES,
+           protocol=_091, side=_SRC),
     Clause("src-queue-args", "table", "The source queue's arguments, when pumpd declares it.",
-           {}, empty_list=True),
+           {}, empty_list=True, protocol=_091, side=_SRC),
     Clause("src-exchange", "string", "Consume from a server-named queue bound to this exchange.",
-           NoDefault('give "src-queue" or "src-exchange"'), 1, MAX_SHORTSTR, unit=_BYTES),
+           NoDefault('give "src-queue" or "src-exchange"'), 1, MAX_SHORTSTR, unit=_BYTES,
+           protocol=_091, side=_SRC),
     Clause("src-exchange-key", "string", "The routing key of that binding.", "", 0,
-           MAX_SHORTSTR, unit=_BYTES),
-    Clause("src-predeclared", "boolean", "Only check that the source queue exists; never "
-           "declare it.", False),
+           MAX_SHORTSTR, unit=_BYTES, protocol=_091, side=_SRC),
+    Clause("src-address", "string", "The AMQP 1.0 address the source's link receives from.",
+           NoDefault("required with src-protocol amqp10", required_with_protocol=True), 1,
+           MAX_ADDRESS, unit=_BYTES, protocol=_10, side=_SRC),
+    Clause("src-predeclared", "boolean", "Only check that the source queue exists, never "
+           'declare it; AMQP 1.0: leave the queue a "/queues/NAME" address names alone.',
+           False),
     Clause("dest-uri", "uri or uris", "The destination broker, or a list of them.", REQUIRED,
            1, MAX_BROKERS, unit="URIs"),
-    Clause("dest-protocol", "enum", "The destination's protocol: AMQP 0-9-1 only.", "amqp091",
-           enum=("amqp091",)),
+    Clause("dest-protocol", "enum", "The destination's protocol.", _091, enum=PROTOCOLS),
     Clause("dest-queue", "string", "Publish to this queue through the default exchange; it is "
            "declared durable when missing.", NoDefault("the message's own routing"), 1,
-           MAX_SHORTSTR, unit=_BYTES),
+           MAX_SHORTSTR, unit=_BYTES, protocol=_091, side=_DEST),
     Clause("dest-queue-args", "table", "The destination queue's arguments, when pumpd declares "
-           "it.", {}, empty_list=True),
+           "it.", {}, empty_list=True, protocol=_091, side=_DEST),
     Clause("dest-exchange", "string", "The exchange to publish to.",
-           NoDefault("the message's own exchange"), 0, MAX_SHORTSTR, unit=_BYTES),
+           NoDefault("the message's own exchange"), 0, MAX_SHORTSTR, unit=_BYTES,
+           protocol=_091, side=_DEST),
     Clause("dest-exchange-key", "string", "The routing key to publish with.",
-           NoDefault("the message's own routing key"), 0, MAX_SHORTSTR, unit=_BYTES),
-    Clause("dest-predeclared", "boolean", "Only check that the destination queue exists; never "
-           "declare it.", False),
+           NoDefault("the message's own routing key"), 0, MAX_SHORTSTR, unit=_BYTES,
+           protocol=_091, side=_DEST),
+    Clause("dest-address", "string", "The AMQP 1.0 address the destination's link sends to.",
+           NoDefault("required with dest-protocol amqp10", required_with_protocol=True), 1,
+           MAX_ADDRESS, unit=_BYTES, protocol=_10, side=_DEST),
+    Clause("dest-predeclared", "boolean", "Only check that the destination queue exists, never "
+           'declare it; AMQP 1.0: leave the queue a "/queues/NAME" address names alone.',
+           False),
     Clause("internal", "boolean", "A protected shovel: the HTTP API deletes or replaces it only "
            "when forced.", False),
     Clause("internal_owner", "object", "The queue or exchange a protected shovel belongs to "
@@ -406,6 +474,34 @@ def dynamic_names() -> tuple[str, ...]:
     and their legacy names."""
     return (DYNAMIC.names() + tuple(c.dynamic for c in SHOVEL if c.dynamic)
             + tuple(c.legacy for c in SHOVEL if c.legacy))
+
+
+def _key_side(key: str) -> str | None:
+    """The side a dynamic key's prefix names."""
+    for side, (_, prefix, _) in SIDES.items():
+        if key.startswith(prefix):
+            return side
+    return None
+
+
+def side_keys(side: str, protocol: str, *, dynamic: bool) -> tuple[str, ...]:
+    """The keys only a ``side`` of ``protocol`` has: in the dynamic form, the flat keys (a
+    pre-3.7 legacy name is AMQP 0-9-1's, whatever its clause); in the static form, the shovel's
+    clauses (an endpoint's own are :func:`endpoint_keys`)."""
+    if not dynamic:
+        return tuple(c.name for c in SHOVEL if c.side == side and c.protocol == protocol)
+    keys = [c.name for c in DYNAMIC if c.side == side and c.protocol == protocol]
+    keys += [c.dynamic for c in SHOVEL
+             if c.dynamic and c.side == side and c.protocol == protocol]
+    if protocol == PROTOCOLS[0]:
+        keys += [c.legacy for c in SHOVEL if c.legacy and _key_side(c.legacy) is None
+                 and c.dynamic and _key_side(c.dynamic) == side]
+    return tuple(keys)
+
+
+def endpoint_keys(protocol: str) -> tuple[str, ...]:
+    """The clauses of ``"sources"`` / ``"destinations"`` that only a side of ``protocol`` has."""
+    return tuple(c.name for c in ENDPOINT if c.protocol == protocol)
 
 
 def cli_clause(option: str) -> Clause:
@@ -474,6 +570,16 @@ def _names_text(clause: Clause) -> str:
     return "; ".join(names)
 
 
+_PROTOCOL_NAMES = {"amqp091": "AMQP 0-9-1", "amqp10": "AMQP 1.0"}
+
+
+def _only_text(clause: Clause) -> str:
+    """Which side a clause of one protocol belongs to, in words."""
+    assert clause.protocol is not None
+    return (f"an {_PROTOCOL_NAMES[clause.protocol]} {clause.side or 'side'}; refused on a side "
+            "of the other protocol")
+
+
 def reference_markdown() -> str:
     """The configuration reference page: one section per group of clauses, one entry per
     clause (type, default, bound and unit, other names, since), generated from the spec."""
@@ -496,6 +602,8 @@ def reference_markdown() -> str:
                 lines.append(f"- Clauses: see [{target.title}](#{_anchor(target.title)})")
             if other := _names_text(clause):
                 lines.append(f"- Other names: {other}")
+            if clause.protocol is not None:
+                lines.append(f"- Only: {_only_text(clause)}")
             lines += [f"- Since: {clause.since}", ""]
     return "\n".join(lines)
 
@@ -599,6 +707,12 @@ def _clause_schema(clause: Clause, dynamic: bool = False) -> dict[str, Any]:
     elif kind == "undeliverable":
         out = {"anyOf": [{"enum": list(UNDELIVERABLE["policy"].enum)},
                          {"$ref": f"#/$defs/{clause.group}"}]}
+    elif kind == "amqp10 properties":
+        out = {"$ref": "#/$defs/amqp10_properties"}
+    elif kind == "strings":
+        out = {"type": "object", "maxProperties": MAX_TABLE_VALUES,
+               "propertyNames": {"minLength": 1, "maxLength": MAX_SHORTSTR},
+               "additionalProperties": {"type": "string"}}
     else:
         raise ValueError(f"clause {clause.name!r}: unknown type {kind!r}")
     if clause.empty_list:
@@ -610,8 +724,10 @@ def _clause_schema(clause: Clause, dynamic: bool = False) -> dict[str, Any]:
 
 
 def _object_schema(clauses: list[tuple[str, Clause]], *, dynamic: bool = False,
-                   group: Group | None = None) -> dict[str, Any]:
-    """A JSON object of these clauses (by the name each is written with), nothing else."""
+                   group: Group | None = None, group_rules: bool = True) -> dict[str, Any]:
+    """A JSON object of these clauses (by the name each is written with), nothing else; with
+    the group's exactly-one / at-most-one rules unless ``group_rules`` is false (the caller
+    places them)."""
     out: dict[str, Any] = {
         "type": "object",
         "properties": {name: _clause_schema(c, dynamic) for name, c in clauses},
@@ -622,27 +738,112 @@ def _object_schema(clauses: list[tuple[str, Clause]], *, dynamic: bool = False,
         out["required"] = required
     if group is not None:
         out["description"] = group.doc
-        rules: list[dict[str, Any]] = [{"oneOf": [{"required": [n]} for n in names]}
-                                       for names in group.exactly_one]
-        rules += [{"not": {"required": list(names)}} for names in group.at_most_one]
+        rules = _group_rules(group) if group_rules else []
         if rules:
             out["allOf"] = rules
     return out
 
 
+def _group_rules(group: Group, names: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """The group's exactly-one and at-most-one rules (those among ``names`` only, if given)."""
+    def wanted(rule: tuple[str, ...]) -> bool:
+        return names is None or set(rule) <= set(names)
+
+    rules: list[dict[str, Any]] = [{"oneOf": [{"required": [n]} for n in rule]}
+                                   for rule in group.exactly_one if wanted(rule)]
+    rules += [{"not": {"required": list(rule)}} for rule in group.at_most_one if wanted(rule)]
+    return rules
+
+
+def _forbidden(names: list[str]) -> list[dict[str, Any]]:
+    return [{"not": {"anyOf": [{"required": [n]} for n in names]}}] if names else []
+
+
+def _protocol_rule(is_amqp10: dict[str, Any], amqp091: list[tuple[str, Clause]],
+                   amqp10: list[tuple[str, Clause]], amqp091_rules: list[dict[str, Any]],
+                   amqp10_rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One side's keys by protocol: with AMQP 1.0 its own keys (the required ones required)
+    and none of AMQP 0-9-1's, and ``amqp10_rules``; else the other way round, with AMQP
+    0-9-1's rules."""
+    def branch(own: list[tuple[str, Clause]], other: list[tuple[str, Clause]],
+               rules: list[dict[str, Any]]) -> dict[str, Any]:
+        parts = _forbidden([n for n, _ in other]) + rules
+        required = [n for n, c in own if c.required_with_protocol]
+        if required:
+            parts.append({"required": required})
+        return {"allOf": parts} if parts else {}
+
+    return {"if": is_amqp10, "then": branch(amqp10, amqp091, amqp10_rules or []),
+            "else": branch(amqp091, amqp10, amqp091_rules)}
+
+
+def _amqp10_source_rules(prefetch: str, delete_after: str) -> list[dict[str, Any]]:
+    """What an AMQP 1.0 source refuses among values its clauses otherwise take: a link credit of
+    0, "queue-length", and parking."""
+    park = {"const": "park"}
+    parks = {"anyOf": [park, {"properties": {"policy": park}, "required": ["policy"]},
+                       {"properties": {"unroutable": park}, "required": ["unroutable"]},
+                       {"type": "object", "required": ["park_queue"]}]}
+    return [{"properties": {prefetch: {"minimum": 1},
+                            delete_after: {"not": {"const": "queue-length"}},
+                            "undeliverable": {"not": parks}}}]
+
+
+def _is_amqp10(key: str) -> dict[str, Any]:
+    return {"properties": {key: {"const": PROTOCOLS[1]}}, "required": [key]}
+
+
 def _static_shovel() -> dict[str, Any]:
-    return _object_schema([(c.name, c) for c in SHOVEL], group=SHOVEL)
+    schema = _object_schema([(c.name, c) for c in SHOVEL], group=SHOVEL)
+    rules = schema.setdefault("allOf", [])
+    for side, (clause, _, _) in SIDES.items():
+        is_amqp10 = {"properties": {clause: _is_amqp10("protocol")}, "required": [clause]}
+        rules.append(_protocol_rule(
+            is_amqp10, [(n, SHOVEL[n]) for n in side_keys(side, PROTOCOLS[0], dynamic=False)],
+            [(n, SHOVEL[n]) for n in side_keys(side, PROTOCOLS[1], dynamic=False)], [],
+            _amqp10_source_rules("prefetch_count", "delete_after") if side == "source"
+            else None))
+    return schema
+
+
+def _endpoint() -> dict[str, Any]:
+    schema = _object_schema([(c.name, c) for c in ENDPOINT], group=ENDPOINT)
+    schema.setdefault("allOf", []).append(_protocol_rule(
+        _is_amqp10("protocol"), [(n, ENDPOINT[n]) for n in endpoint_keys(PROTOCOLS[0])],
+        [(n, ENDPOINT[n]) for n in endpoint_keys(PROTOCOLS[1])], []))
+    return schema
 
 
 def _dynamic_shovel() -> dict[str, Any]:
     clauses = [(c.name, c) for c in DYNAMIC]
     clauses += [(c.dynamic, c) for c in SHOVEL if c.dynamic]
     clauses += [(c.legacy, c) for c in SHOVEL if c.legacy]
-    schema = _object_schema(clauses, dynamic=True, group=DYNAMIC)
+    by_name = dict(clauses)
+    schema = _object_schema(clauses, dynamic=True, group=DYNAMIC, group_rules=False)
     # a legacy name and its current name are never given together
-    schema["allOf"] = schema.get("allOf", []) + [
+    rules: list[dict[str, Any]] = [
         {"not": {"required": [c.dynamic, c.legacy]}} for c in SHOVEL if c.legacy]
+    for side, (_, _, protocol_key) in SIDES.items():
+        amqp091 = side_keys(side, PROTOCOLS[0], dynamic=True)
+        rules.append(_protocol_rule(
+            _is_amqp10(protocol_key), [(n, by_name[n]) for n in amqp091],
+            [(n, by_name[n]) for n in side_keys(side, PROTOCOLS[1], dynamic=True)],
+            _group_rules(DYNAMIC, amqp091),
+            _amqp10_source_rules("src-prefetch-count", "src-delete-after") if side == "source"
+            else None))
+    schema["allOf"] = rules
     return schema
+
+
+_AMQP10_TYPES: dict[str, dict[str, Any]] = {
+    "string": {"type": "string"},
+    "binary": {"type": "string"},
+    "symbol": {"type": "string", "pattern": "^[\\x00-\\x7f]*$"},
+    "timestamp": {"anyOf": [{"type": "integer", "minimum": 0},
+                            {"type": "string", "pattern": "^[0-9]{1,19}$"}]},
+    "uint": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_UINT},
+                       {"type": "string", "pattern": "^[0-9]{1,10}$"}]},
+}
 
 
 def json_schema() -> dict[str, Any]:
@@ -654,7 +855,8 @@ def json_schema() -> dict[str, Any]:
         "static_shovel": _static_shovel(),
         "dynamic_shovel": _dynamic_shovel(),
         "uri": {"type": "string", "pattern": "^amqps?://", "maxLength": MAX_URI,
-                "description": "An AMQP URI: amqp:// or amqps://, with its query parameters."},
+                "description": "An AMQP URI: amqp:// or amqps://, with its query parameters (an "
+                               "AMQP 0-9-1 or an AMQP 1.0 URI, as its side's protocol)."},
         "table": {"type": "object", "description": "An AMQP field table."},
         "declaration": _declaration_schema(),
         "basic_properties": {
@@ -666,8 +868,14 @@ def json_schema() -> dict[str, Any]:
             },
             "additionalProperties": False,
         },
+        "amqp10_properties": {
+            "type": "object",
+            "properties": {name: _AMQP10_TYPES[kind] for name, kind in AMQP10_PROPERTIES.items()},
+            "additionalProperties": False,
+        },
+        "endpoint": _endpoint(),
     }
-    for group in (ENDPOINT, PUBLISH_FIELDS, UNDELIVERABLE, INTERNAL_OWNER, CLUSTER):
+    for group in (PUBLISH_FIELDS, UNDELIVERABLE, INTERNAL_OWNER, CLUSTER):
         defs[group.key] = _object_schema([(c.name, c) for c in group], group=group)
     schema = _object_schema([(c.name, c) for c in FILE], group=FILE)
     return {

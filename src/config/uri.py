@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from .limits import MAX_CONNECTION_TIMEOUT_MS, MAX_URI
-from .model import DEFAULT_PORTS, BrokerURI, TLSOptions
+from .model import DEFAULT_PORTS, Amqp10URI, BrokerURI, TLSOptions
 from .redaction import (
     redact,
     redact_uri,
@@ -49,10 +50,17 @@ __all__ = [
     "DEFAULT_PORTS",
     "DEFAULT_SOCKET_TIMEOUT",
     "DEFAULT_STACK_TIMEOUT",
+    "TLS_PARAMS",
     "URIError",
+    "URIParts",
+    "decode_component",
     "format_uri",
+    "parse_host_port",
+    "parse_int_param",
+    "parse_tls_params",
     "parse_uri",
     "redact",
+    "split_uri",
 ]
 
 DEFAULT_USER = "guest"
@@ -69,7 +77,7 @@ DEFAULT_STACK_TIMEOUT = 15.0
 
 _INT_PARAMS = ("heartbeat", "channel_max", "frame_max", "connection_timeout")
 # amqp_uri:build_ssl_broker/2 reads any subset of these.
-_TLS_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert", "password",
+TLS_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert", "password",
                "depth", "server_name_indication", "customize_hostname_check")
 # amqp_uri:mechanisms/1 (amqp_auth_mechanisms): may be given more than once, first usable wins.
 AUTH_MECHANISMS = ("plain", "amqplain", "external")
@@ -90,15 +98,17 @@ class URIError(ValueError):
 
     :ivar uri: the offending URI, redacted.
     :ivar reason: what is wrong with it.
+    :param kind: the protocol the URI was read for, as the message names it ("AMQP",
+        "AMQP 1.0").
     """
 
-    def __init__(self, text: str, reason: str) -> None:
+    def __init__(self, text: str, reason: str, *, kind: str = "AMQP") -> None:
         self.uri = redact_uri(text)
         self.reason = reason
-        super().__init__(f"invalid AMQP URI {self.uri!r}: {reason}")
+        super().__init__(f"invalid {kind} URI {self.uri!r}: {reason}")
 
 
-def _decode(text: str, what: str, uri: str) -> str:
+def decode_component(text: str, what: str, uri: str) -> str:
     """Percent-decode one URI component as UTF-8.
 
     :raises URIError: on a malformed ``%`` escape or bytes that are not UTF-8 (the value itself is
@@ -113,7 +123,7 @@ def _decode(text: str, what: str, uri: str) -> str:
         raise URIError(uri, f"the {what} is not valid UTF-8 once percent-decoded") from None
 
 
-def _parse_host_port(hostport: str, scheme: str, uri: str) -> tuple[str | None, int]:
+def parse_host_port(hostport: str, scheme: str, uri: str) -> tuple[str | None, int]:
     """``host[:port]`` → (host or ``None`` for the local broker, port).
 
     :raises URIError: on a bad IPv6 literal, a bad character in the host, or a bad port.
@@ -139,7 +149,7 @@ def _parse_host_port(hostport: str, scheme: str, uri: str) -> tuple[str | None, 
             raise URIError(uri, "an IPv6 address must be written in brackets, e.g. amqp://[::1]")
         if not _HOST_CHARS.fullmatch(raw_host):
             raise URIError(uri, "invalid character in the host")
-        host = _decode(raw_host, "host", uri) or None
+        host = decode_component(raw_host, "host", uri) or None
     port = DEFAULT_PORTS[scheme]
     if has_port and port_text:  # "host:" with an empty port means the default port (RFC 3986)
         # The value is not quoted: in a malformed URI it could be a piece of a password.
@@ -150,7 +160,7 @@ def _parse_host_port(hostport: str, scheme: str, uri: str) -> tuple[str | None, 
     return host, port
 
 
-def _parse_int(name: str, value: str, low: int, high: int | None, uri: str) -> int:
+def parse_int_param(name: str, value: str, low: int, high: int | None, uri: str) -> int:
     """One integer query parameter, range-checked.
 
     :raises URIError: when ``value`` is not a plain decimal integer within [low, high].
@@ -180,8 +190,8 @@ def _parse_query(query: str, scheme: str, uri: str) -> tuple[dict[str, str], tup
         if not piece:
             continue  # "?a=1&" or "?&a=1": harmless
         raw_name, sep, raw_value = piece.partition("=")
-        name = _decode(raw_name, "query", uri)
-        if "password" in params and (not sep or name not in _INT_PARAMS + _TLS_PARAMS
+        name = decode_component(raw_name, "query", uri)
+        if "password" in params and (not sep or name not in _INT_PARAMS + TLS_PARAMS
                                      + ("auth_mechanism",)):
             # Not quoted: most likely the rest of a passphrase holding an unencoded '&'.
             raise URIError(uri, "a malformed query parameter follows 'password' (write an '&' "
@@ -189,7 +199,7 @@ def _parse_query(query: str, scheme: str, uri: str) -> tuple[dict[str, str], tup
         if not sep:
             raise URIError(uri, f"query parameter {name!r} needs a value ({name}=...)")
         if name == "auth_mechanism":
-            mechanism = _decode(raw_value, "value of 'auth_mechanism'", uri)
+            mechanism = decode_component(raw_value, "value of 'auth_mechanism'", uri)
             if mechanism not in AUTH_MECHANISMS:
                 raise URIError(uri, f"query parameter 'auth_mechanism' must be one of "
                                     f"{', '.join(AUTH_MECHANISMS)}, got {mechanism!r} (a custom "
@@ -202,25 +212,25 @@ def _parse_query(query: str, scheme: str, uri: str) -> tuple[dict[str, str], tup
             register_secret(raw_value)  # a name written encoded escapes _register_secrets
         if name in params:
             raise URIError(uri, f"query parameter {name!r} is given twice")
-        if name in _TLS_PARAMS and scheme != "amqps":
+        if name in TLS_PARAMS and scheme != "amqps":
             raise URIError(uri, f"query parameter {name!r} is a TLS option: it needs the amqps "
                                 "scheme")
-        if name not in _INT_PARAMS and name not in _TLS_PARAMS:
+        if name not in _INT_PARAMS and name not in TLS_PARAMS:
             known = ", ".join(_INT_PARAMS + ("auth_mechanism",)
-                              + (_TLS_PARAMS if scheme == "amqps" else ()))
+                              + (TLS_PARAMS if scheme == "amqps" else ()))
             raise URIError(uri, f"unknown query parameter {name!r} (known: {known})")
-        params[name] = _decode(raw_value, f"value of {name!r}", uri)
+        params[name] = decode_component(raw_value, f"value of {name!r}", uri)
     return params, tuple(mechanisms)
 
 
-def _parse_tls(params: dict[str, str], uri: str) -> TLSOptions | None:
+def parse_tls_params(params: dict[str, str], uri: str) -> TLSOptions | None:
     """Any subset of the TLS parameters, as amqp_uri.erl takes them; none: the system's CAs,
     the peer verified.
 
     :raises URIError: on an empty file path, a key without its certificate, or a value the
         plugin would refuse too (verify, fail_if_no_peer_cert, depth, customize_hostname_check).
     """
-    if not any(p in params for p in _TLS_PARAMS):
+    if not any(p in params for p in TLS_PARAMS):
         return None
     for p in ("cacertfile", "certfile", "keyfile"):
         if p in params and not params[p]:
@@ -238,7 +248,7 @@ def _parse_tls(params: dict[str, str], uri: str) -> TLSOptions | None:
                             f"got {fail!r}")
     depth = None
     if "depth" in params:
-        depth = _parse_int("depth", params["depth"], 0, 255, uri)
+        depth = parse_int_param("depth", params["depth"], 0, 255, uri)
     check = params.get("customize_hostname_check")
     if check is not None and check != "https":
         raise URIError(uri, f"query parameter 'customize_hostname_check' must be https (the "
@@ -260,12 +270,22 @@ def _parse_tls(params: dict[str, str], uri: str) -> TLSOptions | None:
     )
 
 
-def parse_uri(text: str) -> BrokerURI:
-    """Parse one AMQP URI (the spec, plus the plugin's host-less form and query parameters).
+@dataclass(frozen=True)
+class URIParts:
+    """A URI cut at its delimiters, nothing decoded yet (:func:`split_uri`)."""
 
-    :param text: e.g. ``"amqp://fred:secret@host1.domain/my_vhost?heartbeat=5"``.
-    :returns: the parsed URI; user, password, host and vhost percent-decoded.
-    :raises URIError: (a :class:`ValueError`) naming what is wrong, quoting the URI redacted.
+    scheme: str  # lower case
+    userinfo: str | None  # None: no "@"
+    hostport: str
+    path: str | None  # what follows the first "/" after the authority; None: no "/"
+    query: str | None  # what follows "?"; None: no "?"
+
+
+def split_uri(text: str) -> URIParts:
+    """Cut an AMQP URI (either protocol's) into its parts, registering its passwords first.
+
+    :raises URIError: on a URI too long, a scheme other than amqp / amqps, whitespace or control
+        characters, an ambiguous user information (see the module's docstring) or a fragment.
     """
     if isinstance(text, str) and len(text) > MAX_URI:
         # quoting none of it: cut anywhere, the redactor could not tell its password
@@ -287,17 +307,32 @@ def parse_uri(text: str) -> BrokerURI:
         raise URIError(text, "a URI fragment ('#...') is not allowed")
     rest, has_query, query = rest.partition("?")
     hostport, has_path, path = rest.partition("/")
-    username, password = _credentials(userinfo, text)
-    host, port = _parse_host_port(hostport, scheme, text)
-    vhost = _vhost(path, text) if has_path else DEFAULT_VHOST  # "amqp://host": no path at all
+    return URIParts(scheme, userinfo, hostport, path if has_path else None,
+                    query if has_query else None)
+
+
+def parse_uri(text: str) -> BrokerURI:
+    """Parse one AMQP URI (the spec, plus the plugin's host-less form and query parameters).
+
+    :param text: e.g. ``"amqp://fred:secret@host1.domain/my_vhost?heartbeat=5"``.
+    :returns: the parsed URI; user, password, host and vhost percent-decoded.
+    :raises URIError: (a :class:`ValueError`) naming what is wrong, quoting the URI redacted.
+    """
+    parts = split_uri(text)
+    scheme, hostport = parts.scheme, parts.hostport
+    username, password = _credentials(parts.userinfo, text)
+    host, port = parse_host_port(hostport, scheme, text)
+    # "amqp://host": no path at all
+    vhost = _vhost(parts.path, text) if parts.path is not None else DEFAULT_VHOST
     if host is None and has_port_in(hostport):
         # amqp_uri.erl: port_requires_host. Without a host the URI is the plugin's direct
         # (in-broker) connection, which has no port; "amqp://:1234" is a mistake either way.
         raise URIError(text, "a port needs a host (port_requires_host): write "
                              "amqp://localhost:PORT, or leave the port out for the local broker")
-    params, mechanisms = _parse_query(query, scheme, text) if has_query else ({}, ())
+    params, mechanisms = (_parse_query(parts.query, scheme, text) if parts.query is not None
+                          else ({}, ()))
     limits = _connection_limits(params, text)
-    tls = _parse_tls(params, text) if scheme == "amqps" else None
+    tls = parse_tls_params(params, text) if scheme == "amqps" else None
     if mechanisms and mechanisms[0] == "external" and (tls is None or tls.certfile is None):
         # EXTERNAL logs in as the client certificate's subject: without one it cannot succeed.
         raise URIError(text, "auth_mechanism=external logs in with a client certificate: it needs "
@@ -329,9 +364,9 @@ def _credentials(userinfo: str | None, uri: str) -> tuple[str, str]:
     username, password = DEFAULT_USER, DEFAULT_PASSWORD
     if userinfo is not None:
         raw_user, has_password, raw_password = userinfo.partition(":")
-        username = _decode(raw_user, "user", uri)
+        username = decode_component(raw_user, "user", uri)
         if has_password:
-            password = _decode(raw_password, "password", uri)
+            password = decode_component(raw_password, "password", uri)
     return username, password
 
 
@@ -340,7 +375,7 @@ def _vhost(path: str, uri: str) -> str:
     if "/" in path:
         raise URIError(uri, "the vhost must be a single path segment (write '/' inside a "
                             "vhost name as %2F)")
-    return _decode(path, "vhost", uri)
+    return decode_component(path, "vhost", uri)
 
 
 # The query's integer parameters that limit the connection: name, lowest, highest. heartbeat
@@ -351,7 +386,7 @@ _LIMIT_PARAMS = (("heartbeat", 0, 65535), ("channel_max", 0, 65535),
 
 def _connection_limits(params: dict[str, str], uri: str) -> dict[str, Any]:
     """heartbeat, channel_max, frame_max and connection_timeout (seconds), None where not given."""
-    limits: dict[str, Any] = {name: _parse_int(name, params[name], low, high, uri)
+    limits: dict[str, Any] = {name: parse_int_param(name, params[name], low, high, uri)
                               if name in params else None
                               for name, low, high in _LIMIT_PARAMS}
     frame_max = limits["frame_max"]
@@ -360,7 +395,7 @@ def _connection_limits(params: dict[str, str], uri: str) -> dict[str, Any]:
                             f"{FRAME_MIN_SIZE} to {FRAME_MAX_SIZE}, got {frame_max}")
     limits["connection_timeout"] = None
     if "connection_timeout" in params:
-        ms = _parse_int("connection_timeout", params["connection_timeout"], 1,
+        ms = parse_int_param("connection_timeout", params["connection_timeout"], 1,
                         MAX_CONNECTION_TIMEOUT_MS, uri)
         if ms < _MIN_CONNECTION_TIMEOUT_MS:
             raise URIError(uri, f"query parameter 'connection_timeout' is in milliseconds (as in "
@@ -379,10 +414,11 @@ def has_port_in(hostport: str) -> bool:
     return bool(hostport.partition(":")[2])
 
 
-def format_uri(uri: BrokerURI) -> str:
-    """The URI as text that :func:`parse_uri` reads back to an equal :class:`BrokerURI`.
+def format_uri(uri: BrokerURI | Amqp10URI) -> str:
+    """The URI as text that its parser (:func:`parse_uri`, or
+    :func:`pumpd.config.amqp10_uri.parse_amqp10_uri`) reads back to an equal one.
 
-    Includes the password: for state files, never for logs (use :meth:`BrokerURI.redacted`).
+    Includes the password: for state files, never for logs (use ``uri.redacted()``).
     """
     return uri.text_with_password()
 

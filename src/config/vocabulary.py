@@ -8,7 +8,15 @@ is known to all of them. This module imports nothing: it sits at the bottom of t
 from __future__ import annotations
 
 __all__ = [
+    "AMQP091_DEST_KEYS",
+    "AMQP091_SOURCE_KEYS",
+    "AMQP10_DEST_KEYS",
     "AMQP10_KEYS",
+    "AMQP10_PROPERTIES",
+    "AMQP10_SASL",
+    "AMQP10_SOURCE_KEYS",
+    "AMQP10_STATIC_DEST",
+    "AMQP10_STATIC_SOURCE",
     "BASIC_PROPERTIES",
     "BIT",
     "DECLARATION_METHODS",
@@ -18,12 +26,14 @@ __all__ = [
     "LEGACY_DYNAMIC_KEYS",
     "LONGLONG",
     "OCTET",
+    "PROTOCOLS",
     "PUBLISH_FIELDS",
     "REQUIRED_FIELDS",
     "SHORTSTR",
     "STATIC_CLAUSES",
     "STATIC_EXTRAS",
     "TABLE",
+    "TLS_VERSIONS",
     "USES_LAST_QUEUE",
 ]
 
@@ -96,6 +106,39 @@ LEGACY_DYNAMIC_KEYS = {"prefetch-count": "src-prefetch-count", "delete-after": "
                        "publish-properties": "dest-publish-properties",
                        "add-forward-headers": "dest-add-forward-headers",
                        "add-timestamp-header": "dest-add-timestamp-header"}
-# Keys only an AMQP 1.0 shovel has (rabbit_amqp10_shovel).
-AMQP10_KEYS = ("src-address", "dest-address", "dest-application-properties",
-               "dest-message-annotations", "dest-properties")
+
+# The protocols of a shovel's side (src-protocol / dest-protocol, the static format's
+# {protocol, ...}), the first the default. The plugin 4.x also has "local" (inside the broker).
+PROTOCOLS = ("amqp091", "amqp10")
+# Keys only a side of one protocol has: the plugin validates each side against its protocol's
+# list (rabbit_amqp091_shovel / rabbit_amqp10_shovel: validate_src_funs, validate_dest_funs) and
+# refuses any other key as unrecognised. The legacy pre-3.7 names are AMQP 0-9-1's only.
+AMQP091_SOURCE_KEYS = ("src-queue", "src-queue-args", "src-exchange", "src-exchange-key",
+                       "prefetch-count", "delete-after")
+AMQP091_DEST_KEYS = ("dest-queue", "dest-queue-args", "dest-exchange", "dest-exchange-key",
+                     "dest-publish-properties", "publish-properties", "add-forward-headers",
+                     "add-timestamp-header")
+AMQP10_SOURCE_KEYS = ("src-address",)
+AMQP10_DEST_KEYS = ("dest-address", "dest-application-properties", "dest-message-annotations",
+                    "dest-properties")
+AMQP10_KEYS = AMQP10_SOURCE_KEYS + AMQP10_DEST_KEYS
+# The fields of AMQP 1.0's properties section (dest-properties) in the plugin's spelling, with
+# their AMQP 1.0 types (amqp10_msg:set_properties/2).
+AMQP10_PROPERTIES: dict[str, str] = {
+    "message_id": "string", "user_id": "binary", "to": "string", "subject": "string",
+    "reply_to": "string", "correlation_id": "string", "content_type": "symbol",
+    "content_encoding": "symbol", "absolute_expiry_time": "timestamp",
+    "creation_time": "timestamp", "group_id": "string", "group_sequence": "uint",
+    "reply_to_group_id": "string",
+}
+# The clauses of an AMQP 1.0 source and destination in the plugin's static format
+# (rabbit_amqp10_shovel:parse/2; it reads these and ignores any other).
+AMQP10_STATIC_SOURCE = ("protocol", "uris", "source_address", "prefetch_count", "delete_after",
+                        "delete_after_duration", "consumer_args", "consumer_name")
+AMQP10_STATIC_DEST = ("protocol", "uris", "target_address", "properties",
+                      "application_properties", "delivery_annotations", "message_annotations",
+                      "add_forward_headers", "add_timestamp_header")
+# An AMQP 1.0 URI's SASL mechanisms (amqp10_client:parse_uri/1's sasl=...)
+AMQP10_SASL = ("anon", "plain", "external")
+# The TLS versions an AMQP 1.0 URI may name (versions=tlsv1.2,tlsv1.3), oldest first
+TLS_VERSIONS = ("tlsv1", "tlsv1.1", "tlsv1.2", "tlsv1.3")

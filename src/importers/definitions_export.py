@@ -11,7 +11,7 @@ from typing import NoReturn
 from urllib.parse import quote
 
 from ..config.redaction import uri_authority
-from ..config.vocabulary import LEGACY_DYNAMIC_KEYS
+from ..config.vocabulary import LEGACY_DYNAMIC_KEYS, PROTOCOLS
 from .import_errors import JSON, ConfigImportError
 
 __all__ = ["explicit_local_uri", "import_definitions"]
@@ -42,14 +42,19 @@ def explicit_local_uri(uri: str) -> str:
 
 
 def _dynamic_value(value: dict[str, JSON]) -> dict[str, JSON]:
+    """The rewrites of :func:`import_definitions`, on an AMQP 0-9-1 side only: an AMQP 1.0
+    side has no legacy names (the plugin refuses them there, and so does pumpd's check, by
+    name) and no host-less URI."""
+    amqp091 = {side: value.get(f"{side}-protocol", PROTOCOLS[0]) == PROTOCOLS[0]
+               for side in ("src", "dest")}
     out: dict[str, JSON] = {}
     for key, sub in value.items():
         current = LEGACY_DYNAMIC_KEYS.get(key)
-        if current is not None:
+        if current is not None and amqp091[current.partition("-")[0]]:
             if current in value:
                 continue  # the current name is set too and takes precedence
             key = current
-        if key in ("src-uri", "dest-uri"):
+        if key in ("src-uri", "dest-uri") and amqp091[key.partition("-")[0]]:
             if isinstance(sub, str):
                 sub = explicit_local_uri(sub)
             elif isinstance(sub, list):
@@ -64,7 +69,8 @@ def import_definitions(obj: dict[str, JSON], *, source: str) -> dict[str, JSON]:
     Shovels are the entries of ``"parameters"`` whose ``"component"`` is ``"shovel"``; other
     parameters (federation upstreams, ...) and every other section are ignored. Each shovel's
     ``"value"`` keeps RabbitMQ's flat names (``src-uri``, ``dest-exchange``, ...), which pumpd
-    accepts as they are, with two rewrites that keep its meaning:
+    accepts as they are (an AMQP 1.0 side's too), with two rewrites of an AMQP 0-9-1 side that
+    keep its meaning:
 
     - the pre-3.7 names ``prefetch-count``, ``delete-after``, ``add-forward-headers``,
       ``add-timestamp-header`` and ``publish-properties`` become ``src-prefetch-count``,

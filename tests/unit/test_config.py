@@ -502,10 +502,12 @@ def test_dynamic_values(key: str, value: Any, attr: str, expected: Any) -> None:
 
 BAD_DYNAMIC = [
     # (definition, clause, fragment)
-    ({**DYN_MINIMAL, "src-protocol": "amqp10"}, "src-protocol",
-     "amqp10 shovels are not supported: pumpd speaks AMQP 0-9-1 only"),
-    ({**DYN_MINIMAL, "dest-protocol": "local"}, "dest-protocol", "not supported"),
-    ({**DYN_MINIMAL, "dest-protocol": "amqp"}, "dest-protocol", 'must be "amqp091", got "amqp"'),
+    ({**DYN_MINIMAL, "src-protocol": "amqp10"}, "src-queue",
+     "belongs to an AMQP 0-9-1 source, and this source's protocol is amqp10 (use src-address)"),
+    ({**DYN_MINIMAL, "dest-protocol": "local"}, "dest-protocol",
+     "local shovels run inside the broker"),
+    ({**DYN_MINIMAL, "dest-protocol": "amqp"}, "dest-protocol",
+     'must be one of amqp091, amqp10, got "amqp"'),
     (without(DYN_MINIMAL, "src-uri"), "src-uri", "missing (it is mandatory)"),
     (without(DYN_MINIMAL, "dest-uri"), "dest-uri", "missing (it is mandatory)"),
     (without(DYN_MINIMAL, "src-queue"), "src-queue",
@@ -545,7 +547,7 @@ BAD_DYNAMIC = [
      "must be true or false"),
     ({**DYN_MINIMAL, "src-consumer-arg": {}}, "src-consumer-arg", "unknown key"),
     ({**DYN_MINIMAL, "src-address": "q"}, "src-address",
-     "is an AMQP 1.0 shovel's key: pumpd speaks AMQP 0-9-1 only"),
+     "belongs to an AMQP 1.0 source, and this source's protocol is amqp091"),
     ({**DYN_MINIMAL, "dest-address": "q"}, "dest-address", "AMQP 1.0"),
     ({**DYN_MINIMAL, "src-delete-after-duration": 0}, "src-delete-after-duration",
      "must be a positive integer (seconds), got 0"),

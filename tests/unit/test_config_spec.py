@@ -30,10 +30,18 @@ STATIC: dict[str, Any] = {
 }
 DYNAMIC: dict[str, Any] = {"src-uri": "amqp://src", "src-queue": "in", "dest-uri": "amqp://dst"}
 OWNER: dict[str, Any] = {"name": "q", "kind": "queue", "virtual_host": "/"}
+# What turns a side of STATIC or DYNAMIC into an AMQP 1.0 one.
+AMQP10_DESTINATION: dict[str, Any] = {"+": {"destinations": {
+    "protocol": "amqp10", "broker": "amqp://dst", "address": "/queues/out"}}}
+AMQP10_SOURCE_ENDPOINT: dict[str, Any] = {"+": {"protocol": "amqp10", "address": "/queues/in"},
+                                          "shovel-": ["queue"]}
+DYNAMIC_AMQP10_DESTINATION: dict[str, Any] = {"+": {"dest-protocol": "amqp10",
+                                                    "dest-address": "/queues/out"}}
 
 # A valid value other than the default for every clause, with what else the shovel must hold for
-# the value to matter ("+": keys to add, "-": keys to remove). Written here, not read from the
-# spec: a clause added to the spec without a sample fails test_every_clause_has_a_sample.
+# the value to matter ("+": keys to add, "-": keys to remove; for an endpoint's clause,
+# "shovel-": the shovel's keys to remove). Written here, not read from the spec: a clause added
+# to the spec without a sample fails test_every_clause_has_a_sample.
 SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("file", "shovels"): ({"other": STATIC}, {}),
     ("file", "shovels_per_process"): (4, {}),
@@ -65,9 +73,15 @@ SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("shovel", "undeliverable"): ("stop", {}),
     ("shovel", "own_process"): (True, {}),
     ("shovel", "stall_timeout"): (5, {}),
+    ("shovel", "amqp10_properties"): ({"user_id": "guest"}, AMQP10_DESTINATION),
+    ("shovel", "amqp10_application_properties"): ({"k": "v"}, AMQP10_DESTINATION),
+    ("shovel", "amqp10_message_annotations"): ({"x-opt-k": "v"}, AMQP10_DESTINATION),
+    ("endpoint", "protocol"): ("amqp10", AMQP10_SOURCE_ENDPOINT),
     ("endpoint", "brokers"): (["amqp://a", "amqp://b"], {"-": ["broker"]}),
     ("endpoint", "broker"): ("amqp://other", {}),
     ("endpoint", "declarations"): (["queue.declare"], {}),
+    ("endpoint", "address"): ("/queues/other", AMQP10_SOURCE_ENDPOINT),
+    ("endpoint", "predeclared"): (False, AMQP10_SOURCE_ENDPOINT),
     ("publish_fields", "exchange"): ("x", {}),
     ("publish_fields", "routing_key"): ("k", {}),
     ("publish_fields", "mandatory"): (False, {}),
@@ -75,14 +89,18 @@ SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("undeliverable", "park_queue"): ("parked", {}),
     ("undeliverable", "unroutable"): ("park", {}),
     ("dynamic", "src-uri"): (["amqp://a", "amqp://b"], {}),
-    ("dynamic", "src-protocol"): ("amqp091", {}),
+    ("dynamic", "src-protocol"): ("amqp10", {"+": {"src-address": "/queues/in"},
+                                             "-": ["src-queue"]}),
+    ("dynamic", "src-address"): ("/queues/other", {"+": {"src-protocol": "amqp10"},
+                                                   "-": ["src-queue"]}),
     ("dynamic", "src-queue"): ("other", {}),
     ("dynamic", "src-queue-args"): ({"x-queue-type": "quorum"}, {}),
     ("dynamic", "src-exchange"): ("x", {"-": ["src-queue"]}),
     ("dynamic", "src-exchange-key"): ("k", {"+": {"src-exchange": "x"}, "-": ["src-queue"]}),
     ("dynamic", "src-predeclared"): (True, {}),
     ("dynamic", "dest-uri"): (["amqp://a", "amqp://b"], {}),
-    ("dynamic", "dest-protocol"): ("amqp091", {}),
+    ("dynamic", "dest-protocol"): ("amqp10", {"+": {"dest-address": "/queues/out"}}),
+    ("dynamic", "dest-address"): ("/queues/other", {"+": {"dest-protocol": "amqp10"}}),
     ("dynamic", "dest-queue"): ("out", {}),
     ("dynamic", "dest-queue-args"): ({"x-queue-type": "quorum"}, {"+": {"dest-queue": "out"}}),
     ("dynamic", "dest-exchange"): ("x", {}),
@@ -99,7 +117,22 @@ SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
 BASES: dict[str, dict[str, Any]] = {"file": {"shovels": {"orders": STATIC}}, "shovel": STATIC,
                                     "dynamic": DYNAMIC, "cluster": {"name": "g"},
                                     "internal_owner": OWNER}
-NO_EFFECT = {("dynamic", "src-protocol"), ("dynamic", "dest-protocol"), ("file", "paused")}
+NO_EFFECT = {("file", "paused")}
+# Clauses that choose a side's protocol: their sample brings what that protocol needs, and the
+# default is compared without it.
+PROTOCOL_SWITCHES = {("endpoint", "protocol"), ("dynamic", "src-protocol"),
+                     ("dynamic", "dest-protocol")}
+# A second valid value of a clause that its side's protocol requires (leaving it out is no
+# comparison: it is refused).
+ALTERNATES: dict[tuple[str, str], Any] = {
+    ("shovel", "queue"): "work", ("endpoint", "address"): "/queues/in",
+    ("dynamic", "src-address"): "/queues/in", ("dynamic", "dest-address"): "/queues/out"}
+# The dynamic form's keys of a clause that needs an AMQP 1.0 side.
+DYNAMIC_EXTRAS: dict[str, dict[str, Any]] = {
+    "amqp10_properties": DYNAMIC_AMQP10_DESTINATION,
+    "amqp10_application_properties": DYNAMIC_AMQP10_DESTINATION,
+    "amqp10_message_annotations": DYNAMIC_AMQP10_DESTINATION,
+}
 
 
 def patched(base: dict[str, Any], key: str, value: Any, extra: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +153,8 @@ def document(group: str, name: str, value: Any, extra: dict[str, Any]) -> dict[s
     if group == "shovel":
         shovel = patched(STATIC, name, value, extra)
     elif group == "endpoint":
-        shovel = {**STATIC, "sources": patched(STATIC["sources"], name, value, extra)}
+        shovel = {k: v for k, v in STATIC.items() if k not in extra.get("shovel-", ())}
+        shovel["sources"] = patched(STATIC["sources"], name, value, extra)
     elif group in ("publish_fields", "undeliverable"):
         shovel = {**STATIC, group: {name: value}}
     elif group == "dynamic":
@@ -180,8 +214,12 @@ def test_the_reader_reads_each_clause(item: tuple[str, spec.Clause]) -> None:
     with_sample = parse_config(given)
     if (group, clause.name) in NO_EFFECT:
         return
-    if clause.has_value_default:
+    if (group, clause.name) in PROTOCOL_SWITCHES:
+        other = document(group, clause.name, clause.default, {})
+    elif clause.has_value_default:
         other = document(group, clause.name, clause.default, extra)
+    elif clause.required_with_protocol:
+        other = document(group, clause.name, ALTERNATES[(group, clause.name)], extra)
     elif clause.required:
         other = document(group, clause.name, BASES[group][clause.name], extra)
     elif any(clause.name in names for names in spec_group(group).exactly_one):
@@ -216,6 +254,8 @@ def test_the_spec_default_is_what_leaving_the_clause_out_reads(
         item: tuple[str, spec.Clause]) -> None:
     group, clause = item
     _, extra = SAMPLES[(group, clause.name)]
+    if (group, clause.name) in PROTOCOL_SWITCHES:
+        extra = {}
     given = document(group, clause.name, clause.default, extra)
     assert parse_config(given) == parse_config(_without(given, group, clause.name))
 
@@ -228,14 +268,15 @@ def test_each_clause_reads_alike_under_its_dynamic_and_legacy_names(
     if clause.dynamic_enum:
         value = value.replace("_", "-")
     assert clause.dynamic is not None
-    current = parse_config(document("dynamic", clause.dynamic, value, {}))
+    extra = DYNAMIC_EXTRAS.get(clause.name, {})
+    current = parse_config(document("dynamic", clause.dynamic, value, extra))
     if clause.legacy is not None:
-        assert parse_config(document("dynamic", clause.legacy, value, {})) == current
+        assert parse_config(document("dynamic", clause.legacy, value, extra)) == current
     if clause.has_value_default:
         default = clause.dynamic_default() if clause.dynamic_enum else clause.default
-        assert parse_config(document("dynamic", clause.dynamic, default, {})) != current
-        assert parse_config(document("dynamic", clause.dynamic, default, {})) == parse_config(
-            {"shovels": {"orders": DYNAMIC}})
+        assert parse_config(document("dynamic", clause.dynamic, default, extra)) != current
+        assert parse_config(document("dynamic", clause.dynamic, default, extra)) == parse_config(
+            {"shovels": {"orders": patched(DYNAMIC, "src-uri", DYNAMIC["src-uri"], extra)}})
 
 
 @pytest.mark.parametrize("group", [g for g in spec.GROUPS], ids=lambda g: g.key)
@@ -288,7 +329,13 @@ def test_the_plugins_vocabulary_is_in_the_spec() -> None:
     assert set(vocabulary.STATIC_CLAUSES) | set(vocabulary.STATIC_EXTRAS) <= static
     dynamic = set(spec.dynamic_names())
     assert set(vocabulary.DYNAMIC_KEYS) | set(vocabulary.LEGACY_DYNAMIC_KEYS) <= dynamic
-    assert not set(vocabulary.AMQP10_KEYS) & dynamic
+    assert set(vocabulary.AMQP10_KEYS) <= dynamic
+    assert set(spec.side_keys("source", "amqp091", dynamic=True)) == set(vocabulary.AMQP091_SOURCE_KEYS)
+    assert set(spec.side_keys("destination", "amqp091", dynamic=True)) == set(vocabulary.AMQP091_DEST_KEYS)
+    assert set(spec.side_keys("source", "amqp10", dynamic=True)) == set(vocabulary.AMQP10_SOURCE_KEYS)
+    assert set(spec.side_keys("destination", "amqp10", dynamic=True)) == set(vocabulary.AMQP10_DEST_KEYS)
+    assert spec.ENDPOINT["protocol"].enum == spec.DYNAMIC["src-protocol"].enum == \
+        spec.DYNAMIC["dest-protocol"].enum == vocabulary.PROTOCOLS
     assert set(spec.PUBLISH_FIELDS.names()) == set(vocabulary.PUBLISH_FIELDS)
     assert spec.INTERNAL_OWNER.names() == vocabulary.INTERNAL_OWNER_FIELDS
     for legacy, current in vocabulary.LEGACY_DYNAMIC_KEYS.items():
@@ -398,11 +445,13 @@ def test_the_schema_accepts_every_sample(validator: jsonschema.protocols.Validat
 def test_the_schema_accepts_every_default(validator: jsonschema.protocols.Validator,
                                           item: tuple[str, spec.Clause]) -> None:
     group, clause = item
-    doc = document(group, clause.name, clause.default, SAMPLES[(group, clause.name)][1])
+    extra = {} if (group, clause.name) in PROTOCOL_SWITCHES else SAMPLES[(group, clause.name)][1]
+    doc = document(group, clause.name, clause.default, extra)
     validator.validate(doc)
     if clause.dynamic:
         default = clause.dynamic_default() if clause.dynamic_enum else clause.default
-        validator.validate(document("dynamic", clause.dynamic, default, {}))
+        validator.validate(document("dynamic", clause.dynamic, default,
+                                    DYNAMIC_EXTRAS.get(clause.name, {})))
 
 
 BAD: list[tuple[str, dict[str, Any]]] = [

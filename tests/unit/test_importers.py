@@ -1037,7 +1037,14 @@ def test_empty_shovels_list_is_no_shovels(capsys: pytest.CaptureFixture[str],
 @pytest.mark.parametrize("body, reason", [
     ('{source, [{protocol, amqp10}, {uris, ["amqp://a"]}, {queue, <<"q">>}]}, '
      '{destination, [{uris, ["amqp://b"]}]}',
-     "amqp10 shovels are not supported: pumpd speaks AMQP 0-9-1 only"),
+     "clause 'source': the mandatory clause 'source_address' is missing"),
+    ('{source, [{protocol, local}, {uris, ["amqp://a"]}, {queue, <<"q">>}]}, '
+     '{destination, [{uris, ["amqp://b"]}]}', "local shovels run inside the broker"),
+    ('{source, [{protocol, amqp1}, {uris, ["amqp://a"]}, {queue, <<"q">>}]}, '
+     '{destination, [{uris, ["amqp://b"]}]}', "expected amqp091 or amqp10, found amqp1"),
+    ('{source, [{protocol, amqp10}, {uris, ["amqp://a"]}, {source_adress, <<"q">>}]}, '
+     '{destination, [{uris, ["amqp://b"]}]}', "unknown clause 'source_adress' (expected one of "
+     "protocol, uris, source_address"),
     ('{source, [{uris, ["amqp://a"]}]}, {destination, [{uris, ["amqp://b"]}]}',
      "clause 'source': the mandatory clause 'queue' is missing"),
     ('{source, [{uris, ["amqp://a"]}, {queue, <<"q">>}]}',

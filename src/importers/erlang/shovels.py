@@ -3,15 +3,23 @@
 The ``{rabbitmq_shovel, [{shovels, [...]}]}`` clause, each shovel in the static form
 (``sources``, ``destinations``, ``queue``, ``prefetch_count``, ``ack_mode``,
 ``publish_properties``, ``publish_fields``, ``reconnect_delay``) or in RabbitMQ 3.7+'s current one
-(``{source, [{protocol, amqp091}, {uris, [...]}, {queue, ...}, ...]}``, ``{destination, [...]}``),
-is converted clause by clause into pumpd's JSON, printing only what the input states plus the
-current format's own ``ack_mode`` default (no_ack, with a warning). Anything that cannot be translated faithfully is refused with a
+(``{source, [{protocol, amqp091}, {uris, [...]}, {queue, ...}, ...]}``, ``{destination, [...]}``,
+each side AMQP 0-9-1 or AMQP 1.0: ``{protocol, amqp10}`` with ``source_address`` /
+``target_address``), is converted clause by clause into pumpd's JSON, printing only what the
+input states plus the current format's own ``ack_mode`` default (no_ack, with a warning).
+Anything that cannot be translated faithfully is refused with a
 :class:`~pumpd.cli.import_commands.ConfigImportError` naming the shovel and the clause.
 """
 
 from __future__ import annotations
 
-from ...config.vocabulary import STATIC_CLAUSES, STATIC_EXTRAS
+from ...config.vocabulary import (
+    AMQP10_STATIC_DEST,
+    AMQP10_STATIC_SOURCE,
+    PROTOCOLS,
+    STATIC_CLAUSES,
+    STATIC_EXTRAS,
+)
 from ..import_errors import JSON, ConfigImportError
 from .clause_reader import ClauseReader
 from .term_values import Pair
@@ -44,6 +52,21 @@ _CURRENT_DEST = ("protocol", "uris", "declarations", "publish_properties", "publ
                  "add_forward_headers", "add_timestamp_header")
 # The current format's ack_mode default (parse_current), unlike the legacy format's on_confirm.
 CURRENT_FORMAT_ACK_MODE = "no_ack"
+# The clauses of each side by its protocol, and those the side cannot do without.
+_SIDE_CLAUSES = {
+    ("source", "amqp091"): (_CURRENT_SOURCE, ("uris", "queue")),
+    ("destination", "amqp091"): (_CURRENT_DEST, ("uris",)),
+    ("source", "amqp10"): (AMQP10_STATIC_SOURCE, ("uris", "source_address")),
+    ("destination", "amqp10"): (AMQP10_STATIC_DEST, ("uris", "target_address")),
+}
+# An AMQP 1.0 side's clauses that become an endpoint's, and pumpd's names of those that become
+# the shovel's (the others keep their names).
+_AMQP10_ENDPOINT = {"source_address": "address", "target_address": "address"}
+_AMQP10_SHOVEL = {"properties": "amqp10_properties",
+                  "application_properties": "amqp10_application_properties",
+                  "message_annotations": "amqp10_message_annotations"}
+# Clauses the plugin reads and then never uses: dropped with a warning.
+_UNUSED = {"delivery_annotations": "the plugin never sets delivery annotations on a message"}
 
 
 class _ErlangImporter(ClauseReader):
@@ -180,8 +203,8 @@ class _ErlangImporter(ClauseReader):
         """{topology, [{predeclared, true}]}: a source without declarations only checks its
         queue (rabbit_shovel_util:decl_fun/2), a passive declare in pumpd's terms."""
         endpoint = out.get(side)
-        if not self._predeclared or not isinstance(endpoint, dict):
-            return
+        if not self._predeclared or not isinstance(endpoint, dict) or "protocol" in endpoint:
+            return  # (an AMQP 1.0 side of a static shovel never declares anything)
         if endpoint.get("declarations"):
             return
         queue = out.get("queue")
@@ -205,14 +228,14 @@ class _ErlangImporter(ClauseReader):
                 self.fail(f"{where}: the mandatory clause '{key}' is missing", body, entry)
         out: dict[str, JSON] = {}
         src_value, src_item = by_key["source"]
-        src = self._current_endpoint(f"{where}: clause 'source'", src_value, src_item,
-                                     _CURRENT_SOURCE, ("uris", "queue"))
+        src = self._current_endpoint(f"{where}: clause 'source'", "source", src_value, src_item)
         dst_value, dst_item = by_key["destination"]
-        dst = self._current_endpoint(f"{where}: clause 'destination'", dst_value, dst_item,
-                                     _CURRENT_DEST, ("uris",))
+        dst = self._current_endpoint(f"{where}: clause 'destination'", "destination", dst_value,
+                                     dst_item)
         out["sources"] = src.pop("endpoint")
         out["destinations"] = dst.pop("endpoint")
-        out["queue"] = src.pop("queue")
+        if "queue" in src:
+            out["queue"] = src.pop("queue")
         out.update(src)
         out.update(dst)
         if "ack_mode" in by_key:
@@ -230,28 +253,38 @@ class _ErlangImporter(ClauseReader):
         self._apply_predeclared(where, out, "sources", entry)
         return out
 
-    def _current_endpoint(self, ctx: str, value: Term, item: Term, known: tuple[str, ...],
-                          mandatory: tuple[str, ...]) -> dict[str, JSON]:
+    def _current_endpoint(self, ctx: str, side: str, value: Term,
+                          item: Term) -> dict[str, JSON]:
+        """One side of the current format, by its protocol: its endpoint (``"endpoint"``) and the
+        shovel's clauses it gives (``"queue"``, ``"prefetch_count"``, ...)."""
         pairs = self._proplist(value, ctx, item)
+        protocol = "amqp091"
+        for key, sub, sub_item in pairs:
+            if key == "protocol":
+                protocol = self._protocol(f"{ctx}: {key}", sub, sub_item)
+        known, mandatory = _SIDE_CLAUSES[(side, protocol)]
+        other = next(p for p in PROTOCOLS if p != protocol)
+        other_known = _SIDE_CLAUSES[(side, other)][0]
         keys = {key for key, _, _ in pairs}
         for key, _, sub_item in pairs:
-            if key not in known:
+            if key not in known and key not in other_known:
                 self.fail(f"{ctx}: unknown clause '{key}' (expected one of {', '.join(known)})",
                           sub_item)
         for key in mandatory:
             if key not in keys:
                 self.fail(f"{ctx}: the mandatory clause '{key}' is missing", value, item)
-        endpoint: dict[str, JSON] = {}
+        endpoint: dict[str, JSON] = {} if protocol == "amqp091" else {"protocol": protocol}
         out: dict[str, JSON] = {"endpoint": endpoint}
         for key, sub, sub_item in pairs:
             sub_ctx = f"{ctx}: {key}"
             if key == "protocol":
-                if sub == Atom("amqp091") and isinstance(sub, Atom):
-                    continue
-                if isinstance(sub, Atom) and str(sub) in ("amqp10", "local"):
-                    self.fail(f"{sub_ctx}: {sub} shovels are not supported: pumpd speaks "
-                              "AMQP 0-9-1 only", sub_item)
-                self.fail(f"{sub_ctx}: expected amqp091, found {format_term(sub, 40)}", sub_item)
+                continue
+            if key not in known:
+                # The plugin reads a side's clauses by its protocol and ignores the others.
+                self.warn(f"{sub_ctx}: ignored, as the plugin does: it is a clause of an "
+                          f"{other} {side}, and this {side}'s protocol is {protocol}", sub_item)
+            elif key in _UNUSED:
+                self.warn(f"{sub_ctx}: ignored, as the plugin does: {_UNUSED[key]}", sub_item)
             elif key == "uris":
                 if not isinstance(sub, list) or not sub or isinstance(sub, ErlString):
                     self.fail(f"{sub_ctx}: expected a non-empty list of URIs, found "
@@ -259,6 +292,10 @@ class _ErlangImporter(ClauseReader):
                 endpoint["brokers"] = [self.uri(sub_ctx, uri, sub) for uri in sub]
             elif key == "declarations":
                 endpoint["declarations"] = self.declarations(sub_ctx, sub, sub_item)
+            elif key in _AMQP10_ENDPOINT:
+                endpoint[_AMQP10_ENDPOINT[key]] = self._text(sub_ctx, sub, sub_item)
+            elif key in _AMQP10_SHOVEL:
+                out[_AMQP10_SHOVEL[key]] = self._amqp10_map(sub_ctx, sub, sub_item)
             elif key == "consumer_args":
                 out[key] = self._table(sub_ctx, sub, sub_item)
             elif key == "consumer_name":
@@ -267,6 +304,37 @@ class _ErlangImporter(ClauseReader):
                     out[key] = name
             else:
                 out[key] = self.clause_value(ctx.rsplit(": clause", 1)[0], key, sub, sub_item)
+        return out
+
+    def _protocol(self, ctx: str, value: Term, item: Term) -> str:
+        if isinstance(value, Atom) and str(value) in PROTOCOLS:
+            return str(value)
+        if isinstance(value, Atom) and str(value) == "local":
+            self.fail(f"{ctx}: local shovels run inside the broker (the plugin's in-broker "
+                      f"protocol): pumpd connects over the network; use "
+                      f"{' or '.join(PROTOCOLS)}", item)
+        self.fail(f"{ctx}: expected {' or '.join(PROTOCOLS)}, found {format_term(value, 40)}",
+                  value, item)
+
+    def _amqp10_map(self, ctx: str, value: Term, item: Term) -> dict[str, JSON]:
+        """``[{Key, Value}, ...]`` of an AMQP 1.0 destination (properties, application
+        properties, message annotations): keys atoms or text, values text or integers."""
+        value = self._list(ctx, value, item, "a list [{Key, Value}, ...]")
+        out: dict[str, JSON] = {}
+        for entry in value:
+            if not (isinstance(entry, tuple) and len(entry) == 2):
+                self.fail(f"{ctx}: expected {{Key, Value}}, found {format_term(entry, 60)}",
+                          entry, value, item)
+            key_term, sub = entry
+            key = (str(key_term) if isinstance(key_term, Atom)
+                   else self._text(ctx, key_term, entry, what="an atom, a binary or a string"))
+            if key in out:
+                self.fail(f"{ctx}: the key {key!r} is given twice", entry, value, item)
+            if isinstance(sub, int) and not isinstance(sub, bool):
+                out[key] = sub
+            else:
+                out[key] = self._text(f"{ctx}: {key}", sub, entry,
+                                      what="a binary, a string or an integer")
         return out
 
 
