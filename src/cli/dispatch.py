@@ -17,11 +17,12 @@ from .. import exitcodes
 from ..version import __version__
 
 if TYPE_CHECKING:
-    from ..config.model import PumpConfig
+    from ..config.model import PumpConfig, ShovelConfig
 
 DESCRIPTION = """\
-pumpd moves messages from a queue on one RabbitMQ broker to an exchange on another (or the same)
-broker, reliably and continually: the RabbitMQ Shovel, run outside the broker.
+pumpd moves messages from a queue on one broker to an exchange or address on another (or the
+same), reliably and continually, over AMQP 0-9-1 or AMQP 1.0 on either side: the RabbitMQ Shovel,
+run outside the broker.
 
   pumpd --config shovels.json          run the daemon: a coordinator and one worker process per
                                        shovel (N with --workers N), until SIGTERM / SIGINT
@@ -310,7 +311,7 @@ def _check(args: list[str]) -> int:
 
     for s in cfg.shovels.values():
         print(
-            f"{s.name}: queue {s.queue or '(last declared)'!s} on "
+            f"{s.name}: {_source_name(s)} on "
             f"{s.source.describe()} -> {s.destination.describe()}, "
             f"ack_mode {s.ack_mode.value}, prefetch {s.prefetch_count}, "
             f"reconnect_delay {s.reconnect_delay:g}s"
@@ -325,6 +326,12 @@ def _check(args: list[str]) -> int:
                 if broker.vhost == "":
                     print(f"  note: {side} {broker.redacted()}: {EMPTY_VHOST_NOTE}")
     return exitcodes.OK
+
+
+def _source_name(s: ShovelConfig) -> str:
+    if s.source.address is not None:  # an AMQP 1.0 source: its address names what it reads
+        return f"address {s.source.address!r}"
+    return f"queue {s.queue or '(last declared)'!s}"
 
 
 def _schema_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from ..config.model import BrokerURI, ShovelConfig
+from ..config.model import Amqp10URI, BrokerURI, SaslMechanism, ShovelConfig
 
 DESTRUCTIVE_METHODS = ("queue.delete", "queue.purge", "queue.unbind", "exchange.delete",
                        "exchange.unbind")
@@ -46,15 +46,18 @@ def _check_file(where: str, option: str, path: str, tls_dirs: Sequence[str],
                       f"allowed by --tls-dir ({', '.join(tls_dirs)})")
 
 
-def _check_broker(where: str, uri: BrokerURI, tls_dirs: Sequence[str],
+def _check_broker(where: str, uri: BrokerURI | Amqp10URI, tls_dirs: Sequence[str],
                   protected: frozenset[str]) -> None:
     tls = uri.tls
     for option in TLS_FILE_OPTIONS:
         path = getattr(tls, option) if tls is not None else None
         if path is not None:
             _check_file(where, option, path, tls_dirs, protected)
-    if "external" in uri.auth_mechanisms and (tls is None or tls.certfile is None):
-        raise Refused(f"{where}: auth_mechanism=external needs a client certificate "
+    external, option = ((uri.sasl is SaslMechanism.EXTERNAL, "sasl=external")
+                        if isinstance(uri, Amqp10URI)
+                        else ("external" in uri.auth_mechanisms, "auth_mechanism=external"))
+    if external and (tls is None or tls.certfile is None):
+        raise Refused(f"{where}: {option} needs a client certificate "
                       "(certfile) under a directory allowed by --tls-dir")
 
 
@@ -73,8 +76,8 @@ def check(cfg: ShovelConfig, tls_dirs: Sequence[str], protected_files: Iterable[
                 raise Refused(f"{side} declaration {decl.method!r}: a shovel added at run time "
                               "may not delete, purge or unbind (define it in the configuration "
                               "file instead)")
-        for i, uri in enumerate(endpoint.brokers):
-            where = key if len(endpoint.brokers) == 1 else f"{key}[{i}]"
+        for i, uri in enumerate(endpoint.uris):
+            where = key if len(endpoint.uris) == 1 else f"{key}[{i}]"
             _check_broker(where, uri, tls_dirs, protected)
 
 

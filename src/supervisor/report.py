@@ -134,7 +134,7 @@ def iso_time(t: float) -> str | None:
 
 def _uris(cfg: ShovelConfig, side: str) -> list[str]:
     endpoint = cfg.source if side == "src" else cfg.destination
-    return [b.redacted() for b in endpoint.brokers]
+    return [b.redacted() for b in endpoint.uris]
 
 
 def worker_doc(w: WorkerView) -> dict[str, Any]:
