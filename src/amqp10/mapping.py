@@ -416,16 +416,31 @@ def _enter(where: str, depth: int) -> int:
 
 
 def _tagged(tag: str, value: Any, where: str, depth: int) -> bytes:
+    """``value`` (a string, long or binary) in a table of one entry keyed by ``tag``."""
     _enter(where, depth)
-    entry = shortstr(tag.encode()) + _write_value(value, where, depth + 1)
-    return b"F" + longstr(entry)
+    return b"F" + longstr(shortstr(tag.encode()) + _write_value(value, where, depth + 1))
+
+
+def _tagged_array(tag: str, parts: list[tuple[Any, str]], where: str, depth: int) -> bytes:
+    """An array of ``parts`` (each a value and its place) in a table keyed by ``tag``."""
+    inner = _enter(where, _enter(where, depth))
+    items = b"".join(_write_value(value, place, inner) for value, place in parts)
+    return b"F" + longstr(shortstr(tag.encode()) + b"A" + longstr(items))
+
+
+def _utf8(text: str, where: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise UnmappableMessage(where, f"{_short(text)} has a lone surrogate, which UTF-8 "
+                                       "cannot encode") from None
 
 
 def _write_value(value: Any, where: str, depth: int) -> bytes:
     """``value`` as a typed 0-9-1 field value (its type octet first)."""
     kind = type(value)
     if kind is str:
-        return b"S" + longstr(value.encode())
+        return b"S" + longstr(_utf8(value, where))
     if kind is int:
         if not _LONG_MIN <= value <= _LONG_MAX:
             raise UnmappableMessage(where, f"integer {value} is beyond a long (64 bits)")
@@ -483,21 +498,28 @@ def _write_value(value: Any, where: str, depth: int) -> bytes:
     if kind is Decimal128:
         return _tagged(_TAG_DECIMAL128, _raw(value, 16, where), where, depth)
     if kind is Described:
-        if type(value.descriptor) not in (ULong, Symbol):
-            raise UnmappableMessage(
-                where, f"a descriptor that is a {_type_name(value.descriptor)} "
-                       "(a descriptor is a ulong or a symbol)")
-        return _tagged(_TAG_DESCRIBED, [value.descriptor, value.value], where, depth)
+        _descriptor(value.descriptor, False, where)
+        return _tagged_array(_TAG_DESCRIBED, [(value.descriptor, f"{where}.descriptor"),
+                                              (value.value, f"{where}.value")], where, depth)
     if kind is Array:
-        if not 0 <= value.code <= 0xFF:
-            raise UnmappableMessage(where, f"array element code {value.code} is not an octet")
-        if value.descriptor is not None and type(value.descriptor) not in (ULong, Symbol):
-            raise UnmappableMessage(
-                where, f"array descriptor is a {_type_name(value.descriptor)} "
-                       "(a descriptor is a ulong or a symbol)")
-        return _tagged(_TAG_ARRAY, [UByte(value.code), value.descriptor, list(value.items)],
-                       where, depth)
+        if type(value.code) is not int or not 0 <= value.code <= 0xFF:
+            raise UnmappableMessage(where, f"array element code {_short(value.code)} is not "
+                                           "an octet")
+        if type(value.items) is not tuple:
+            raise UnmappableMessage(where, f"array items are a {_type_name(value.items)}, "
+                                           "not a tuple")
+        _descriptor(value.descriptor, True, where)
+        return _tagged_array(_TAG_ARRAY, [
+            (UByte(value.code), f"{where}.code"), (value.descriptor, f"{where}.descriptor"),
+            (list(value.items), where)], where, depth)
     raise UnmappableMessage(where, f"a {_type_name(value)} is not an AMQP 1.0 value")
+
+
+def _descriptor(descriptor: Any, optional: bool, where: str) -> None:
+    if (descriptor is None and optional) or type(descriptor) in (ULong, Symbol):
+        return
+    raise UnmappableMessage(where, f"a descriptor that is a {_type_name(descriptor)} "
+                                   "(a descriptor is a ulong or a symbol)")
 
 
 def _raw(value: Decimal32 | Decimal64 | Decimal128, size: int, where: str) -> bytes:
@@ -518,13 +540,13 @@ def _float32(value: float, where: str) -> bytes:
 
 def _write_map(value: dict[Any, Any], where: str, depth: int) -> bytes:
     if _needs_map_tag(value):
-        pairs: list[Any] = []
+        parts: list[tuple[Any, str]] = []
         for key, item in value.items():
-            pairs.extend((key, item))
-        return _tagged(_TAG_MAP, pairs, where, depth)
+            parts.extend(((key, f"{where} key {_short(key)}"), (item, f"{where}[{_short(key)}]")))
+        return _tagged_array(_TAG_MAP, parts, where, depth)
     inner = _enter(where, depth)
     return b"F" + longstr(b"".join(
-        shortstr(key.encode()) + _write_value(item, f"{where}[{str(key)!r}]", inner)
+        shortstr(key.encode()) + _write_value(item, f"{where}[{_short(key)}]", inner)
         for key, item in value.items()))
 
 
@@ -744,8 +766,12 @@ def from_amqp091(exchange: bytes, routing_key: bytes, properties: bytes, body: b
             application[name] = value
         elif name == _CC_HEADER and type(value) is list:
             annotations[Symbol(_CC_ANNOTATION)] = value
-        else:
+        elif name.isascii():
             annotations[Symbol(_HEADER_PREFIX + name)] = value
+        else:
+            raise UnmappableMessage(
+                where, f"a {_type_name(value)} under a name that is not ASCII (application "
+                       "properties hold simple values; a message annotation's key is a symbol)")
     # an empty headers table and none differ in 0-9-1: an empty application-properties
     # section keeps the difference
     empty_table = table is not None and len(table) == 4
@@ -832,10 +858,11 @@ def _write_id(value: Any, field: str, prop: str, id_header: str, type_header: st
     where = f"properties.{field}"
     kind = type(value)
     if kind is str:
+        encoded = _utf8(value, where)
         if _fits_property_id(value):
-            out.values[prop] = shortstr(value.encode())
+            out.values[prop] = shortstr(encoded)
         else:
-            out.header(id_header, b"S" + longstr(value.encode()), where)
+            out.header(id_header, b"S" + longstr(encoded), where)
     elif kind is uuid.UUID:
         out.values[prop] = shortstr((_URN_UUID + str(value)).encode())
     elif kind is ULong:
@@ -862,7 +889,7 @@ def _write_short_field(value: Any, kind: type, field: str, prop: str, header: st
     elif isinstance(value, str):
         if kind is Symbol and not value.isascii():
             raise UnmappableMessage(where, f"symbol {_short(value)} is not ASCII")
-        encoded = value.encode()
+        encoded = _utf8(value, where)
     if _fits_shortstr(encoded):
         out.values[prop] = shortstr(encoded)
     else:
@@ -874,7 +901,7 @@ def _write_string_header(value: Any, field: str, header: str, out: _Writer) -> N
     if type(value) is not str:
         raise UnmappableMessage(where, f"a {_type_name(value)} {_short(value)}, where AMQP 1.0 "
                                        "has a string")
-    out.header(header, b"S" + longstr(value.encode()), where)
+    out.header(header, b"S" + longstr(_utf8(value, where)), where)
 
 
 def _write_properties(props: Properties, out: _Writer) -> None:
@@ -924,7 +951,7 @@ def _short_text_annotation(value: Any, where: str, role: str) -> bytes:
     if type(value) is not str:
         raise _owned(where, f"holds a {_type_name(value)} {_short(value)}, where the mapping "
                             f"reads the {role} as a string")
-    encoded = value.encode()
+    encoded = _utf8(value, where)
     if not _fits_shortstr(encoded):
         raise UnmappableMessage(where, f"{_short(value)} is longer than the {role} can be "
                                        "(255 bytes)")
@@ -983,7 +1010,7 @@ def _write_application_properties(application: dict[Any, Any], out: _Writer) -> 
         if key.startswith("x-"):
             raise UnmappableMessage(
                 where, "a key that begins with x- (such a header becomes a message annotation)")
-        if not _fits_shortstr(key.encode()):
+        if not _fits_shortstr(_utf8(key, where)):
             raise UnmappableMessage(where, "a key longer than a header name (255 bytes)")
         if not _is_simple(value):
             raise UnmappableMessage(
