@@ -37,7 +37,16 @@ from ..dataplane.properties import (
     shortstr,
     split_properties,
 )
-from .message import AmqpSequence, AmqpValue, Header, Message, Properties
+from .codec import ARRAY_TYPE_CODE, DecodeError, EncodeError, encode_value
+from .message import (
+    AmqpSequence,
+    AmqpValue,
+    Header,
+    Message,
+    Properties,
+    decode_message,
+    encode_message,
+)
 from .values import (
     Array,
     Byte,
@@ -83,8 +92,9 @@ class Amqp091Message(NamedTuple):
 
 
 #: Tables and arrays (0-9-1) nested deeper than this are refused, both ways (a tagged table
-#: counts as one level): a hostile peer's nesting never exhausts the stack.
-MAX_NESTING = 32
+#: counts as one level): a hostile peer's nesting never exhausts the stack, and a value read
+#: from 0-9-1 is never nested deeper than the AMQP 1.0 codec decodes (its MAX_DEPTH).
+MAX_NESTING = 64
 
 _SHORTSTR_MAX = 255
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
@@ -126,6 +136,8 @@ _ROUTING_KEY = "x-routing-key"
 _TYPE = "x-basic-type"
 _CLUSTER_ID = "x-basic-cluster-id"
 _CC_ANNOTATION, _CC_HEADER = "x-cc", "CC"
+# The type property of a 0-9-1 body that is AMQP 1.0 encoded sections (RabbitMQ's own mark).
+_AMQP10_TYPE = "amqp-1.0"
 _HEADER_PREFIX = "x-amqp-header-"  # + a header's name: a list or map 1.0 application properties cannot hold
 _OWNED_ANNOTATIONS = frozenset({_EXCHANGE, _ROUTING_KEY, _TYPE, _CLUSTER_ID, _CC_ANNOTATION})
 
@@ -378,7 +390,9 @@ def _untag(tag: str, value: Any) -> Any:
         if (kind is list and len(value) == 3 and type(value[0]) is UByte
                 and (value[1] is None or type(value[1]) in (ULong, Symbol))
                 and type(value[2]) is list):
-            return Array(int(value[0]), tuple(value[2]), value[1])
+            array = Array(int(value[0]), tuple(value[2]), value[1])
+            if ARRAY_TYPE_CODE.get(array.code) == array.code and _encodable(array):
+                return array
         return _UNTAGGED
     if tag == _TAG_MAP:
         if kind is not list or len(value) % 2:
@@ -391,6 +405,15 @@ def _untag(tag: str, value: Any) -> Any:
             return _UNTAGGED
         return result
     return _UNTAGGED
+
+
+def _encodable(array: Array) -> bool:
+    """An array the AMQP 1.0 codec encodes (its code names a type, its items are of it)."""
+    try:
+        encode_value(array)
+    except (EncodeError, ValueError, TypeError):
+        return False
+    return True
 
 
 def _needs_map_tag(value: dict[Any, Any]) -> bool:
@@ -483,7 +506,7 @@ def _write_value(value: Any, where: str, depth: int) -> bytes:
             return b"T" + _U64.pack(value // _MS_PER_S)
         return _tagged(_TAG_TIMESTAMP, int(value), where, depth)
     if kind is Float:
-        return b"f" + _float32(value, where)
+        return b"f" + _F32.pack(value)  # a Float is a 32-bit float when made
     if kind is Char:
         return _tagged(_TAG_CHAR, str(value), where, depth)
     if kind is uuid.UUID:
@@ -509,8 +532,13 @@ def _write_value(value: Any, where: str, depth: int) -> bytes:
             raise UnmappableMessage(where, f"array items are a {_type_name(value.items)}, "
                                            "not a tuple")
         _descriptor(value.descriptor, True, where)
+        if not _encodable(value):
+            raise UnmappableMessage(
+                where, f"array of element code 0x{value.code:02x} that AMQP 1.0 cannot encode "
+                       f"(an element not of that type, or no such type): {_short(value.items)}")
+        # the codec's one code for the elements' type, as decoding the array gives it
         return _tagged_array(_TAG_ARRAY, [
-            (UByte(value.code), f"{where}.code"), (value.descriptor, f"{where}.descriptor"),
+            (UByte(ARRAY_TYPE_CODE[value.code]), f"{where}.code"), (value.descriptor, f"{where}.descriptor"),
             (list(value.items), where)], where, depth)
     raise UnmappableMessage(where, f"a {_type_name(value)} is not an AMQP 1.0 value")
 
@@ -526,16 +554,6 @@ def _raw(value: Decimal32 | Decimal64 | Decimal128, size: int, where: str) -> by
     if type(value.raw) is not bytes or len(value.raw) != size:
         raise UnmappableMessage(where, f"a {_type_name(value)} is {size} bytes")
     return value.raw
-
-
-def _float32(value: float, where: str) -> bytes:
-    try:
-        packed = _F32.pack(value)
-    except OverflowError:
-        packed = b""
-    if not packed or _F64.pack(_F32.unpack(packed)[0]) != _F64.pack(value):
-        raise UnmappableMessage(where, f"float {value!r} is not a 32-bit float")
-    return packed
 
 
 def _write_map(value: dict[Any, Any], where: str, depth: int) -> bytes:
@@ -662,7 +680,7 @@ def _read_short_field(raw: bytes | None, headers: _Headers, field: str, header: 
     return carried
 
 
-def _read_creation_time(raw: bytes | None, headers: _Headers) -> int | None:
+def _read_creation_time(raw: bytes | None, headers: _Headers) -> Timestamp | None:
     seconds = None if raw is None else _U64.unpack(raw)[0]
     carried = headers.take(_CREATION_TIME, int)
     if carried is None:
@@ -671,22 +689,25 @@ def _read_creation_time(raw: bytes | None, headers: _Headers) -> int | None:
         if seconds * _MS_PER_S > Timestamp.HIGH:
             raise UnmappableMessage(
                 "timestamp", f"{seconds} s is beyond AMQP 1.0's (64-bit milliseconds)")
-        return int(seconds * _MS_PER_S)
+        created: Timestamp = Timestamp(seconds * _MS_PER_S)
+        return created
     expected = carried // _MS_PER_S if carried >= 0 else None
     if (carried >= 0 and carried % _MS_PER_S == 0) or seconds != expected:
         raise _owned(f"headers[{_CREATION_TIME!r}]",
                      f"holds {carried} ms beside a timestamp of {seconds} s, where the mapping "
                      "writes milliseconds that are not whole seconds beside their whole seconds")
-    return int(carried)
+    exact: Timestamp = Timestamp(carried)
+    return exact
 
 
-def _read_expiration(raw: bytes) -> int:
+def _read_expiration(raw: bytes) -> UInt:
     text = raw[1:].decode("ascii", "replace")
     if not _CANONICAL_DECIMAL.match(text) or int(text) > UInt.HIGH:
         raise UnmappableMessage(
             "expiration", f"{text!r} is not a whole number of milliseconds in 0..{UInt.HIGH} "
                           "written without sign or leading zeros (AMQP 1.0's ttl)")
-    return int(text)
+    ttl: UInt = UInt(int(text))
+    return ttl
 
 
 def _read_delivery_mode(raw: bytes) -> bool:
@@ -713,10 +734,10 @@ def from_amqp091(exchange: bytes, routing_key: bytes, properties: bytes, body: b
 
     header = Header(
         durable=None if delivery_mode is None else _read_delivery_mode(delivery_mode),
-        priority=None if priority is None else priority[0],
+        priority=None if priority is None else UByte(priority[0]),
         ttl=None if expiration is None else _read_expiration(expiration),
         first_acquirer=headers.take(_FIRST_ACQUIRER, bool),
-        delivery_count=_uint(headers.take(_DELIVERY_COUNT, UInt)),
+        delivery_count=headers.take(_DELIVERY_COUNT, UInt),
     )
     props = Properties(
         message_id=_read_id(message_id, headers, "message_id", _MESSAGE_ID, _MESSAGE_ID_TYPE),
@@ -730,24 +751,29 @@ def from_amqp091(exchange: bytes, routing_key: bytes, properties: bytes, body: b
                                        Symbol),
         content_encoding=_read_short_field(content_encoding, headers, "content_encoding",
                                            _CONTENT_ENCODING, Symbol),
-        absolute_expiry_time=headers.take(_ABSOLUTE_EXPIRY_TIME, int),
+        absolute_expiry_time=_timestamp(headers.take(_ABSOLUTE_EXPIRY_TIME, int)),
         creation_time=_read_creation_time(timestamp, headers),
         group_id=_read_short_field(app_id, headers, "app_id", _GROUP_ID, str),
-        group_sequence=_uint(headers.take(_GROUP_SEQUENCE, UInt)),
+        group_sequence=headers.take(_GROUP_SEQUENCE, UInt),
         reply_to_group_id=headers.take(_REPLY_TO_GROUP_ID, str),
     )
+    encoded = type_ is not None and type_[1:] == _AMQP10_TYPE.encode()
     footer = headers.entries.pop(_FOOTER, None)
-    if footer is not None and (type(footer) is not dict
+    if footer is not None and (encoded or type(footer) is not dict
                                or any(type(k) not in (Symbol, ULong) for k in footer)):
         raise _owned(f"headers[{_FOOTER!r}]",
-                     f"holds a {_type_name(footer)}, where the mapping writes the footer: a map "
-                     "with symbol and ulong keys")
+                     f"holds a {_type_name(footer)}, where the mapping writes the footer of a "
+                     "plain body: a map with symbol and ulong keys")
+    if encoded:
+        sections, footer = _read_encoded_body(body)
+    else:
+        sections = [bytes(body)]
 
     annotations: dict[Symbol | ULong, Any] = {
         Symbol(_EXCHANGE): _text(exchange, "exchange"),
         Symbol(_ROUTING_KEY): _text(routing_key, "routing key"),
     }
-    if type_ is not None:
+    if type_ is not None and not encoded:
         annotations[Symbol(_TYPE)] = _text(type_[1:], "type")
     if cluster_id is not None:
         annotations[Symbol(_CLUSTER_ID)] = _text(cluster_id[1:], "cluster_id")
@@ -782,13 +808,36 @@ def from_amqp091(exchange: bytes, routing_key: bytes, properties: bytes, body: b
         message_annotations=annotations,
         properties=None if _empty(props) else props,
         application_properties=application_properties,
-        body=[bytes(body)],
+        body=sections,
         footer=footer,
     )
 
 
-def _uint(value: UInt | None) -> int | None:
-    return None if value is None else int(value)
+def _read_encoded_body(body: bytes) -> tuple[list[Any], dict[Symbol | ULong, Any] | None]:
+    """The body sections and footer of a body typed amqp-1.0."""
+    try:
+        m = decode_message(body)
+    except DecodeError as exc:
+        raise UnmappableMessage("body", f"typed {_AMQP10_TYPE!r} but not AMQP 1.0 body "
+                                        f"sections: {exc}") from None
+    for name in ("header", "delivery_annotations", "message_annotations", "properties",
+                 "application_properties"):
+        if getattr(m, name) is not None:
+            raise UnmappableMessage(
+                "body", f"typed {_AMQP10_TYPE!r} with a {name.replace('_', '-')} section "
+                        "(the mapping writes body sections and footer only)")
+    if len(m.body) == 1 and type(m.body[0]) is bytes:
+        raise UnmappableMessage(
+            "body", f"typed {_AMQP10_TYPE!r} holding one data section (the mapping writes "
+                    "that as the body itself)")
+    return m.body, m.footer
+
+
+def _timestamp(value: int | None) -> Timestamp | None:
+    if value is None:
+        return None
+    timestamp: Timestamp = Timestamp(value)
+    return timestamp
 
 
 def _empty(section: Header | Properties) -> bool:
@@ -865,7 +914,8 @@ def _write_id(value: Any, field: str, prop: str, id_header: str, type_header: st
             out.header(id_header, b"S" + longstr(encoded), where)
     elif kind is uuid.UUID:
         out.values[prop] = shortstr((_URN_UUID + str(value)).encode())
-    elif kind is ULong:
+    elif kind is ULong or (kind is int and ULong.LOW <= value <= ULong.HIGH):
+        # a plain int is the ulong form, as the codec encodes it
         out.values[prop] = shortstr(str(int(value)).encode())
         out.header(type_header, b"S" + longstr(_ULONG_ID.encode()), where)
     elif kind is bytes:
@@ -958,7 +1008,7 @@ def _short_text_annotation(value: Any, where: str, role: str) -> bytes:
     return encoded
 
 
-def _write_annotations(annotations: dict[Any, Any], plain_body: bool, out: _Writer) -> bytes | None:
+def _write_annotations(annotations: dict[Any, Any], encoded: bool, out: _Writer) -> bytes | None:
     """The x- annotations as headers and properties; the routing key (None without one)."""
     routing_key = None
     for key, value in annotations.items():
@@ -975,9 +1025,16 @@ def _write_annotations(annotations: dict[Any, Any], plain_body: bool, out: _Writ
         elif name == _EXCHANGE:
             _short_text_annotation(value, where, "exchange")
         elif name == _TYPE:
-            if not plain_body:
-                raise UnmappableMessage(where, "beside a body that is not one data section")
-            out.values["type"] = shortstr(_short_text_annotation(value, where, "type property"))
+            if encoded:
+                raise UnmappableMessage(
+                    where, f"beside a body that is not one data section (the type property "
+                           f"is then {_AMQP10_TYPE!r})")
+            type_ = _short_text_annotation(value, where, "type property")
+            if type_ == _AMQP10_TYPE.encode():
+                raise UnmappableMessage(
+                    where, f"{_AMQP10_TYPE!r} beside one data section (the type marks a body "
+                           "of encoded sections)")
+            out.values["type"] = shortstr(type_)
         elif name == _CLUSTER_ID:
             out.values["cluster_id"] = shortstr(
                 _short_text_annotation(value, where, "cluster_id property"))
@@ -1018,23 +1075,34 @@ def _write_application_properties(application: dict[Any, Any], out: _Writer) -> 
         out.header(key, _write_value(value, where, 0), where)
 
 
-def _write_footer(footer: dict[Any, Any], out: _Writer) -> None:
+def _check_footer(footer: dict[Any, Any]) -> None:
     for key in footer:
         if type(key) not in (Symbol, ULong):
             raise UnmappableMessage(
                 f"footer[{_short(key)}]", f"a {_type_name(key)} key (the keys are symbols or "
                                           "ulongs)")
-    out.header(_FOOTER, _write_map(footer, "footer", 0), "footer")
 
 
-def _plain_body(body: list[Any]) -> bytes:
-    if len(body) != 1 or type(body[0]) is not bytes:
-        kinds = ", ".join(
-            "data" if type(s) is bytes else "amqp-sequence" if type(s) is AmqpSequence
-            else "amqp-value" if type(s) is AmqpValue else _type_name(s) for s in body)
-        raise UnmappableMessage(
-            "body", f"sections [{kinds}]: only one data section maps to a 0-9-1 body")
-    return body[0]
+def _write_body(message: Message) -> tuple[bytes, bool]:
+    """The 0-9-1 body: one data section's bytes, or the body sections and footer encoded (then
+    True: the type property says so)."""
+    body = message.body
+    if len(body) == 1 and isinstance(body[0], (bytes, bytearray, memoryview)):
+        return bytes(body[0]), False
+    for section in body:
+        if not isinstance(section, (bytes, bytearray, memoryview, AmqpSequence, AmqpValue)):
+            raise UnmappableMessage("body", f"a section that is a {_type_name(section)}")
+    encoded = _encode_section(Message(body=body), "body")
+    if message.footer is not None:
+        encoded += _encode_section(Message(footer=message.footer), "footer")
+    return encoded, True
+
+
+def _encode_section(message: Message, where: str) -> bytes:
+    try:
+        return encode_message(message)
+    except (EncodeError, ValueError, TypeError, RecursionError) as exc:
+        raise UnmappableMessage(where, f"cannot be encoded in AMQP 1.0: {exc}") from None
 
 
 def to_amqp091(message: Message) -> Amqp091Message:
@@ -1043,8 +1111,12 @@ def to_amqp091(message: Message) -> Amqp091Message:
 
     :raises UnmappableMessage: naming what has no faithful AMQP 0-9-1 counterpart
     """
-    body = _plain_body(message.body)
+    if message.footer is not None:
+        _check_footer(message.footer)
+    body, encoded = _write_body(message)
     out = _Writer()
+    if encoded:
+        out.values["type"] = shortstr(_AMQP10_TYPE.encode())
     if message.header is not None:
         _write_header(message.header, out)
     if message.properties is not None:
@@ -1053,8 +1125,8 @@ def to_amqp091(message: Message) -> Amqp091Message:
         _write_application_properties(message.application_properties, out)
     routing_key = None
     if message.message_annotations is not None:
-        routing_key = _write_annotations(message.message_annotations, True, out)
-    if message.footer is not None:
-        _write_footer(message.footer, out)
+        routing_key = _write_annotations(message.message_annotations, encoded, out)
+    if message.footer is not None and not encoded:
+        out.header(_FOOTER, _write_map(message.footer, "footer", 0), "footer")
     properties = out.properties(empty_table=message.application_properties is not None)
     return Amqp091Message(routing_key, properties, body)
