@@ -6,8 +6,7 @@ and group-id, ``x-basic-type``, x- headers as message annotations, other headers
 properties, ``x-cc`` and ``CC``, ``x-exchange`` and ``x-routing-key``. Where RabbitMQ loses or
 changes something, this mapping keeps it exactly or refuses the message with
 :class:`UnmappableMessage`, which names the field: nothing is altered silently, so a message
-mapped one way and back is the message it was. docs/amqp10-mapping.md states every rule; the
-module follows it section by section.
+mapped one way and back is the message it was. docs/amqp10-mapping.md states every rule.
 
 * 0-9-1 header values and AMQP 1.0 values map type for type (``b`` byte, ``B`` ubyte, ``D``
   decimal64, ``A`` list, ``F`` map with symbol keys, ...). A 1.0 value of a type 0-9-1 lacks is
@@ -99,6 +98,7 @@ MAX_NESTING = 64
 _SHORTSTR_MAX = 255
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _MS_PER_S = 1000
+_ULONG_DIGITS = len(str(ULong.HIGH))  # a longer decimal is no ulong (and int() is not asked)
 
 _CANONICAL_DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)\Z")
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
@@ -159,6 +159,9 @@ _I8, _U8, _I16, _U16 = struct.Struct(">b"), struct.Struct(">B"), struct.Struct("
 _I32, _U32, _I64, _U64 = struct.Struct(">i"), struct.Struct(">I"), struct.Struct(">q"), struct.Struct(">Q")
 _F32, _F64 = struct.Struct(">f"), struct.Struct(">d")
 _DECIMAL = struct.Struct(">BI")
+# What the codec raises for a value it cannot encode: EncodeError, or, for a value of no AMQP
+# type at all (an element of the wrong type, a cycle), what Python raises underneath.
+_ENCODE_FAULTS = (EncodeError, ValueError, TypeError, OverflowError, struct.error, RecursionError)
 
 _TYPE_NAMES: dict[type, str] = {
     type(None): "null", bool: "boolean", int: "long", float: "double", str: "string",
@@ -364,7 +367,7 @@ def _untag(tag: str, value: Any) -> Any:
     if tag == _TAG_ULONG:
         if kind is int and value >= 0:
             return ULong(value)
-        if (kind is str and _CANONICAL_DECIMAL.match(value)
+        if (kind is str and len(value) <= _ULONG_DIGITS and _CANONICAL_DECIMAL.match(value)
                 and _LONG_MAX < int(value) <= ULong.HIGH):
             return ULong(int(value))
         return _UNTAGGED
@@ -411,7 +414,7 @@ def _encodable(array: Array) -> bool:
     """An array the AMQP 1.0 codec encodes (its code names a type, its items are of it)."""
     try:
         encode_value(array)
-    except (EncodeError, ValueError, TypeError):
+    except _ENCODE_FAULTS:
         return False
     return True
 
@@ -1101,7 +1104,7 @@ def _write_body(message: Message) -> tuple[bytes, bool]:
 def _encode_section(message: Message, where: str) -> bytes:
     try:
         return encode_message(message)
-    except (EncodeError, ValueError, TypeError, RecursionError) as exc:
+    except _ENCODE_FAULTS as exc:
         raise UnmappableMessage(where, f"cannot be encoded in AMQP 1.0: {exc}") from None
 
 

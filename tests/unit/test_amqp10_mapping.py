@@ -501,7 +501,10 @@ def test_any_header_values_map_or_are_refused_by_name(entries: list[tuple[str, b
 
 junk = st.one_of(value10, st.sets(st.integers(), max_size=2), st.just(object()),
                  st.integers(2**64, 2**65), st.text(max_size=300),
-                 st.text(st.characters(categories=["Cs"]), min_size=1, max_size=2))
+                 st.text(st.characters(categories=["Cs"]), min_size=1, max_size=2),
+                 st.builds(Array, st.integers(-1, 300), st.lists(scalar10, max_size=2).map(tuple),
+                           st.one_of(st.none(), descriptors, st.integers())),
+                 st.builds(Described, st.one_of(descriptors, st.integers()), scalar10))
 
 
 @given(st.builds(
@@ -638,6 +641,12 @@ def test_a_table_not_in_a_tagged_form_is_a_map() -> None:
                  ("F", [(b"amqp:other", ("l", 1))])]:
         value = annotations_of(one(with_headers(("x-v", node))))[Symbol("x-v")]
         assert type(value) is dict, node
+
+
+def test_a_decimal_too_long_for_a_ulong_is_a_map_entry() -> None:
+    node = ("F", [(b"amqp:ulong", ("S", b"9" * 5000))])
+    value = annotations_of(one(with_headers(("x-v", node))))[Symbol("x-v")]
+    assert typed(value) == typed({Symbol("amqp:ulong"): "9" * 5000})
 
 
 def test_ids_follow_rabbitmq_4() -> None:
