@@ -801,7 +801,7 @@ REFUSED_091: list[tuple[bytes, str]] = [
      "headers['x-amqp-creation-time']"),
     (with_headers(("x-amqp-footer", ("A", []))), "headers['x-amqp-footer']"),
     (with_headers(("x-amqp-footer", ("F", [])), type=sstr("amqp-1.0")), "headers['x-amqp-footer']"),
-    (props091(type=sstr("amqp-1.0")) + b"", "body"),
+    (props091(type=sstr("amqp-1.0")), "body"),
 ]
 
 
