@@ -21,6 +21,7 @@ at the end. See ``docs/bench.md``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -40,10 +41,12 @@ from common import (
 from shovel_run import (
     ALL_CASES,
     CASES,
+    DEFAULT_ROUTE,
     EXTRA_CASES,
     MAX_OTHER_CORES,
     QUIET_WAIT,
     RETRIES,
+    ROUTES,
     SYSTEMS,
     BenchNode,
     Case,
@@ -182,6 +185,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    metavar="NAME:CLAUSE=VALUE[;CLAUSE=VALUE]",
                    help="one more system: pumpd with these shovel clauses (VALUE as JSON, else a "
                    "string), e.g. nohold:source_read_hold_ms=0; name it in --systems")
+    p.add_argument("--routes", default=DEFAULT_ROUTE,
+                   help="comma-separated protocols of the two sides, from "
+                   f"{', '.join(ROUTES)} (default {DEFAULT_ROUTE}; AMQP 1.0 sides use RabbitMQ's "
+                   "rabbitmq_amqp1_0 on the same node); the pika system runs only 091-091")
     p.add_argument("--quick", action="store_true", help="smoke run: 20,000 messages, 1 rep")
     p.add_argument("--quiet-wait", type=float, default=QUIET_WAIT, metavar="SECONDS",
                    help="before each run, wait up to this long for the host to be nearly idle "
@@ -207,6 +214,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.case_list = [names[n] for n in wanted]
     else:
         args.case_list = list(CASES)
+    routes = [r.strip() for r in args.routes.split(",") if r.strip()]
+    bad_routes = [r for r in routes if r not in ROUTES]
+    if bad_routes or not routes:
+        p.error(f"unknown route(s) {bad_routes}; known: {', '.join(ROUTES)}")
+    args.case_list = [c if r == DEFAULT_ROUTE else dataclasses.replace(c, route=r,
+                                                                       name=f"{c.name}@{r}")
+                      for r in routes for c in args.case_list]
     try:
         args.variants = dict(parse_variant(v) for v in args.pumpd_variant)
     except ValueError as exc:
@@ -216,6 +230,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = [s for s in args.system_list if s not in known]
     if bad or not args.system_list:
         p.error(f"unknown system(s) {bad}; known: {', '.join(known)}")
+    if "pika" in args.system_list and routes != [DEFAULT_ROUTE]:
+        p.error("the pika shovel speaks AMQP 0-9-1 only: with --routes, leave it out of "
+                "--systems (e.g. --systems pumpd,plugin)")
     if args.messages is not None and args.messages < 100:
         p.error("--messages must be at least 100")
     return args

@@ -60,6 +60,26 @@ class Case:
     persistent: bool  # delivery_mode 2 and durable queues; else delivery_mode 1, transient queues
     ack_mode: str
     default_messages: int
+    # the protocol of each side: "091-091", "10-10", "091-10", "10-091" (ROUTES)
+    route: str = "091-091"
+
+
+# a route's sides: (source speaks AMQP 1.0, destination speaks AMQP 1.0)
+ROUTES = {"091-091": (False, False), "10-10": (True, True), "091-10": (False, True),
+          "10-091": (True, False)}
+DEFAULT_ROUTE = "091-091"
+
+
+def amqp10_uri(node: LocalNode) -> str:
+    """The benchmark vhost over AMQP 1.0 (RabbitMQ 3.x takes the vhost from the open frame's
+    hostname)."""
+    return (f"amqp://guest:guest@127.0.0.1:{node.amqp_port}?sasl=plain"
+            f"&hostname=vhost:{VHOST}")
+
+
+def amqp10_address(queue: str) -> str:
+    """An existing queue's AMQP 1.0 address on RabbitMQ 3.x, as a source or as a target."""
+    return f"/amq/queue/{queue}"
 
 
 CASES = (
@@ -133,19 +153,21 @@ def pumpd_argv(
 ) -> list[str]:
     """``clauses``: more shovel clauses (a --pumpd-variant's), over the benchmark's own."""
     uri = node.uri(VHOST)
-    config = {
-        "shovels": {
-            "bench": {
-                "sources": {"broker": uri},
-                "destinations": {"broker": uri},
-                "queue": SRC,
-                "prefetch_count": PREFETCH,
-                "ack_mode": case.ack_mode,
-                "publish_fields": {"exchange": "", "routing_key": DST},
-                **(clauses or {}),
-            }
-        }
-    }
+    src10, dst10 = ROUTES[case.route]
+    shovel: dict[str, Any] = {"prefetch_count": PREFETCH, "ack_mode": case.ack_mode}
+    if src10:
+        shovel["sources"] = {"protocol": "amqp10", "broker": amqp10_uri(node),
+                             "address": amqp10_address(SRC)}
+    else:
+        shovel["sources"] = {"broker": uri}
+        shovel["queue"] = SRC
+    if dst10:
+        shovel["destinations"] = {"protocol": "amqp10", "broker": amqp10_uri(node),
+                                  "address": amqp10_address(DST)}
+    else:
+        shovel["destinations"] = {"broker": uri}
+        shovel["publish_fields"] = {"exchange": "", "routing_key": DST}
+    config = {"shovels": {"bench": {**shovel, **(clauses or {})}}}
     path = workdir / "pumpd.json"
     path.write_text(json.dumps(config, indent=2))
     # The daemon's status endpoint on a free port: the default one (15680) may be taken by
@@ -166,16 +188,20 @@ def pika_argv(node: LocalNode, case: Case) -> list[str]:
 
 def plugin_value(node: LocalNode, case: Case) -> dict[str, Any]:
     uri = node.uri(VHOST)
-    return {
-        "src-protocol": "amqp091",
-        "src-uri": uri,
-        "src-queue": SRC,
-        "dest-protocol": "amqp091",
-        "dest-uri": uri,
-        "dest-queue": DST,
-        "ack-mode": PLUGIN_ACK_MODE[case.ack_mode],
-        "src-prefetch-count": PREFETCH,
-    }
+    src10, dst10 = ROUTES[case.route]
+    value: dict[str, Any] = {"ack-mode": PLUGIN_ACK_MODE[case.ack_mode],
+                             "src-prefetch-count": PREFETCH}
+    if src10:
+        value |= {"src-protocol": "amqp10", "src-uri": amqp10_uri(node),
+                  "src-address": amqp10_address(SRC)}
+    else:
+        value |= {"src-protocol": "amqp091", "src-uri": uri, "src-queue": SRC}
+    if dst10:
+        value |= {"dest-protocol": "amqp10", "dest-uri": amqp10_uri(node),
+                  "dest-address": amqp10_address(DST)}
+    else:
+        value |= {"dest-protocol": "amqp091", "dest-uri": uri, "dest-queue": DST}
+    return value
 
 
 # ---------------------------------------------------------------------------------- a run
@@ -431,7 +457,7 @@ def metrics(samples: list[Sample], messages: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- reporting
 
 
-BENCH_PLUGINS = ("rabbitmq_management", "rabbitmq_shovel")
+BENCH_PLUGINS = ("rabbitmq_management", "rabbitmq_shovel", "rabbitmq_amqp1_0")
 
 
 def start_bench_node(node: LocalNode) -> int:
