@@ -152,6 +152,9 @@ class PathLedger:
         self._held: deque[_Held] = deque()
         self._returned: deque[tuple[Returned, bool]] = deque()
         self._blocks = 0  # returned messages with the policy: the window's acks wait
+        # refused messages left unsettled in the window for the policy: the destination has
+        # settled them, so they are not in flight
+        self._refused = 0
         self._hold_rest = False
         self._last: Incoming | None = None
         self._last_view: Delivered | None = None
@@ -171,7 +174,7 @@ class PathLedger:
     @property
     def in_flight(self) -> int:
         """Forwarded, not yet settled by the destination (``on_confirm`` only)."""
-        return self._window.outstanding
+        return self._window.outstanding - self._refused
 
     @property
     def buffered(self) -> int:
@@ -299,6 +302,7 @@ class PathLedger:
                 for tag in window.nack(wseq, False):
                     self._due.append((tag, tag, Settlement.REQUEUE, 0))
             else:  # unsettled in the window until the policy settled it (see :meth:`resume`)
+                self._refused += 1
                 self._held.append(_Held(incoming, REJECTED, wseq))
         return len(self._held) > held_before
 
@@ -398,6 +402,7 @@ class PathLedger:
             # settled at the source now: the window's settled prefix may pass it (its nack
             # keeps it out of the acks counted)
             self._window.nack(held.wseq, False)
+            self._refused -= 1
 
     def hold_rest(self) -> None:
         """Forward nothing more: what is buffered and what comes is held unsettled, so the

@@ -126,6 +126,7 @@ def test_a_rejected_message_pauses_for_the_policy_and_holds_back_later_acks(
     forward_all(led)
     led.settled(1, 2, ACCEPT)
     assert led.settled(3, 3, REJECT) is True
+    assert led.in_flight == 2  # 4 and 5: the destination settled 3
     assert led.paused and led.take_ranges() == [(1, 2, ACCEPT)]
     led.settled(4, 5, ACCEPT)
     # 4 and 5 are accepted, but one multiple ack for them would cover 3
@@ -178,6 +179,7 @@ def test_stopping_on_a_rejected_message_never_acks_past_it(Window: Any) -> None:
     led.hold_rest()  # the stop policy
     led.resume()
     assert led.take_ranges() == [(1, 1, ACCEPT)]
+    assert led.in_flight == 0  # nothing left for a drain to wait for
     receive_after = led.received(incoming(5))
     assert receive_after is False and led.buffered == 0
     assert led.take_ranges() == []
