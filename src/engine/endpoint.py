@@ -12,10 +12,15 @@ A path is chosen per pair (``wiring.py``). A source and a destination that speak
 and offer their raw byte streams (:class:`ByteSource`, :class:`ByteDestination`) are paired on
 the native relay: it reads the source's frames and writes the destination's publish frames with
 no per-message Python object (``amqp091/relay_path.py``). Any other pair goes through Python
-objects: the source hands each delivery as a :class:`~pumpd.dataplane.api.Delivered`
-(:class:`MessageSource`), the destination forwards it and reports its settlement in ranges
-(:class:`MessageDestination`). That generic path is what a new protocol's endpoints use until
-they have a native path of their own.
+objects (``message_path.py``): the source hands each delivery as an :class:`Incoming`
+(:class:`MessageSource`), the destination forwards it, converting it to its own wire when it
+must, and reports its settlement in ranges (:class:`MessageDestination`). That generic path is
+what a new protocol's endpoints use until they have a native path of their own.
+
+A message on the generic path keeps the form of the wire it came from: a
+:class:`~pumpd.dataplane.api.Delivered` from AMQP 0-9-1 (raw property list and body, as
+received), a :class:`~pumpd.amqp10.message.Message` from AMQP 1.0 (its sections, and the bytes
+it came as). A destination of the other wire converts it (``message_forms.py``).
 """
 
 from __future__ import annotations
@@ -23,24 +28,31 @@ from __future__ import annotations
 import asyncio
 import builtins
 import enum
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from ..amqp10.message import Message
 from ..config.model import Declaration
 from ..dataplane.api import Delivered, Returned
 from .batching import BatchingRule
 
 __all__ = [
+    "UNLIMITED",
     "ByteDestination",
     "ByteSource",
     "Destination",
+    "Edits",
     "Endpoint",
+    "Incoming",
     "MessageDestination",
     "MessageSource",
     "Path",
     "PathHooks",
     "Settlement",
     "Source",
+    "Unforwardable",
 ]
 
 
@@ -125,7 +137,8 @@ class Source(Endpoint, Protocol):
     def settle(self, first: int, last: int, how: Settlement) -> None:
         """Settle the deliveries ``first``..``last`` (tags, inclusive) at once. A range of
         more than one starts at the oldest delivery not yet settled (so that AMQP 0-9-1's
-        ``multiple`` flag says it)."""
+        ``multiple`` flag says it); tags inside it that were settled on their own before keep
+        that settlement."""
         ...
 
 
@@ -192,25 +205,117 @@ class ByteDestination(Destination, Protocol):
     def write(self, data: builtins.bytes) -> None: ...
 
 
+#: :attr:`MessageDestination.credit_left` of a destination that no credit limits (AMQP 0-9-1)
+UNLIMITED = sys.maxsize
+
+
+class Incoming(NamedTuple):
+    """One delivery of a :class:`MessageSource`.
+
+    ``tag`` is the source's own number for it, what :meth:`Source.settle` takes; it grows with
+    every delivery (never reused on one connection), which is what lets one range settle many.
+    ``message`` is in the source's form (see the module docstring): a
+    :class:`~pumpd.dataplane.api.Delivered` (its ``delivery_tag`` and ``redelivered`` the same
+    as here, ``reason`` empty) or a :class:`~pumpd.amqp10.message.Message`."""
+
+    tag: int
+    redelivered: bool
+    message: Delivered | Message
+
+
+class Unforwardable(ValueError):
+    """Raised by :meth:`MessageDestination.forward` for a message it cannot send as it is (its
+    properties cannot be edited, it does not fit a frame, it has no form on the destination's
+    wire). Nothing was sent; the message goes to the undeliverable policy, and the text, which
+    says why, is its reason there ("... frame_max ..." when it is too large)."""
+
+
+@dataclass(frozen=True)
+class Edits:
+    """How a destination changes every message it forwards: the shovel's publish clauses
+    (``forwarding.py`` builds them; the native relay takes the same values).
+
+    An AMQP 0-9-1 destination applies them as the relay does: ``exchange`` / ``routing_key``
+    replace the message's own (None keeps it), ``property_overrides`` replace basic properties
+    (property index → encoded value, :func:`pumpd.dataplane.properties.encode_property_overrides`),
+    ``forward_hop`` (an encoded 0-9-1 table) goes first in the ``x-shovelled`` header,
+    ``timestamp_header`` sets ``x-shovelled-timestamp``, ``mandatory`` asks for returns. An AMQP
+    1.0 destination reads ``hop`` (the same table as text pairs, in order) and
+    ``timestamp_header`` for its ``x-opt-shovelled-*`` message annotations, as the Shovel plugin
+    writes them.
+    """
+
+    exchange: bytes | None = None
+    routing_key: bytes | None = None
+    property_overrides: Mapping[int, bytes] = field(default_factory=dict)
+    forward_hop: bytes | None = None
+    hop: tuple[tuple[str, str], ...] = ()
+    timestamp_header: bool = False
+    mandatory: bool = False
+
+
 @runtime_checkable
 class MessageSource(Source, Protocol):
     """A source that hands deliveries one by one, for the generic path."""
 
-    def on_delivery(self, callback: Callable[[Delivered], None]) -> None: ...
+    @property
+    def wire(self) -> str:
+        """The form of its messages: "amqp091" (:class:`~pumpd.dataplane.api.Delivered`) or
+        "amqp10" (:class:`~pumpd.amqp10.message.Message`)."""
+        ...
+
+    def on_delivery(self, callback: Callable[[Incoming], None]) -> None:
+        """From now on, ``callback`` gets every delivery, in the order the source sent them."""
+        ...
 
 
 @runtime_checkable
 class MessageDestination(Destination, Protocol):
     """A destination the generic path forwards to one message at a time; it reports, in
-    ranges of the sequence numbers :meth:`forward` returned, which ones the peer settled."""
+    ranges of the sequence numbers :meth:`forward` returned, which ones the peer settled.
 
-    def forward(self, message: Delivered) -> int:
-        """Send ``message``; returns its sequence number for :meth:`on_settled`."""
+    Settlements come only after :meth:`~Destination.expect_confirms` (AMQP 0-9-1: basic.ack is
+    ACCEPT, basic.nack REJECT; AMQP 1.0: accepted is ACCEPT, rejected REJECT, released and
+    modified REQUEUE). Without it the peer settles nothing (AMQP 1.0: messages go pre-settled).
+    """
+
+    @property
+    def wire(self) -> str:
+        """The form it sends natively (see :attr:`MessageSource.wire`); the other is converted."""
         ...
 
-    def on_settled(self, callback: Callable[[int, int, Settlement], None]) -> None: ...
+    @property
+    def credit_left(self) -> int:
+        """How many more messages :meth:`forward` may send now (AMQP 1.0: the link credit;
+        :data:`UNLIMITED` where nothing limits it)."""
+        ...
 
-    def on_returned(self, callback: Callable[[Returned], None]) -> None: ...
+    def on_credit(self, callback: Callable[[], None]) -> None:
+        """``callback()`` when :attr:`credit_left` grew from 0 (more may go now)."""
+        ...
+
+    def set_edits(self, edits: Edits) -> None:
+        """Change every message forwarded from now on by ``edits``."""
+        ...
+
+    def forward(self, message: Delivered | Message) -> int:
+        """Send ``message`` (either form); returns its sequence number for :meth:`on_settled`.
+        Numbers are consecutive: each call returns one more than the call before.
+
+        :raises Unforwardable: nothing was sent (see there)
+        """
+        ...
+
+    def on_settled(self, callback: Callable[[int, int, Settlement], None]) -> None:
+        """``callback(first, last, how)``: the peer settled every sequence number from
+        ``first`` to ``last`` (inclusive) that it had not settled before. A range may include
+        numbers reported earlier; those keep their first settlement."""
+        ...
+
+    def on_returned(self, callback: Callable[[Returned], None]) -> None:
+        """``callback(returned)`` for a message the peer sent back as unroutable (AMQP 0-9-1
+        basic.return, with ``mandatory``), before that message's settlement is reported."""
+        ...
 
 
 class PathHooks(Protocol):

@@ -2,21 +2,45 @@
 pairs a source with a destination.
 
 Every address is AMQP 0-9-1 today (``amqp://``, ``amqps://``). A pair whose two sides offer byte
-streams of the same wire goes on that wire's native path; other pairs would take the generic
-path through Python objects, which no pair needs yet.
+streams of the same wire goes on that wire's native path (``amqp091/relay_path.py``); any other
+pair of message endpoints takes the generic path through Python objects
+(``message_path.py``), converting between the wires when they differ.
+
+``PUMPD_PATH=generic`` in the environment puts every pair on the generic path, two AMQP 0-9-1
+sides included: the tests use it to run the generic path end to end against the brokers the
+native path is tested on (``tests/integration/test_message_path.py``). It is read here, at each
+pairing, and nowhere else; ``native`` (the default) keeps the native path wherever there is one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from typing import Any
 
 from ..config.model import BrokerURI
 from .amqp091 import RelayPath, connect_destination, connect_source
-from .endpoint import ByteDestination, ByteSource, Destination, Path, Source
+from .endpoint import (
+    ByteDestination,
+    ByteSource,
+    Destination,
+    MessageDestination,
+    MessageSource,
+    Path,
+    Source,
+)
 from .link_errors import quiet_pika_errors
+from .message_forms import check_mapping
+from .message_path import MessagePath
 
-__all__ = ["open_destination", "open_source", "pair", "prepare_loop"]
+__all__ = ["PATH_VARIABLE", "open_destination", "open_source", "pair", "prepare_loop"]
+
+log = logging.getLogger("pumpd.wiring")
+
+#: the environment variable that chooses the path (see the module docstring)
+PATH_VARIABLE = "PUMPD_PATH"
+_PATHS = ("native", "generic")
 
 
 def prepare_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -41,14 +65,32 @@ async def open_destination(uri: BrokerURI, client_name: str) -> Destination:
     return await connect_destination(uri, client_name)
 
 
-def pair(source: Source, destination: Destination, **options: Any) -> Path:
-    """The path between ``source`` and ``destination``; ``options`` are the relay's (window,
-    limit, the edits of ``forwarding.py``).
+def _generic_asked() -> bool:
+    """:raises ValueError: for a value of ``PUMPD_PATH`` other than native or generic"""
+    asked = os.environ.get(PATH_VARIABLE, "native")
+    if asked not in _PATHS:
+        raise ValueError(f"{PATH_VARIABLE} must be native or generic, not {asked!r}")
+    return asked == "generic"
 
-    :raises NotImplementedError: for a pair with no path yet (a new protocol's endpoints)
+
+def pair(source: Source, destination: Destination, **options: Any) -> Path:
+    """The path between ``source`` and ``destination``; ``options`` are the relay's (ack_mode,
+    window, limit, keep_last, hold_returns, the edits of ``forwarding.py``).
+
+    :raises NotImplementedError: for a pair with no path (sides that are neither byte nor
+        message endpoints), or two wires to convert between in a build without the mapping
+    :raises ValueError: for a bad ``PUMPD_PATH``
     """
-    if (isinstance(source, ByteSource) and isinstance(destination, ByteDestination)
+    generic = _generic_asked()
+    if (not generic and isinstance(source, ByteSource)
+            and isinstance(destination, ByteDestination)
             and source.wire == destination.wire == "amqp091"):
         return RelayPath(source, destination, **options)
+    if isinstance(source, MessageSource) and isinstance(destination, MessageDestination):
+        if source.wire != destination.wire:
+            check_mapping()
+        log.debug("the generic path from a %s (%s) to a %s (%s)", type(source).__name__,
+                  source.wire, type(destination).__name__, destination.wire)
+        return MessagePath(source, destination, **options)
     raise NotImplementedError(
         f"no path from a {type(source).__name__} to a {type(destination).__name__}")

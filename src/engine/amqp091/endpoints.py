@@ -4,6 +4,11 @@ control plane, raw bytes for the data plane), seen through the engine's contract
 Both offer their byte streams (``ByteSource`` / ``ByteDestination``), so two of them are paired
 on the native relay. A settlement by range is one ``basic.ack`` / ``basic.nack`` with
 ``multiple`` (or a single one when the range is one tag).
+
+Both are message endpoints too (``MessageSource`` / ``MessageDestination``, through
+``message_endpoints.py``), for the generic path: paired with another wire's endpoint, or with
+each other when the generic path is asked for (``wiring.py``). A side serves one path: the
+relay's interceptor or the message one, whichever the path installs.
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ import builtins
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ...amqp10.message import Message
 from ...config.model import BrokerURI, Declaration
 from ...config.uri import URIError
+from ...dataplane.api import Delivered, Returned
 from ...dataplane.frames import basic_ack_frame, basic_nack_frame, basic_reject_frame
-from ..endpoint import Settlement
+from ..endpoint import UNLIMITED, Edits, Incoming, Settlement
 from ..lease import take_lease
 from ..link import Link, LinkError, open_link
 from ..parameters import to_pika_parameters
+from .message_endpoints import PublishStream, delivery_interceptor
 
 __all__ = ["Amqp091Destination", "Amqp091Source", "connect_destination", "connect_source"]
 
@@ -95,6 +103,11 @@ class Amqp091Source(_Side):
     async def cancel(self, consumer_tag: str) -> None:
         await self.link.cancel(consumer_tag)
 
+    def on_delivery(self, callback: Callable[[Incoming], None]) -> None:
+        """Deliveries go to ``callback`` from now on (instead of a relay)."""
+        self.link.intercept(delivery_interceptor(self.link.channel_number, self.link.frame_max,
+                                                 callback))
+
     def settle(self, first: int, last: int, how: Settlement) -> None:
         channel, multiple = self.link.channel_number, last > first
         if how == Settlement.ACCEPT:
@@ -109,11 +122,46 @@ class Amqp091Source(_Side):
 class Amqp091Destination(_Side):
     """An exchange published to on one channel, in confirm mode for ``on_confirm``."""
 
+    def __init__(self, link: Link) -> None:
+        super().__init__(link)
+        self._publishes: PublishStream | None = None
+
     async def expect_confirms(self) -> None:
         await self.link.confirm_select()
 
     def on_write_pressure(self, callback: Callable[[bool], None], high_water: int) -> None:
         self.link.on_write_pressure(callback, high_water)
+
+    # -- as a message destination (the generic path) -----------------------------------------
+
+    @property
+    def publishes(self) -> PublishStream:
+        """The message side, set up at its first use: from then on it reads the confirms."""
+        if self._publishes is None:
+            self._publishes = PublishStream(self.link.channel_number, self.link.frame_max)
+            self.link.intercept(self._publishes.feed)
+        return self._publishes
+
+    @property
+    def credit_left(self) -> int:
+        return UNLIMITED  # AMQP 0-9-1 has no credit: flow control and TCP hold a publisher back
+
+    def on_credit(self, callback: Callable[[], None]) -> None:
+        """Never called: the credit is never short."""
+
+    def set_edits(self, edits: Edits) -> None:
+        self.publishes.edits = edits
+
+    def forward(self, message: Delivered | Message) -> int:
+        frames, seq = self.publishes.encode(message)
+        self.link.write(frames)
+        return seq
+
+    def on_settled(self, callback: Callable[[int, int, Settlement], None]) -> None:
+        self.publishes.on_settled = callback
+
+    def on_returned(self, callback: Callable[[Returned], None]) -> None:
+        self.publishes.on_returned = callback
 
 
 async def _open(uri: BrokerURI, client_name: str, side: str) -> Link:
