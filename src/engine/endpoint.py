@@ -39,6 +39,7 @@ from ..dataplane.api import Delivered, Returned
 from .batching import BatchingRule
 
 __all__ = [
+    "REJECTED",
     "UNLIMITED",
     "ByteDestination",
     "ByteSource",
@@ -54,6 +55,11 @@ __all__ = [
     "Source",
     "Unforwardable",
 ]
+
+
+#: the reason a path gives the undeliverable policy for a message the destination refused (a
+#: nack, or AMQP 1.0's ``rejected``); what follows it, if anything, is the peer's own words
+REJECTED = "rejected by the destination"
 
 
 class Settlement(enum.Enum):

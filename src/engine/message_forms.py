@@ -40,7 +40,7 @@ class Amqp091Form(NamedTuple):
 def _mapping() -> Any:
     """The mapping module, or :class:`MappingUnavailable` naming it."""
     try:
-        from ..amqp10 import mapping  # type: ignore[attr-defined]
+        from ..amqp10 import mapping
     except ImportError as exc:
         raise MappingUnavailable(
             "converting between AMQP 1.0 and AMQP 0-9-1 messages needs the module "

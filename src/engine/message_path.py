@@ -48,6 +48,7 @@ from ..dataplane.implementation import ConfirmWindow
 from ..dataplane.properties import UnparseableProperties, table_entries
 from .batching import BatchingRule
 from .endpoint import (
+    REJECTED,
     Edits,
     Incoming,
     MessageDestination,
@@ -64,7 +65,6 @@ __all__ = ["BUFFER_BOUND", "MessagePath", "PathLedger", "Range", "hop_fields", "
 # read (until half of them went).
 BUFFER_BOUND = 4096
 _BUFFER_HOLD = "message-path-buffer"  # the source's pause reason for it
-REJECTED = "rejected by the destination"
 
 #: a settlement to write at the source: Source.settle(first, last, how)
 Range = tuple[int, int, Settlement]

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ..config.model import AckMode, BrokerURI, Disposition, ShovelConfig
 from .ending import SessionEnded
-from .endpoint import Destination, Endpoint, Path, Settlement, Source
+from .endpoint import REJECTED, Destination, Endpoint, Path, Settlement, Source
 from .link_errors import LinkError
 from .parking import Parker, message_id
 
@@ -38,7 +38,10 @@ class Forwarding(Protocol):
 
 
 def undeliverable_kind(reason: str) -> str:
-    """The counter suffix for a reason the path gives."""
+    """The counter suffix for a reason the path gives: a destination's refusal (a nack, or
+    AMQP 1.0's ``rejected``) is ``refused``, as a refusal that closed the channel is."""
+    if reason.startswith(REJECTED):
+        return "refused"
     return "too_large" if "frame_max" in reason else "malformed"
 
 
