@@ -7,12 +7,16 @@ the numbers the caller sees, settles and is told about. What a link needs of its
 :class:`LinkHost`.
 
 Receiver credit works like a prefetch count: :meth:`Receiver.flow` sets how many deliveries may
-be unsettled at once (granted and not yet received included); as the caller settles, credit is
-granted again, once per event loop iteration, in one flow frame. A pre-settled receiver
-(``settle_mode="settled"``) re-grants as deliveries arrive.
+be unsettled at once (granted and not yet received included). Credit is granted again once the
+credit granted before is used up, for as many deliveries as the caller settled meanwhile (a
+pre-settled receiver, ``settle_mode="settled"``, for all of it), in one flow frame per event loop
+iteration. Not earlier: RabbitMQ 3.x turns each flow into an absolute credit for its queue, and
+deliveries still inside the broker (sent by the queue, not yet transferred) would be sent on top
+of it; when the credit is used up, none are, and no flow can over-grant. A peer that sends
+beyond the credit breaks the protocol (amqp:link:transfer-limit-exceeded).
 
 A sender sends only within its credit: :attr:`Sender.credit` says how many :meth:`Sender.send`
-calls may be made now (0 while the peer grants none, or while its session window is closed);
+calls may be made now (its link credit, bounded by the room in its session window);
 ``send`` at 0 raises :class:`~pumpd.amqp10.errors.NoCredit`. The caller queues and waits for
 :meth:`Sender.on_credit`.
 """
@@ -93,8 +97,8 @@ class LinkHost(Protocol):
         """Send one delivery; returns its 64-bit number."""
         ...
 
-    def sending_blocked(self) -> bool:
-        """Whether the peer's session window is closed (transfers would wait)."""
+    def window_room(self) -> int:
+        """Transfer frames the peer's session window takes now (0 while frames wait)."""
         ...
 
     def wants_flush(self, receiver: Receiver) -> None:
@@ -276,8 +280,7 @@ class Receiver(Link):
     def attached(self, remote: Attach) -> None:
         count = remote.initial_delivery_count
         self._delivery_count = 0 if count is None else int(count) & MASK
-        self._host.wants_flush(self)
-        self._dirty = True
+        self._want_top_up()
 
     # -- what the caller does ---------------------------------------------------------------
 
@@ -311,9 +314,8 @@ class Receiver(Link):
             # credit taken back: deliveries already under way are still to be accepted
             self._in_flight_excess += self._link_credit - desired
             self._grant(desired)
-        else:
-            self._dirty = True
-            self._host.wants_flush(self)
+        elif self._link_credit == 0:
+            self._want_top_up()
 
     def settle(self, first: int, last: int, state: Any) -> None:
         """Settle the deliveries ``first``..``last`` (inclusive, 64-bit numbers) with ``state``
@@ -342,21 +344,19 @@ class Receiver(Link):
             run_first = run_last = n
         if run_first >= 0:
             self._host.settle_incoming(run_first, run_last, state)
-            if not self._dirty:
-                self._dirty = True
-                self._host.wants_flush(self)
+            if self._link_credit == 0:
+                self._want_top_up()
 
     # -- the session's calls ----------------------------------------------------------------
 
     def top_up(self) -> None:
-        """Before a flush: grant credit again so that granted plus unsettled is the prefetch
-        (once a quarter of it is free, or when none is left)."""
+        """Before a flush: once the credit granted is used up, grant again so that granted
+        plus unsettled is the prefetch (see the module docstring for why not earlier)."""
         self._dirty = False
-        if self.closed.done() or not self._attached.done():
+        if self.closed.done() or not self._attached.done() or self._link_credit > 0:
             return
         desired = self._credit - len(self._unsettled)
-        gap = desired - self._link_credit
-        if gap > 0 and (self._link_credit == 0 or gap >= max(1, self._credit // 4)):
+        if desired > 0:
             self._grant(desired)
 
     def _grant(self, link_credit: int) -> None:
@@ -374,6 +374,8 @@ class Receiver(Link):
             number = self._host.incoming_delivery(int(wire))
             if self._link_credit > 0:
                 self._link_credit -= 1
+                if self._link_credit == 0:
+                    self._want_top_up()
             elif self._in_flight_excess > 0:
                 self._in_flight_excess -= 1
             else:
@@ -423,12 +425,13 @@ class Receiver(Link):
                             f"delivery {number} on link {self.name!r} is larger than "
                             f"max-message-size {self.max_message_size} (at least {size} bytes)")
 
+    def _want_top_up(self) -> None:
+        if not self._dirty:
+            self._dirty = True
+            self._host.wants_flush(self)
+
     def _deliver(self, number: int, payload: bytes, settled: bool) -> None:
-        if settled:
-            if not self._dirty:
-                self._dirty = True
-                self._host.wants_flush(self)
-        else:
+        if not settled:
             self._unsettled.add(number)
         callback = self._callback
         if callback is None:
@@ -444,9 +447,8 @@ class Receiver(Link):
             if advance > 0:
                 self._link_credit = max(0, self._link_credit - advance)
                 self._delivery_count = int(flow.delivery_count) & MASK
-                if not self._dirty:
-                    self._dirty = True
-                    self._host.wants_flush(self)
+                if self._link_credit == 0:
+                    self._want_top_up()
         if flow.echo:
             self._host.send_link_flow(self.handle, self._delivery_count, self._link_credit)
 
@@ -479,15 +481,18 @@ class Sender(Link):
 
     @property
     def credit(self) -> int:
-        """How many :meth:`send` calls may be made now: the peer's link credit, or 0 while its
-        session window is closed or the link is not open."""
-        if self.closed.done() or not self._attached.done() or self._host.sending_blocked():
+        """How many :meth:`send` calls may be made now: the peer's link credit, at most the
+        room in its session window (a message in several frames may take more of the window:
+        the frames beyond it wait for the peer's flow, and meanwhile this is 0); 0 while the
+        link is not open."""
+        if self.closed.done() or not self._attached.done():
             return 0
-        return self._link_credit
+        return min(self._link_credit, self._host.window_room())
 
     def on_credit(self, callback: Callable[[], None]) -> None:
-        """``callback()`` whenever :attr:`credit` rose above 0 (a flow from the peer, or its
-        session window reopening)."""
+        """``callback()`` whenever :attr:`credit` rose (a flow from the peer, or its session
+        window reopening) and is above 0. Credit that came before the callback was set is in
+        :attr:`credit` (the peer's first flow may come with its attach)."""
         self._on_credit = callback
 
     def on_disposition(self, callback: DispositionCallback) -> None:
@@ -525,9 +530,7 @@ class Sender(Link):
     # -- the session's calls ----------------------------------------------------------------
 
     def on_flow(self, flow: Flow) -> None:
-        """The peer's flow: our credit is its delivery-count plus its link-credit less ours;
-        ``drain`` uses up what the caller does not send at once; ``echo`` asks for ours."""
-        before = self.credit
+        """The peer's flow: our credit is its delivery-count plus its link-credit less ours."""
         if flow.link_credit is not None:
             theirs = 0 if flow.delivery_count is None else int(flow.delivery_count)
             in_flight = serial_diff(self._delivery_count, theirs)
@@ -536,8 +539,10 @@ class Sender(Link):
                                                  f"{theirs} is ahead of ours "
                                                  f"({self._delivery_count})")
             self._link_credit = max(0, int(flow.link_credit) - in_flight)
-        if self.credit > before:
-            self.credit_rose()
+
+    def answer_flow(self, flow: Flow) -> None:
+        """After :meth:`on_flow` and the caller's ``on_credit``: ``drain`` uses up the credit
+        the caller did not use; ``echo`` asks for our flow."""
         if flow.drain and self._link_credit > 0:
             self._delivery_count = serial_add(self._delivery_count, self._link_credit)
             self._link_credit = 0
@@ -546,6 +551,7 @@ class Sender(Link):
             self._host.send_link_flow(self.handle, self._delivery_count, self._link_credit)
 
     def credit_rose(self) -> None:
+        """The session saw :attr:`credit` rise (the link's credit, or the session window)."""
         if self._on_credit is not None and self.credit > 0:
             self._on_credit()
 

@@ -372,8 +372,8 @@ class Session:
         else:
             self._waiting.append(frame)
 
-    def sending_blocked(self) -> bool:
-        return self._remote_window <= 0 or bool(self._waiting)
+    def window_room(self) -> int:
+        return 0 if self._waiting else max(0, self._remote_window)
 
     def on_disposition(self, disposition: Disposition) -> None:
         if not disposition.role:
@@ -393,7 +393,8 @@ class Session:
     # -- flow -------------------------------------------------------------------------------
 
     def on_flow(self, flow: Flow) -> None:
-        blocked = self.sending_blocked()
+        sender = self._sender
+        credit = 0 if sender is None else sender.credit
         their_next_in = 0 if flow.next_incoming_id is None else int(flow.next_incoming_id)
         unseen = serial_diff(self.next_outgoing_id, their_next_in)
         if unseen < 0:
@@ -405,12 +406,15 @@ class Session:
             self._remote_window -= 1
             self.next_outgoing_id = (self.next_outgoing_id + 1) & MASK
             self._host.write(self._waiting.popleft())
-        if flow.handle is not None:
-            self._remote_link(int(flow.handle), "flow").on_flow(flow)
+        link = None if flow.handle is None else self._remote_link(int(flow.handle), "flow")
+        if link is not None:
+            link.on_flow(flow)
         elif flow.echo:
             self._send_flow()
-        if blocked and not self.sending_blocked() and self._sender is not None:
-            self._sender.credit_rose()
+        if sender is not None and sender.credit > credit:
+            sender.credit_rose()
+        if link is not None and link is sender:
+            sender.answer_flow(flow)
 
     def send_link_flow(self, handle: int, delivery_count: int, link_credit: int, *,
                        drain: bool = False, echo: bool = False) -> None:

@@ -1,0 +1,256 @@
+"""pumpd's AMQP 1.0 client against a real RabbitMQ node (the ``rabbitmq_amqp1_0`` plugin on the
+AMQP port): messages through a queue in both settle modes with the credit bound held, a message
+in many frames, the broker's refusals as clean errors naming their step, and delivery numbers
+past 2^16."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pumpd.amqp10.connection import Connection, connect
+from pumpd.amqp10.errors import Amqp10Error
+from pumpd.amqp10.link import Receiver, Sender
+from pumpd.amqp10.message import Message, decode_message, encode_message
+from pumpd.amqp10.performatives import Accepted
+from pumpd.testing.localnode import LocalNode
+
+from tests.support.amqp_helpers import blocking_connection
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[LocalNode]:
+    """A node that speaks AMQP 1.0 on its AMQP port."""
+    with LocalNode(plugins=["rabbitmq_amqp1_0"]) as n:
+        yield n
+
+
+@pytest.fixture
+def vhost(node: LocalNode) -> Iterator[str]:
+    name = f"amqp10-{uuid.uuid4().hex[:8]}"
+    node.add_vhost(name)
+    yield name
+    node.delete_vhost(name)
+
+
+def _queue(node: LocalNode, vhost: str) -> str:
+    name = f"q-{uuid.uuid4().hex[:6]}"
+    with blocking_connection(node.uri(vhost)) as c:
+        c.channel().queue_declare(name)
+    return name
+
+
+def _depth(node: LocalNode, vhost: str, queue: str) -> int:
+    with blocking_connection(node.uri(vhost)) as c:
+        return int(c.channel().queue_declare(queue, passive=True).method.message_count)
+
+
+async def _open(node: LocalNode, vhost: str, **kw: Any) -> Connection:
+    kw.setdefault("password", "guest")
+    return await connect(host="127.0.0.1", port=node.amqp_port, sasl="plain", username="guest",
+                         hostname=f"vhost:{vhost}", container_id="pumpd-test",
+                         step_timeout=30, **kw)
+
+
+def _payload(i: int, size: int = 64) -> bytes:
+    return encode_message(Message(body=[b"%08d" % i + bytes(size - 8)]))
+
+
+def _body(payload: bytes) -> bytes:
+    body = decode_message(payload).body
+    assert len(body) == 1
+    return bytes(body[0])
+
+
+async def _send_all(sender: Sender, payloads: list[bytes], *, settled: bool) -> list[int]:
+    """Send every payload within the credit, waiting for more when none is left."""
+    more = asyncio.Event()
+    sender.on_credit(more.set)
+    numbers: list[int] = []
+    while len(numbers) < len(payloads):
+        if sender.credit == 0:
+            more.clear()
+            await asyncio.wait_for(more.wait(), 30)
+            continue
+        for _ in range(min(sender.credit, len(payloads) - len(numbers), 1000)):
+            numbers.append(sender.send(payloads[len(numbers)], settled=settled))
+        await asyncio.sleep(0)
+    return numbers
+
+
+async def _until(predicate: Any, timeout: float = 120.0) -> None:
+    async def wait() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(wait(), timeout)
+
+
+def _accepted(sender: Sender) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+
+    def on_disposition(first: int, last: int, state: Any) -> None:
+        assert isinstance(state, Accepted), state
+        ranges.append((first, last))
+
+    sender.on_disposition(on_disposition)
+    return ranges
+
+
+class _Consumer:
+    """Takes deliveries and settles them a few loop iterations late, in ranges (as a pump
+    does), noting the most that were ever unsettled."""
+
+    def __init__(self, receiver: Receiver, settle: bool) -> None:
+        self.receiver = receiver
+        self.bodies: list[bytes] = []
+        self.numbers: list[int] = []
+        self.most_unsettled = 0
+        self._first_unsettled: int | None = None
+        self._settle = settle
+        receiver.on_transfer(self.on_transfer)
+
+    def on_transfer(self, delivery: int, payload: bytes, settled: bool) -> None:
+        assert settled is not self._settle
+        self.numbers.append(delivery)
+        self.bodies.append(_body(payload))
+        self.most_unsettled = max(self.most_unsettled, self.receiver.unsettled)
+        if self._settle and self._first_unsettled is None:
+            self._first_unsettled = delivery
+            asyncio.get_running_loop().call_later(0.002, self.settle)
+
+    def settle(self) -> None:
+        assert self._first_unsettled is not None
+        self.receiver.settle(self._first_unsettled, self.numbers[-1], Accepted())
+        self._first_unsettled = None
+
+
+@pytest.mark.parametrize("count", [10_000, 70_000], ids=["10k", "past-2^16"])
+def test_messages_sent_and_received_unsettled_with_the_credit_bound_held(
+        node: LocalNode, vhost: str, count: int) -> None:
+    queue = _queue(node, vhost)
+    payloads = [_payload(i) for i in range(count)]
+    credit = 50
+
+    async def main() -> _Consumer:
+        c = await _open(node, vhost)
+        s = await c.begin()
+        sender = await s.attach_sender(f"/amq/queue/{queue}", name="out")
+        accepted = _accepted(sender)
+        numbers = await _send_all(sender, payloads, settled=False)
+        assert numbers == list(range(count))
+        await _until(lambda: sum(b - a + 1 for a, b in accepted) >= count)
+        assert sorted(n for a, b in accepted for n in range(a, b + 1)) == numbers
+        await sender.detach()
+        receiver = await s.attach_receiver(f"/amq/queue/{queue}", name="in", credit=credit)
+        consumer = _Consumer(receiver, settle=True)
+        await _until(lambda: len(consumer.bodies) == count and receiver.unsettled == 0)
+        await asyncio.sleep(0.05)  # the last dispositions out
+        await receiver.detach()
+        await c.close()
+        return consumer
+
+    consumer = asyncio.run(main())
+    assert consumer.bodies == [_body(p) for p in payloads]
+    assert consumer.numbers == list(range(consumer.numbers[0], consumer.numbers[0] + count))
+    assert consumer.most_unsettled <= credit
+    assert _depth(node, vhost, queue) == 0
+
+
+def test_ten_thousand_messages_pre_settled(node: LocalNode, vhost: str) -> None:
+    queue = _queue(node, vhost)
+    count = 10_000
+    payloads = [_payload(i) for i in range(count)]
+
+    async def main() -> _Consumer:
+        c = await _open(node, vhost)
+        s = await c.begin()
+        sender = await s.attach_sender(f"/amq/queue/{queue}", name="out", settled=True)
+        accepted = _accepted(sender)
+        await _send_all(sender, payloads, settled=True)
+        await _until(lambda: _depth(node, vhost, queue) == count)
+        assert accepted == []
+        receiver = await s.attach_receiver(f"/amq/queue/{queue}", name="in", credit=100,
+                                           settle_mode="settled")
+        consumer = _Consumer(receiver, settle=False)
+        await _until(lambda: len(consumer.bodies) == count)
+        await c.close()
+        return consumer
+
+    consumer = asyncio.run(main())
+    assert consumer.bodies == [_body(p) for p in payloads]
+    assert consumer.most_unsettled == 0
+    assert _depth(node, vhost, queue) == 0
+
+
+def test_a_message_of_one_mebibyte_in_frames_of_4_kib(node: LocalNode, vhost: str) -> None:
+    queue = _queue(node, vhost)
+    body = os.urandom(1 << 20)
+
+    async def main() -> bytes:
+        c = await _open(node, vhost, max_frame_size=4096)
+        assert c.remote_max_frame_size == 4096
+        s = await c.begin()
+        sender = await s.attach_sender(f"/amq/queue/{queue}", name="out")
+        accepted = _accepted(sender)
+        await _send_all(sender, [encode_message(Message(body=[body]))], settled=False)
+        await _until(lambda: accepted == [(0, 0)])
+        receiver = await s.attach_receiver(f"/amq/queue/{queue}", name="in", credit=1)
+        got: list[bytes] = []
+        receiver.on_transfer(lambda d, payload, settled: got.append(payload))
+        await _until(lambda: len(got) == 1)
+        receiver.settle(0, 0, Accepted())
+        await c.close()
+        return got[0]
+
+    assert _body(asyncio.run(main())) == body
+    assert _depth(node, vhost, queue) == 0
+
+
+def test_a_wrong_password_is_a_sasl_error_with_the_outcome_code(node: LocalNode,
+                                                                 vhost: str) -> None:
+    async def main() -> Amqp10Error:
+        with pytest.raises(Amqp10Error) as info:
+            await _open(node, vhost, password="not-the-pass-w0rd")
+        return info.value
+
+    err = asyncio.run(main())
+    assert str(err) == (f"AMQP 1.0 127.0.0.1:{node.amqp_port}: sasl: the peer refused SASL "
+                        "PLAIN login with outcome code 1 (auth: authentication failed (wrong "
+                        "username or password?))")
+
+
+def test_a_queue_that_does_not_exist_is_an_attach_error_naming_it(node: LocalNode,
+                                                                  vhost: str) -> None:
+    async def main() -> tuple[Amqp10Error, BaseException]:
+        c = await _open(node, vhost)
+        s = await c.begin()
+        with pytest.raises(Amqp10Error) as info:
+            await s.attach_receiver("/amq/queue/no-such-queue", name="in", credit=1)
+        return info.value, await asyncio.wait_for(c.closed, 10)
+
+    err, closed = asyncio.run(main())
+    assert (err.step, err.what, err.condition) == \
+        ("attach /amq/queue/no-such-queue", "the peer ended the session", "amqp:not-found")
+    assert err.description == f"NOT_FOUND - no queue 'no-such-queue' in vhost '{vhost}'"
+    assert isinstance(closed, Amqp10Error) and closed.condition == "amqp:not-found"
+
+
+def test_a_vhost_the_user_may_not_use_closes_the_connection_with_the_brokers_error(
+        node: LocalNode) -> None:
+    async def main() -> Amqp10Error:
+        c = await _open(node, "no-such-vhost")
+        with pytest.raises(Amqp10Error) as info:
+            await c.begin()
+        assert c.closed.done()
+        return info.value
+
+    err = asyncio.run(main())
+    assert (err.step, err.what, err.condition) == \
+        ("begin", "the peer closed the connection", "amqp:unauthorized-access")
+    assert "guest" in (err.description or "")
