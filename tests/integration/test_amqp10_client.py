@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,15 +21,23 @@ from pumpd.amqp10.message import Message, decode_message, encode_message
 from pumpd.amqp10.performatives import Accepted
 from pumpd.testing.localnode import LocalNode
 
+from tests.support.amqp10_peer import run_on
 from tests.support.amqp_helpers import blocking_connection
+from tests.support.tls_helpers import make_certs, server_listener
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def node() -> Iterator[LocalNode]:
-    """A node that speaks AMQP 1.0 on its AMQP port."""
-    with LocalNode(plugins=["rabbitmq_amqp1_0"]) as n:
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_certs(tmp_path_factory.mktemp("amqp10-certs"))
+
+
+@pytest.fixture(scope="module")
+def node(certs: Path) -> Iterator[LocalNode]:
+    """A node that speaks AMQP 1.0 on its AMQP port, and on its TLS port."""
+    tls = server_listener(certs, require_client_cert=False)
+    with LocalNode(plugins=["rabbitmq_amqp1_0"], tls=tls) as n:
         yield n
 
 
@@ -53,7 +63,8 @@ def _depth(node: LocalNode, vhost: str, queue: str) -> int:
 
 async def _open(node: LocalNode, vhost: str, **kw: Any) -> Connection:
     kw.setdefault("password", "guest")
-    return await connect(host="127.0.0.1", port=node.amqp_port, sasl="plain", username="guest",
+    kw.setdefault("port", node.amqp_port)
+    return await connect(host="127.0.0.1", sasl="plain", username="guest",
                          hostname=f"vhost:{vhost}", container_id="pumpd-test",
                          step_timeout=30, **kw)
 
@@ -130,9 +141,11 @@ class _Consumer:
         self._first_unsettled = None
 
 
-@pytest.mark.parametrize("count", [10_000, 70_000], ids=["10k", "past-2^16"])
+@pytest.mark.parametrize(("count", "loop"), [(10_000, "asyncio"), (10_000, "uvloop"),
+                                             (70_000, "uvloop")],
+                         ids=["10k-asyncio", "10k-uvloop", "past-2^16-uvloop"])
 def test_messages_sent_and_received_unsettled_with_the_credit_bound_held(
-        node: LocalNode, vhost: str, count: int) -> None:
+        node: LocalNode, vhost: str, count: int, loop: str) -> None:
     queue = _queue(node, vhost)
     payloads = [_payload(i) for i in range(count)]
     credit = 50
@@ -155,7 +168,7 @@ def test_messages_sent_and_received_unsettled_with_the_credit_bound_held(
         await c.close()
         return consumer
 
-    consumer = asyncio.run(main())
+    consumer = run_on(loop, main)
     assert consumer.bodies == [_body(p) for p in payloads]
     assert consumer.numbers == list(range(consumer.numbers[0], consumer.numbers[0] + count))
     assert consumer.most_unsettled <= credit
@@ -182,7 +195,7 @@ def test_ten_thousand_messages_pre_settled(node: LocalNode, vhost: str) -> None:
         await c.close()
         return consumer
 
-    consumer = asyncio.run(main())
+    consumer = run_on("uvloop", main)
     assert consumer.bodies == [_body(p) for p in payloads]
     assert consumer.most_unsettled == 0
     assert _depth(node, vhost, queue) == 0
@@ -254,3 +267,46 @@ def test_a_vhost_the_user_may_not_use_closes_the_connection_with_the_brokers_err
     assert (err.step, err.what, err.condition) == \
         ("begin", "the peer closed the connection", "amqp:unauthorized-access")
     assert "guest" in (err.description or "")
+
+
+def _trusting(certs: Path, ca: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs / f"{ca}.pem"))
+    context.load_cert_chain(str(certs / "client.pem"), str(certs / "client.key"))
+    return context
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_messages_over_tls(node: LocalNode, vhost: str, certs: Path, loop: str) -> None:
+    queue = _queue(node, vhost)
+    payloads = [_payload(i, size=2000) for i in range(500)]
+
+    async def main() -> list[bytes]:
+        assert node.tls_port is not None
+        c = await _open(node, vhost, port=node.tls_port, ssl=_trusting(certs, "ca"),
+                        max_frame_size=1024)
+        s = await c.begin()
+        sender = await s.attach_sender(f"/amq/queue/{queue}", name="out")
+        accepted = _accepted(sender)
+        await _send_all(sender, payloads, settled=False)
+        await _until(lambda: sum(b - a + 1 for a, b in accepted) == len(payloads))
+        receiver = await s.attach_receiver(f"/amq/queue/{queue}", name="in", credit=20)
+        consumer = _Consumer(receiver, settle=True)
+        await _until(lambda: len(consumer.bodies) == len(payloads) and receiver.unsettled == 0)
+        await asyncio.sleep(0.05)
+        await c.close()
+        return consumer.bodies
+
+    assert run_on(loop, main) == [_body(p) for p in payloads]
+    assert _depth(node, vhost, queue) == 0
+
+
+def test_a_server_certificate_the_client_does_not_trust_is_a_tls_error(
+        node: LocalNode, vhost: str, certs: Path) -> None:
+    async def main() -> Amqp10Error:
+        assert node.tls_port is not None
+        with pytest.raises(Amqp10Error) as info:
+            await _open(node, vhost, port=node.tls_port, ssl=_trusting(certs, "other-ca"))
+        return info.value
+
+    err = run_on("uvloop", main)
+    assert err.step == "tls" and "CERTIFICATE_VERIFY_FAILED" in err.what, err

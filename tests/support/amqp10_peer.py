@@ -5,7 +5,7 @@ frames the test sends, lies included.
 ``async with scripted_peer(script) as port:`` runs ``script(peer)`` for each connection the
 client makes; :class:`PeerSide` reads the client's frames and writes the peer's. The frames are
 made with pumpd's own codec (whose tests check it against the specification's bytes); what this
-peer checks is the client's behaviour.
+peer checks is the client's behaviour. :func:`run_on` runs a test on either event loop.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import asyncio
 import contextlib
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
+import uvloop
 from pumpd.amqp10.framing import AMQP_HEADER, SASL_HEADER, TYPE_AMQP, TYPE_SASL, encode_frame
 from pumpd.amqp10.performatives import (
     Attach,
@@ -33,6 +34,17 @@ from pumpd.amqp10.performatives import (
 from pumpd.amqp10.values import Symbol, UByte, UInt
 
 Script = Callable[["PeerSide"], Awaitable[None]]
+T = TypeVar("T")
+
+#: the event loops the client is tested on: asyncio's own, and uvloop (pumpd's daemon runs it)
+EVENT_LOOPS = ("asyncio", "uvloop")
+
+
+def run_on(loop: str, main: Callable[[], Awaitable[T]]) -> T:
+    """``main()`` to completion on a new event loop of kind ``loop`` (see EVENT_LOOPS)."""
+    factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main())  # type: ignore[arg-type]
 
 
 class PeerSide:

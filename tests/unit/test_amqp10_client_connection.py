@@ -26,9 +26,9 @@ from pumpd.amqp10.performatives import (
 )
 from pumpd.amqp10.values import Symbol, UByte, UInt
 
-from tests.support.amqp10_peer import PeerSide, scripted_peer
+from tests.support.amqp10_peer import EVENT_LOOPS, PeerSide, run_on, scripted_peer
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("loop", EVENT_LOOPS)]
 
 
 async def _connect(port: int, **kw: Any) -> Connection:
@@ -36,14 +36,14 @@ async def _connect(port: int, **kw: Any) -> Connection:
     return await connect(host="127.0.0.1", port=port, container_id="client-test", **kw)
 
 
-def _run(script: Any, client: Any) -> Any:
+def _run(script: Any, client: Any, loop: str) -> Any:
     async def main() -> Any:
         async with scripted_peer(script) as port:
             return await client(port)
-    return asyncio.run(main())
+    return run_on(loop, main)
 
 
-def test_open_sends_what_was_asked_and_learns_the_peers_limits() -> None:
+def test_open_sends_what_was_asked_and_learns_the_peers_limits(loop: str) -> None:
     seen: dict[str, Any] = {}
 
     async def script(p: PeerSide) -> None:
@@ -73,7 +73,7 @@ def test_open_sends_what_was_asked_and_learns_the_peers_limits() -> None:
         assert isinstance(cause, Amqp10Error) and cause.step == "close"
         return result
 
-    assert _run(script, client) == (8.0, 4096)
+    assert _run(script, client, loop) == (8.0, 4096)
     assert seen["init"] == SaslInit(Symbol("PLAIN"), b"\0u\0pw", "127.0.0.1")
     o = seen["open"]
     assert (o.container_id, o.hostname, o.max_frame_size, o.idle_time_out) == \
@@ -81,31 +81,31 @@ def test_open_sends_what_was_asked_and_learns_the_peers_limits() -> None:
     assert o.properties == {Symbol("product"): "pumpd"}
 
 
-def _refusal(script: Any, **kw: Any) -> Amqp10Error:
+def _refusal(script: Any, loop: str, **kw: Any) -> Amqp10Error:
     async def client(port: int) -> Amqp10Error:
         with pytest.raises(Amqp10Error) as info:
             await _connect(port, **kw)
         return info.value
-    result: Amqp10Error = _run(script, client)
+    result: Amqp10Error = _run(script, client, loop)
     return result
 
 
-def test_a_sasl_outcome_other_than_ok_is_an_error_naming_sasl_and_the_code() -> None:
+def test_a_sasl_outcome_other_than_ok_is_an_error_naming_sasl_and_the_code(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake(outcome=1)
         await p.closed_by_client()
 
-    err = _refusal(script, sasl="plain", username="guest", password="wrong-pass-w0rd")
+    err = _refusal(script, loop, sasl="plain", username="guest", password="wrong-pass-w0rd")
     assert err.step == "sasl"
     assert "outcome code 1 (auth: authentication failed" in str(err)
     assert "wrong-pass-w0rd" not in str(err)
 
 
-def test_a_mechanism_the_peer_does_not_offer_is_an_error_naming_both() -> None:
+def test_a_mechanism_the_peer_does_not_offer_is_an_error_naming_both(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake(mechanisms=("PLAIN", "AMQPLAIN"))
 
-    err = _refusal(script, sasl="external")
+    err = _refusal(script, loop, sasl="external")
     assert str(err).endswith("sasl: the peer does not offer SASL mechanism EXTERNAL (it offers "
                              "PLAIN, AMQPLAIN)"), err
 
@@ -119,17 +119,17 @@ def test_a_mechanism_the_peer_does_not_offer_is_an_error_naming_both() -> None:
     (b"HTTP/1.1", "none", "open", "the peer is not an AMQP peer: it answered b'HTTP/1.1'"),
 ])
 def test_a_wrong_protocol_header_is_named(answer: bytes, sasl: str, step: str,
-                                          what: str) -> None:
+                                          what: str, loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.read_header()
         p.send_raw(answer)
         await p.closed_by_client()
 
-    err = _refusal(script, sasl=sasl)
+    err = _refusal(script, loop, sasl=sasl)
     assert err.step == step and err.what.startswith(what), err
 
 
-def test_a_close_instead_of_open_names_open_and_the_peers_error() -> None:
+def test_a_close_instead_of_open_names_open_and_the_peers_error(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         assert await p.read_header() == AMQP_HEADER
         p.send_raw(AMQP_HEADER)
@@ -137,14 +137,14 @@ def test_a_close_instead_of_open_names_open_and_the_peers_error() -> None:
         p.send(0, Close(error=Error(Symbol("amqp:unauthorized-access"), "vhost v9 not found")))
         await p.expect(Close)
 
-    err = _refusal(script, sasl="none")
+    err = _refusal(script, loop, sasl="none")
     assert (err.step, err.condition, err.description) == \
         ("open", "amqp:unauthorized-access", "vhost v9 not found")
     assert str(err) == ("AMQP 1.0 127.0.0.1:" + err.peer.split(":")[1] + ": open: the peer "
                         "closed the connection: amqp:unauthorized-access (vhost v9 not found)")
 
 
-def test_a_peer_that_does_not_answer_a_step_times_out_naming_it() -> None:
+def test_a_peer_that_does_not_answer_a_step_times_out_naming_it(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.closed_by_client()  # never answers begin
@@ -156,11 +156,11 @@ def test_a_peer_that_does_not_answer_a_step_times_out_naming_it() -> None:
         assert c.closed.done()
         return info.value
 
-    err = _run(script, client)
+    err = _run(script, client, loop)
     assert (err.step, err.what) == ("begin", "no answer from the peer within 0.3s")
 
 
-def test_nothing_listening_is_a_connect_error() -> None:
+def test_nothing_listening_is_a_connect_error(loop: str) -> None:
     async def client() -> Amqp10Error:
         async with scripted_peer(lambda p: asyncio.sleep(0)) as port:
             pass  # closed again: nothing listens on port now
@@ -168,11 +168,11 @@ def test_nothing_listening_is_a_connect_error() -> None:
             await _connect(port)
         return info.value
 
-    err = asyncio.run(client())
+    err = run_on(loop, client)
     assert err.step == "connect" and "refused" in err.what.lower(), err
 
 
-def test_a_peer_closing_with_an_error_sets_closed_with_its_condition() -> None:
+def test_a_peer_closing_with_an_error_sets_closed_with_its_condition(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await asyncio.sleep(0.1)  # the client's open step is over
@@ -183,13 +183,13 @@ def test_a_peer_closing_with_an_error_sets_closed_with_its_condition() -> None:
         c = await _connect(port)
         return await asyncio.wait_for(c.closed, 5)
 
-    cause = _run(script, client)
+    cause = _run(script, client, loop)
     assert isinstance(cause, Amqp10Error)
     assert (cause.step, cause.what, cause.condition, cause.description) == \
         ("connection", "the peer closed the connection", "amqp:connection:forced", "shutdown")
 
 
-def test_a_silent_peer_is_given_up_after_our_idle_time_out() -> None:
+def test_a_silent_peer_is_given_up_after_our_idle_time_out(loop: str) -> None:
     closes: list[Close] = []
 
     async def script(p: PeerSide) -> None:
@@ -203,14 +203,14 @@ def test_a_silent_peer_is_given_up_after_our_idle_time_out() -> None:
         cause = await asyncio.wait_for(c.closed, 5)
         return cause, asyncio.get_running_loop().time() - began
 
-    cause, waited = _run(script, client)
+    cause, waited = _run(script, client, loop)
     assert 0.15 <= waited <= 1.0, waited
     assert cause.condition == RESOURCE_LIMIT_EXCEEDED
     assert "no frame from the peer for 0.2s" in str(cause)
     assert closes[0].error.condition == RESOURCE_LIMIT_EXCEEDED
 
 
-def test_paused_reading_does_not_count_as_the_peers_silence() -> None:
+def test_paused_reading_does_not_count_as_the_peers_silence(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.closed_by_client()
@@ -228,10 +228,10 @@ def test_paused_reading_does_not_count_as_the_peers_silence() -> None:
         await asyncio.wait_for(c.closed, 5)
         return asyncio.get_running_loop().time() - began
 
-    assert 0.15 <= _run(script, client) <= 1.0
+    assert 0.15 <= _run(script, client, loop) <= 1.0
 
 
-def test_the_client_sends_empty_frames_at_half_the_peers_idle_time_out() -> None:
+def test_the_client_sends_empty_frames_at_half_the_peers_idle_time_out(loop: str) -> None:
     counted: list[int] = []
 
     async def script(p: PeerSide) -> None:
@@ -246,11 +246,26 @@ def test_the_client_sends_empty_frames_at_half_the_peers_idle_time_out() -> None
         await asyncio.sleep(0.8)
         await c.close()
 
-    _run(script, client)
+    _run(script, client, loop)
     assert 5 <= counted[0] <= 8, counted
 
 
-def test_frames_written_in_one_loop_iteration_go_out_in_one_write() -> None:
+class _CountingTransport:
+    """A transport's stand-in that counts the writes (uvloop's cannot be patched)."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self.writes: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(len(data))
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def test_frames_written_in_one_loop_iteration_go_out_in_one_write(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.begin()
@@ -270,28 +285,22 @@ def test_frames_written_in_one_loop_iteration_go_out_in_one_write() -> None:
         sender = await s.attach_sender("q", name="s", settled=True)
         while sender.credit == 0:
             await asyncio.sleep(0.01)
-        writes: list[int] = []
         transport = c._transport
-        real_write = transport.write
-
-        def counting_write(data: bytes) -> None:
-            writes.append(len(data))
-            real_write(data)
-
-        transport.write = counting_write
+        counting = _CountingTransport(transport)
+        c._transport = counting
         for _ in range(300):
             sender.send(b"\x00\x53\x77\x45", settled=True)
         await asyncio.sleep(0.05)
-        transport.write = real_write
+        c._transport = transport
         await asyncio.wait_for(sender.detach(), 5)
         await c.close()
-        return writes
+        return counting.writes
 
-    writes = _run(script, client)
+    writes = _run(script, client, loop)
     assert len(writes) == 1, writes
 
 
-def test_write_pressure_is_reported_above_high_water() -> None:
+def test_write_pressure_is_reported_above_high_water(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.begin()
@@ -318,10 +327,10 @@ def test_write_pressure_is_reported_above_high_water() -> None:
         c.abort()
         return pressure
 
-    assert _run(script, client)[:1] == [True]
+    assert _run(script, client, loop)[:1] == [True]
 
 
-def test_begin_and_attach_on_a_closed_connection_say_why_it_closed() -> None:
+def test_begin_and_attach_on_a_closed_connection_say_why_it_closed(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         p.send(0, Close(error=Error(Symbol("amqp:connection:forced"), "bye")))
@@ -334,11 +343,11 @@ def test_begin_and_attach_on_a_closed_connection_say_why_it_closed() -> None:
             await c.begin()
         return info.value
 
-    err = _run(script, client)
+    err = _run(script, client, loop)
     assert (err.step, err.condition) == ("begin", "amqp:connection:forced")
 
 
-def test_a_session_the_peer_begins_on_its_own_is_refused() -> None:
+def test_a_session_the_peer_begins_on_its_own_is_refused(loop: str) -> None:
     closes: list[Close] = []
 
     async def script(p: PeerSide) -> None:
@@ -352,13 +361,13 @@ def test_a_session_the_peer_begins_on_its_own_is_refused() -> None:
         c = await _connect(port)
         return await asyncio.wait_for(c.closed, 5)
 
-    cause = _run(script, client)
+    cause = _run(script, client, loop)
     assert cause.condition == "amqp:not-allowed"
     assert "sessions from the peer are not accepted" in cause.description
     assert closes[0].error.condition == "amqp:not-allowed"
 
 
-def test_an_attach_the_peer_refuses_names_the_address_and_its_error() -> None:
+def test_an_attach_the_peer_refuses_names_the_address_and_its_error(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.begin()
@@ -375,13 +384,13 @@ def test_an_attach_the_peer_refuses_names_the_address_and_its_error() -> None:
             await s.attach_receiver("/amq/queue/q9", name="r", credit=5)
         return info.value, await asyncio.wait_for(c.closed, 5)
 
-    err, cause = _run(script, client)
+    err, cause = _run(script, client, loop)
     assert (err.step, err.what, err.condition, err.description) == \
         ("attach /amq/queue/q9", "the peer refused the link", "amqp:not-found", "no queue 'q9'")
     assert cause.condition == "amqp:not-found"
 
 
-def test_flow_frames_before_open_are_refused() -> None:
+def test_flow_frames_before_open_are_refused(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         assert await p.read_header() == AMQP_HEADER
         p.send_raw(AMQP_HEADER)
@@ -390,12 +399,12 @@ def test_flow_frames_before_open_are_refused() -> None:
                        outgoing_window=UInt(1)))
         await p.expect(Close)
 
-    err = _refusal(script, sasl="none")
+    err = _refusal(script, loop, sasl="none")
     assert (err.step, err.condition, err.description) == \
         ("open", "amqp:not-allowed", "flow before open")
 
 
-def test_attach_frames_for_links_never_asked_for_are_refused() -> None:
+def test_attach_frames_for_links_never_asked_for_are_refused(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.begin()
@@ -407,6 +416,6 @@ def test_attach_frames_for_links_never_asked_for_are_refused() -> None:
         await c.begin()
         return await asyncio.wait_for(c.closed, 5)
 
-    cause = _run(script, client)
+    cause = _run(script, client, loop)
     assert cause.condition == "amqp:not-allowed"
     assert "attach for link 'theirs', which we did not attach" in cause.description

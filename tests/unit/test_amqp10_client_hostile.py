@@ -31,7 +31,7 @@ from pumpd.amqp10.performatives import (
 )
 from pumpd.amqp10.values import UByte, UInt
 
-from tests.support.amqp10_peer import PeerSide, scripted_peer
+from tests.support.amqp10_peer import EVENT_LOOPS, PeerSide, run_on, scripted_peer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -106,8 +106,9 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("loop", EVENT_LOOPS)
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_a_breach_closes_the_connection_naming_it(case: Case) -> None:
+def test_a_breach_closes_the_connection_naming_it(case: Case, loop: str) -> None:
     closes: list[Close] = []
 
     async def script(p: PeerSide) -> None:
@@ -134,7 +135,7 @@ def test_a_breach_closes_the_connection_naming_it(case: Case) -> None:
                 await s.attach_sender("q", name="l")
             return await asyncio.wait_for(c.closed, 5)
 
-    cause = asyncio.run(main())
+    cause = run_on(loop, main)
     assert isinstance(cause, Amqp10Error)
     assert (cause.step, cause.what, cause.condition) == \
         ("connection", "the peer broke the protocol", case.condition), cause

@@ -24,9 +24,9 @@ from pumpd.amqp10.performatives import (
 from pumpd.amqp10.serials import MASK
 from pumpd.amqp10.values import UInt
 
-from tests.support.amqp10_peer import PeerSide, scripted_peer
+from tests.support.amqp10_peer import EVENT_LOOPS, PeerSide, run_on, scripted_peer
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("loop", EVENT_LOOPS)]
 
 
 def _transfer(delivery_id: int | None, *, handle: int = 0, settled: bool = False,
@@ -55,11 +55,11 @@ async def _until(predicate: Any, timeout: float = 5.0) -> None:
     await asyncio.wait_for(wait(), timeout)
 
 
-def _run(script: Any, client: Any) -> Any:
+def _run(script: Any, client: Any, loop: str) -> Any:
     async def main() -> Any:
         async with scripted_peer(script) as port:
             return await client(port)
-    return asyncio.run(main())
+    return run_on(loop, main)
 
 
 async def _peer_receiver_link(p: PeerSide, *, next_outgoing_id: int = 0,
@@ -73,7 +73,7 @@ async def _peer_receiver_link(p: PeerSide, *, next_outgoing_id: int = 0,
 
 
 @pytest.mark.parametrize("start", [2**16 - 3, 2**32 - 3])
-def test_delivery_ids_across_a_wrap_map_onto_a_counter_that_does_not_wrap(start: int) -> None:
+def test_delivery_ids_across_a_wrap_map_onto_a_counter_that_does_not_wrap(start: int, loop: str) -> None:
     dispositions: list[tuple[int, int | None, Any]] = []
 
     async def script(p: PeerSide) -> None:
@@ -97,7 +97,7 @@ def test_delivery_ids_across_a_wrap_map_onto_a_counter_that_does_not_wrap(start:
         await c.close()
         return [d for d, _, _ in got]
 
-    numbers = _run(script, client)
+    numbers = _run(script, client, loop)
     assert numbers == [start + i for i in range(6)]
     if start > MASK - 10:  # split where the wire's delivery-id wraps
         assert dispositions == [(MASK - 2, MASK, Accepted()), (0, 2, Accepted())]
@@ -111,7 +111,7 @@ def _frame(performative: Any, payload: bytes = b"", channel: int = 0) -> bytes:
     return encode_frame(channel, encode_performative(performative), payload)
 
 
-def test_credit_is_a_prefetch_granted_again_once_used_up_for_what_was_settled() -> None:
+def test_credit_is_a_prefetch_granted_again_once_used_up_for_what_was_settled(loop: str) -> None:
     flows: list[tuple[int, int]] = []
 
     async def script(p: PeerSide) -> None:
@@ -138,13 +138,13 @@ def test_credit_is_a_prefetch_granted_again_once_used_up_for_what_was_settled() 
         await asyncio.sleep(0.05)
         await c.close()
 
-    _run(script, client)
+    _run(script, client, loop)
     # 8 granted and received; 2 settled: 2 granted; 2 more settled, but 2 granted are not used
     # up yet; they come: 8 - 6 unsettled granted again. Never more than 8 in all.
     assert flows == [(0, 8), (8, 2), (10, 2)]
 
 
-def test_settling_skips_what_is_settled_and_splits_into_consecutive_ranges() -> None:
+def test_settling_skips_what_is_settled_and_splits_into_consecutive_ranges(loop: str) -> None:
     dispositions: list[tuple[int, int | None, str]] = []
 
     async def script(p: PeerSide) -> None:
@@ -167,12 +167,12 @@ def test_settling_skips_what_is_settled_and_splits_into_consecutive_ranges() -> 
         await asyncio.sleep(0.05)
         await c.close()
 
-    _run(script, client)
+    _run(script, client, loop)
     assert dispositions == [(2, None, "Rejected"), (0, 1, "Accepted"), (3, None, "Accepted"),
                             (5, 7, "Accepted")]
 
 
-def test_a_message_in_several_frames_is_reassembled_and_an_aborted_one_dropped() -> None:
+def test_a_message_in_several_frames_is_reassembled_and_an_aborted_one_dropped(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await _peer_receiver_link(p)
         p.send_raw(
@@ -191,10 +191,10 @@ def test_a_message_in_several_frames_is_reassembled_and_an_aborted_one_dropped()
         await c.close()
         return got
 
-    assert _run(script, client) == [(0, b"aaabbbccc", False), (2, b"last", True)]
+    assert _run(script, client, loop) == [(0, b"aaabbbccc", False), (2, b"last", True)]
 
 
-def test_deliveries_before_the_callback_is_set_are_handed_to_it() -> None:
+def test_deliveries_before_the_callback_is_set_are_handed_to_it(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await _peer_receiver_link(p)
         p.send_raw(_frame(_transfer(0), b"early"))
@@ -210,10 +210,10 @@ def test_deliveries_before_the_callback_is_set_are_handed_to_it() -> None:
         await c.close()
         return got
 
-    assert _run(script, client) == [(0, b"early", False)]
+    assert _run(script, client, loop) == [(0, b"early", False)]
 
 
-def test_a_pre_settled_receiver_grants_credit_again_as_deliveries_arrive() -> None:
+def test_a_pre_settled_receiver_grants_credit_again_as_deliveries_arrive(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         flow = await _peer_receiver_link(p)
         credit, count = int(flow.link_credit), 0
@@ -235,7 +235,7 @@ def test_a_pre_settled_receiver_grants_credit_again_as_deliveries_arrive() -> No
         await c.close()
         return len(got)
 
-    assert _run(script, client) >= 20
+    assert _run(script, client, loop) >= 20
 
 
 # -- senders -----------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ async def _sender(port: int, **kw: Any) -> tuple[Connection, Sender]:
     return c, await s.attach_sender("q", name="s", **kw)
 
 
-def test_a_sender_sends_within_the_peers_credit_and_hears_of_more() -> None:
+def test_a_sender_sends_within_the_peers_credit_and_hears_of_more(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.begin()
@@ -275,10 +275,10 @@ def test_a_sender_sends_within_the_peers_credit_and_hears_of_more() -> None:
         await c.close()
         return events
 
-    assert _run(script, client)[-2:] == [("credit", 3), (0, 1, Accepted())]
+    assert _run(script, client, loop)[-2:] == [("credit", 3), (0, 1, Accepted())]
 
 
-def test_a_closed_session_window_holds_frames_and_credit_until_it_reopens() -> None:
+def test_a_closed_session_window_holds_frames_and_credit_until_it_reopens(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.begin(incoming_window=1)
@@ -305,10 +305,10 @@ def test_a_closed_session_window_holds_frames_and_credit_until_it_reopens() -> N
         await c.close()
         return credits
 
-    assert _run(script, client)[-1] == 5  # link credit 9 left, the window 5
+    assert _run(script, client, loop)[-1] == 5  # link credit 9 left, the window 5
 
 
-def test_a_message_larger_than_the_peers_frames_is_split_with_no_empty_frame() -> None:
+def test_a_message_larger_than_the_peers_frames_is_split_with_no_empty_frame(loop: str) -> None:
     frames: list[tuple[int, Transfer, bytes]] = []
     payload = bytes(range(256)) * 12  # 3072 bytes
 
@@ -333,7 +333,7 @@ def test_a_message_larger_than_the_peers_frames_is_split_with_no_empty_frame() -
         await asyncio.sleep(0.05)
         await c.close()
 
-    _run(script, client)
+    _run(script, client, loop)
     first = [(t, d) for size, t, d in frames if size == len(payload)]
     assert b"".join(d for _, d in first) == payload
     assert all(d for _, _, d in frames)
@@ -344,7 +344,7 @@ def test_a_message_larger_than_the_peers_frames_is_split_with_no_empty_frame() -
     assert b"".join(d for _, d in second) == payload[:1000]
 
 
-def test_a_drain_uses_up_the_credit_the_caller_does_not_use() -> None:
+def test_a_drain_uses_up_the_credit_the_caller_does_not_use(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await p.handshake()
         await p.begin()
@@ -361,10 +361,10 @@ def test_a_drain_uses_up_the_credit_the_caller_does_not_use() -> None:
         await c.close()
         return credit
 
-    assert _run(script, client) == 0
+    assert _run(script, client, loop) == 0
 
 
-def test_a_peer_detaching_a_running_link_ends_the_connection_naming_the_link() -> None:
+def test_a_peer_detaching_a_running_link_ends_the_connection_naming_the_link(loop: str) -> None:
     async def script(p: PeerSide) -> None:
         await _peer_receiver_link(p)
         await asyncio.sleep(0.05)
@@ -380,7 +380,7 @@ def test_a_peer_detaching_a_running_link_ends_the_connection_naming_the_link() -
         cause = await asyncio.wait_for(c.closed, 5)
         return cause, r.closed.result()
 
-    cause, link_cause = _run(script, client)
+    cause, link_cause = _run(script, client, loop)
     assert (cause.step, cause.what, cause.condition, cause.description) == \
         ("transfer q", "the peer detached the link", "amqp:resource-deleted",
          "queue 'q' deleted")
