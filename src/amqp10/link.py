@@ -181,7 +181,7 @@ class Link:
                 self._detached.set_result(detach)
             return
         # not asked for: answer it (our closed mirrors the peer's), then fail
-        self._host.send_performative(Detach(handle=self.handle, closed=detach.closed))
+        self._host.send_performative(Detach(handle=UInt(self.handle), closed=detach.closed))
         err = detach.error
         cond = None if err is None else str(err.condition)
         desc = None if err is None or err.description is None else str(err.description)
@@ -213,7 +213,7 @@ class Link:
             return
         loop = asyncio.get_running_loop()
         self._detached = loop.create_future()
-        self._host.send_performative(Detach(handle=self.handle, closed=close))
+        self._host.send_performative(Detach(handle=UInt(self.handle), closed=close))
         step = f"detach {self.address}"
         try:
             answer: Detach = await self._host.await_step(step, self._detached, self.closed)

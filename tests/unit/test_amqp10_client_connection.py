@@ -16,6 +16,7 @@ from pumpd.amqp10.performatives import (
     Begin,
     Close,
     Detach,
+    End,
     Error,
     Flow,
     Open,
@@ -419,3 +420,43 @@ def test_attach_frames_for_links_never_asked_for_are_refused(loop: str) -> None:
     cause = _run(script, client, loop)
     assert cause.condition == "amqp:not-allowed"
     assert "attach for link 'theirs', which we did not attach" in cause.description
+
+
+def test_without_sasl_the_amqp_header_and_open_go_first(loop: str) -> None:
+    async def script(p: PeerSide) -> None:
+        client_open = await p.handshake(sasl=False)
+        assert client_open.container_id == "client-test"
+        await p.answer_close()
+
+    async def client(port: int) -> bool:
+        c = await _connect(port, sasl="none")
+        opened = c.is_open
+        await c.close()
+        return opened
+
+    assert _run(script, client, loop)
+
+
+def test_a_session_ended_by_the_client_leaves_the_connection_open(loop: str) -> None:
+    async def script(p: PeerSide) -> None:
+        await p.handshake()
+        await p.begin()
+        await p.expect(End)
+        p.send(0, End())
+        await p.begin(channel=1)  # the next session
+        await p.answer_close()
+
+    async def client(port: int) -> tuple[Any, int]:
+        c = await _connect(port)
+        s = await c.begin()
+        await s.end()
+        with pytest.raises(Amqp10Error, match="end: ended by the client"):
+            await s.attach_receiver("q", name="r", credit=1)
+        assert c.is_open
+        again = await c.begin()
+        await c.close()
+        return s.closed.result(), again.channel
+
+    cause, channel = _run(script, client, loop)
+    assert (cause.step, cause.what) == ("end", "ended by the client")
+    assert channel == 0  # the channel is free again
