@@ -8,7 +8,9 @@ with such an error, when the connection ends for any reason: the peer closed it,
 session or detached a link unasked (one failure ends the connection: pumpd's endpoints use one
 session and one link per connection), broke the protocol (the connection is closed with
 amqp:connection:framing-error, amqp:not-allowed or a session or link error, naming what the
-peer did), or was silent beyond our idle-time-out (amqp:resource-limit-exceeded).
+peer did), or was silent beyond our idle-time-out (amqp:resource-limit-exceeded). A step
+without an answer within ``step_timeout`` ends the connection too: a late answer could not be
+told from a lie.
 
 Writes are batched: frames are appended to one buffer and written once per event loop
 iteration in one ``transport.write``; credit for receivers is granted in the same flush. Reads
@@ -235,7 +237,7 @@ class Connection(asyncio.Protocol):
                      max_frame_size=UInt(self.max_frame_size),
                      channel_max=UShort(self._channel_max),
                      idle_time_out=None if idle is None else UInt(round(idle * 1000)),
-                     properties=_symbol_keys(self._properties))
+                     properties=self._properties)
         self._open_sent = True
         self._transport.write(AMQP_HEADER + encode_frame(0, encode_performative(open_)))
 
@@ -345,15 +347,16 @@ class Connection(asyncio.Protocol):
                 if frame.type != TYPE_AMQP:
                     raise PeerViolation(FRAMING_ERROR, f"a frame of type {frame.type} after the "
                                                        "SASL exchange")
-                if len(body) > 3 and body[2] == 0x14 and body[1] == 0x53 and body[0] == 0:
-                    performative, pos = decode_transfer_fields(body)  # the common case, fast
-                else:
-                    performative, pos = decode_performative(body)
+                try:
+                    if len(body) > 3 and body[2] == 0x14 and body[1] == 0x53 and body[0] == 0:
+                        performative, pos = decode_transfer_fields(body)  # the common case
+                    else:
+                        performative, pos = decode_performative(body)
+                except DecodeError as exc:
+                    raise PeerViolation(DECODE_ERROR, str(exc)) from None
                 self._on_performative(frame.channel, performative, body, pos)
         except PeerViolation as exc:
             self._violated(exc.condition, exc.description)
-        except DecodeError as exc:
-            self._violated(DECODE_ERROR, str(exc))
         except Exception as exc:  # ours or a callback's: the stream cannot be trusted now
             log.exception("AMQP 1.0 %s: failed on a frame from the peer", self.peer)
             self._finish(Amqp10Error(self.step_or("connection"),
@@ -708,9 +711,3 @@ def _describe(exc: OSError) -> str:
     if exc.errno is not None and exc.errno > 0:
         return os.strerror(exc.errno)
     return exc.strerror or str(exc) or type(exc).__name__
-
-
-def _symbol_keys(properties: dict[Any, Any] | None) -> dict[Any, Any] | None:
-    if properties is None:
-        return None
-    return {(Symbol(k) if isinstance(k, str) else k): v for k, v in properties.items()}

@@ -14,7 +14,6 @@ __all__ = [
     "MESSAGE_SIZE_EXCEEDED",
     "NOT_ALLOWED",
     "RESOURCE_LIMIT_EXCEEDED",
-    "TRANSFER_LIMIT_EXCEEDED",
     "UNATTACHED_HANDLE",
     "WINDOW_VIOLATION",
     "Amqp10Error",
@@ -28,7 +27,6 @@ NOT_ALLOWED = "amqp:not-allowed"
 RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
 WINDOW_VIOLATION = "amqp:session:window-violation"
 UNATTACHED_HANDLE = "amqp:session:unattached-handle"
-TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 
 

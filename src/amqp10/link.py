@@ -12,8 +12,11 @@ credit granted before is used up, for as many deliveries as the caller settled m
 pre-settled receiver, ``settle_mode="settled"``, for all of it), in one flow frame per event loop
 iteration. Not earlier: RabbitMQ 3.x turns each flow into an absolute credit for its queue, and
 deliveries still inside the broker (sent by the queue, not yet transferred) would be sent on top
-of it; when the credit is used up, none are, and no flow can over-grant. A peer that sends
-beyond the credit breaks the protocol (amqp:link:transfer-limit-exceeded).
+of it; when the credit is used up, none are, and no flow can over-grant. Deliveries beyond the
+credit are taken all the same and counted (:attr:`Receiver.beyond_credit`, with a warning the
+first time): RabbitMQ 3.x stream queues ignore credit and send up to the session's prefetch, and
+refusing them would make streams unreadable. The caller bounds what it holds with
+:meth:`~pumpd.amqp10.connection.Connection.pause_reading`.
 
 A sender sends only within its credit: :attr:`Sender.credit` says how many :meth:`Sender.send`
 calls may be made now (its link credit, bounded by the room in its session window);
@@ -24,13 +27,13 @@ calls may be made now (its link credit, bounded by the room in its session windo
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from .errors import (
     MESSAGE_SIZE_EXCEEDED,
     NOT_ALLOWED,
-    TRANSFER_LIMIT_EXCEEDED,
     Amqp10Error,
     NoCredit,
     PeerViolation,
@@ -48,9 +51,11 @@ from .performatives import (
     Transfer,
 )
 from .serials import MASK, serial_add, serial_diff
-from .values import Symbol, UByte, UInt, ULong
+from .values import UByte, UInt, ULong
 
 __all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "LinkHost", "Receiver", "Sender"]
+
+log = logging.getLogger("pumpd.amqp10")
 
 #: a receiver refuses a message larger than this unless told otherwise (RabbitMQ's default
 #: max_message_size)
@@ -254,6 +259,8 @@ class Receiver(Link):
         self._credit = credit  # the prefetch: at most this many unsettled, granted included
         self._link_credit = 0  # granted and not yet used, as we count it
         self._in_flight_excess = 0  # deliveries the peer may send beyond a credit we lowered
+        #: deliveries the peer sent beyond the credit granted (taken all the same)
+        self.beyond_credit = 0
         self._delivery_count = 0  # the wire's delivery-count (32-bit serial)
         self._unsettled: set[int] = set()
         self._callback: TransferCallback | None = None
@@ -267,15 +274,13 @@ class Receiver(Link):
         self._dirty = False
 
     def attach_performative(self) -> Attach:
-        filters = None if self.filters is None else {
-            (Symbol(k) if isinstance(k, str) else k): v for k, v in self.filters.items()}
         return Attach(
             name=self.name, handle=UInt(self.handle), role=True,
             snd_settle_mode=UByte(1 if self.settle_mode == "settled" else 0),
             rcv_settle_mode=UByte(0),
-            source=Source(address=self.address, filter=filters), target=Target(),
+            source=Source(address=self.address, filter=self.filters), target=Target(),
             max_message_size=ULong(self.max_message_size),
-            properties=_symbol_keys(self.properties))
+            properties=self.properties)
 
     def attached(self, remote: Attach) -> None:
         count = remote.initial_delivery_count
@@ -379,9 +384,7 @@ class Receiver(Link):
             elif self._in_flight_excess > 0:
                 self._in_flight_excess -= 1
             else:
-                raise PeerViolation(TRANSFER_LIMIT_EXCEEDED,
-                                    f"delivery-id {int(wire)} on link {self.name!r} beyond the "
-                                    "link credit")
+                self._beyond_credit(int(wire))
             self._delivery_count = (self._delivery_count + 1) & MASK
             if transfer.aborted:
                 return  # an aborted delivery is settled and has no message
@@ -412,6 +415,14 @@ class Receiver(Link):
             payload = b"".join(chunks)
             self._chunks = None
             self._deliver(self._partial_number, payload, self._partial_settled)
+
+    def _beyond_credit(self, wire: int) -> None:
+        self.beyond_credit += 1
+        if self.beyond_credit == 1:
+            log.warning("AMQP 1.0 %s: link %r from %s: delivery-id %d came beyond the credit "
+                        "granted; the peer does not keep to credit (RabbitMQ 3.x stream queues "
+                        "do not), so the prefetch of %d does not bound what is unsettled",
+                        self._host.peer, self.name, self.address, wire, self._credit)
 
     def _add_chunk(self, body: bytes, pos: int) -> None:
         assert self._chunks is not None
@@ -477,7 +488,7 @@ class Sender(Link):
             name=self.name, handle=UInt(self.handle), role=False,
             snd_settle_mode=UByte(1 if self.settled else 2), rcv_settle_mode=UByte(0),
             source=Source(), target=Target(address=self.address),
-            initial_delivery_count=UInt(0), properties=_symbol_keys(self.properties))
+            initial_delivery_count=UInt(0), properties=self.properties)
 
     @property
     def credit(self) -> int:
@@ -569,10 +580,3 @@ class Sender(Link):
 def _check_credit(credit: int) -> None:
     if not 0 <= credit <= MASK:
         raise ValueError(f"credit {credit}: expected 0 .. {MASK}")
-
-
-def _symbol_keys(properties: dict[Any, Any] | None) -> dict[Any, Any] | None:
-    """A fields map: keys as symbols."""
-    if properties is None:
-        return None
-    return {(Symbol(k) if isinstance(k, str) else k): v for k, v in properties.items()}

@@ -248,7 +248,7 @@ def test_the_client_sends_empty_frames_at_half_the_peers_idle_time_out(loop: str
         await c.close()
 
     _run(script, client, loop)
-    assert 5 <= counted[0] <= 8, counted
+    assert 4 <= counted[0] <= 8, counted  # every 0.1s for 0.75s; a busy machine may lag
 
 
 class _CountingTransport:

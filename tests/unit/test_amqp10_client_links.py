@@ -385,3 +385,40 @@ def test_a_peer_detaching_a_running_link_ends_the_connection_naming_the_link(loo
         ("transfer q", "the peer detached the link", "amqp:resource-deleted",
          "queue 'q' deleted")
     assert link_cause is cause
+
+
+def test_deliveries_beyond_the_credit_are_taken_and_counted(
+        loop: str, caplog: pytest.LogCaptureFixture) -> None:
+    async def script(p: PeerSide) -> None:
+        await _peer_receiver_link(p)  # credit 2
+        p.send_raw(b"".join(_frame(_transfer(i), b"x") for i in range(5)))
+        await p.answer_close()
+
+    async def client(port: int) -> tuple[int, int]:
+        c, r, got = await _receiver(port, credit=2)
+        await _until(lambda: len(got) == 5)
+        await c.close()
+        return r.beyond_credit, r.unsettled
+
+    assert _run(script, client, loop) == (3, 5)
+    assert "delivery-id 2 came beyond the credit granted" in caplog.text
+
+
+def test_a_callback_that_raises_aborts_the_connection_naming_the_fault(loop: str) -> None:
+    async def script(p: PeerSide) -> None:
+        await _peer_receiver_link(p)
+        p.send_raw(_frame(_transfer(0), b"x"))
+        await p.closed_by_client()
+
+    async def client(port: int) -> Any:
+        c, r, _ = await _receiver(port)
+
+        def fails(delivery: int, payload: bytes, settled: bool) -> None:
+            raise KeyError("the caller's bug")
+
+        r.on_transfer(fails)
+        return await asyncio.wait_for(c.closed, 5)
+
+    cause = _run(script, client, loop)
+    assert (cause.step, cause.what) == \
+        ("connection", "the client failed on a frame from the peer: KeyError(\"the caller's bug\")")
