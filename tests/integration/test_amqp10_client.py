@@ -349,3 +349,24 @@ def test_a_stream_read_from_the_offset_its_filter_names(node: LocalNode, vhost: 
     # annotation): the body section comes as sent
     assert len(got) == 100 - first
     assert all(g.endswith(p) for g, p in zip(got, payloads[first:], strict=True))
+
+
+def test_connections_closed_by_the_broker_set_closed_with_its_error(node: LocalNode,
+                                                                    vhost: str) -> None:
+    queue = _queue(node, vhost)
+
+    async def main() -> BaseException:
+        c = await _open(node, vhost)
+        s = await c.begin()
+        await s.attach_receiver(f"/amq/queue/{queue}", name="in", credit=5)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, node.ctl, "close_all_connections", "-p", vhost,
+                                   "test says bye")
+        return await asyncio.wait_for(c.closed, 30)
+
+    cause = run_on("uvloop", main)
+    # RabbitMQ 3.10 ends the AMQP 1.0 session when its 0-9-1 connection inside is closed
+    assert isinstance(cause, Amqp10Error)
+    assert (cause.step, cause.what, cause.condition) == \
+        ("session", "the peer ended the session", "amqp:internal-error")
+    assert "server_initiated_close,320" in (cause.description or "")
