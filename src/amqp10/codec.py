@@ -196,7 +196,10 @@ def _enc_decimal128(v: Decimal128) -> bytes:
 
 
 def _enc_char(v: Any) -> bytes:
-    return _BI.pack(0x73, ord(v))
+    cp = ord(v)
+    if 0xD800 <= cp <= 0xDFFF:
+        raise EncodeError(f"char {v!r} is a surrogate, not a unicode scalar value")
+    return _BI.pack(0x73, cp)
 
 
 def _enc_uuid(v: uuid.UUID) -> bytes:
@@ -711,7 +714,11 @@ def _map(code: int, wide: bool) -> _Decoder:
             v, p = _decode_in(buf, p, stop, d, name)
             try:
                 if k in out:
-                    raise DecodeError(f"{name} repeats the key {k!r}", kpos)
+                    first = next(k2 for k2 in out if k2 == k)
+                    if type(first) is type(k):
+                        raise DecodeError(f"{name} repeats the key {k!r}", kpos)
+                    raise DecodeError(f"{name} keys {first!r} and {k!r} are one key in "
+                                      "Python", kpos)
             except TypeError:
                 raise DecodeError(f"{name} key of type {type(k).__name__} cannot be a Python "
                                   "dict key", kpos) from None
@@ -725,7 +732,7 @@ def _map(code: int, wide: bool) -> _Decoder:
 
 def _decode_in(buf: _Buf, p: int, stop: int, depth: int, name: str) -> tuple[Any, int]:
     if p >= stop:
-        raise DecodeError(f"{name} ends before its elements do", p)
+        raise DecodeError(f"{name} is missing: the bytes end", p)
     c = buf[p]
     fn = _DECODERS.get(c)
     if fn is None:

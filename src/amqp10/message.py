@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 from .codec import (
@@ -157,54 +159,67 @@ def _type_name(v: Any) -> str:
     return names.get(type(v), type(v).__name__.lower())
 
 
-def _check(section: str, fieldname: str, v: Any, kinds: tuple[type, ...], what: str,
-           pos: int) -> Any:
-    if v is not None and type(v) not in kinds:
-        raise DecodeError(f"{section} field {fieldname} is {_type_name(v)} {v!r}, not {what}",
-                          pos)
-    return v
-
-
-def _fields_list(section: str, v: Any, width: int, pos: int) -> list[Any]:
-    if type(v) is not list:
-        raise DecodeError(f"{section} section is {_type_name(v)}, not a list", pos)
-    return v + [None] * (width - len(v)) if len(v) < width else v
-
-
-def _header(v: Any, pos: int) -> Header:
-    f = _fields_list("header", v, 5, pos)
-    return Header(
-        durable=_check("header", "durable", f[0], (bool,), "a boolean", pos),
-        priority=_check("header", "priority", f[1], (UByte,), "a ubyte", pos),
-        ttl=_check("header", "ttl", f[2], (UInt,), "a uint", pos),
-        first_acquirer=_check("header", "first-acquirer", f[3], (bool,), "a boolean", pos),
-        delivery_count=_check("header", "delivery-count", f[4], (UInt,), "a uint", pos),
-    )
-
+# The header and properties sections, field by field in the spec's order (their dataclasses'
+# order): the name on the wire, the types a decoded value may have, and how a value is encoded.
+_FieldSpec = tuple[str, tuple[type, ...], str, Callable[[Any], bytes]]
 
 _MESSAGE_ID = (ULong, bytes, str, uuid.UUID)
 _ID_WHAT = "a message-id (ulong, uuid, binary or string)"
 
 
+def _message_id(v: Any) -> bytes:
+    if type(v) is int:  # a plain int means the ulong form
+        return encode_ulong(v)
+    if not isinstance(v, _MESSAGE_ID):
+        raise EncodeError(f"{v!r} is not {_ID_WHAT}")
+    return encode_value(v)
+
+
+_HEADER_FIELDS: tuple[_FieldSpec, ...] = (
+    ("durable", (bool,), "a boolean", encode_boolean),
+    ("priority", (UByte,), "a ubyte", encode_ubyte),
+    ("ttl", (UInt,), "a uint", encode_uint),
+    ("first-acquirer", (bool,), "a boolean", encode_boolean),
+    ("delivery-count", (UInt,), "a uint", encode_uint),
+)
+_PROPERTIES_FIELDS: tuple[_FieldSpec, ...] = (
+    ("message-id", _MESSAGE_ID, _ID_WHAT, _message_id),
+    ("user-id", (bytes,), "a binary", encode_binary),
+    ("to", (str,), "a string", encode_string),
+    ("subject", (str,), "a string", encode_string),
+    ("reply-to", (str,), "a string", encode_string),
+    ("correlation-id", _MESSAGE_ID, _ID_WHAT, _message_id),
+    ("content-type", (Symbol,), "a symbol", encode_symbol),
+    ("content-encoding", (Symbol,), "a symbol", encode_symbol),
+    ("absolute-expiry-time", (Timestamp,), "a timestamp", encode_timestamp),
+    ("creation-time", (Timestamp,), "a timestamp", encode_timestamp),
+    ("group-id", (str,), "a string", encode_string),
+    ("group-sequence", (UInt,), "a uint", encode_uint),
+    ("reply-to-group-id", (str,), "a string", encode_string),
+)
+
+
+def _section_fields(section: str, v: Any, table: tuple[_FieldSpec, ...],
+                    pos: int) -> list[Any]:
+    """A list section's fields, checked and padded to the table's width (fields a later
+    version may add are ignored)."""
+    if type(v) is not list:
+        raise DecodeError(f"{section} section is {_type_name(v)}, not a list", pos)
+    width = len(table)
+    for x, (name, kinds, what, _) in zip(v, table, strict=False):
+        if x is not None and type(x) not in kinds:
+            raise DecodeError(f"{section} field {name} is {_type_name(x)} {x!r}, not {what}",
+                              pos)
+    n = len(v)
+    return v + [None] * (width - n) if n < width else v[:width]
+
+
+def _header(v: Any, pos: int) -> Header:
+    return Header(*_section_fields("header", v, _HEADER_FIELDS, pos))
+
+
 def _properties(v: Any, pos: int) -> Properties:
-    f = _fields_list("properties", v, 13, pos)
-    s = "properties"
-    return Properties(
-        message_id=_check(s, "message-id", f[0], _MESSAGE_ID, _ID_WHAT, pos),
-        user_id=_check(s, "user-id", f[1], (bytes,), "a binary", pos),
-        to=_check(s, "to", f[2], (str,), "a string", pos),
-        subject=_check(s, "subject", f[3], (str,), "a string", pos),
-        reply_to=_check(s, "reply-to", f[4], (str,), "a string", pos),
-        correlation_id=_check(s, "correlation-id", f[5], _MESSAGE_ID, _ID_WHAT, pos),
-        content_type=_check(s, "content-type", f[6], (Symbol,), "a symbol", pos),
-        content_encoding=_check(s, "content-encoding", f[7], (Symbol,), "a symbol", pos),
-        absolute_expiry_time=_check(s, "absolute-expiry-time", f[8], (Timestamp,),
-                                    "a timestamp", pos),
-        creation_time=_check(s, "creation-time", f[9], (Timestamp,), "a timestamp", pos),
-        group_id=_check(s, "group-id", f[10], (str,), "a string", pos),
-        group_sequence=_check(s, "group-sequence", f[11], (UInt,), "a uint", pos),
-        reply_to_group_id=_check(s, "reply-to-group-id", f[12], (str,), "a string", pos),
-    )
+    return Properties(*_section_fields("properties", v, _PROPERTIES_FIELDS, pos))
 
 
 def _annotations(section: str, v: Any, pos: int) -> dict[Symbol | ULong, Any]:
@@ -299,50 +314,32 @@ def _described_list(code: int, parts: list[bytes]) -> bytes:
     return head + struct.pack(">BII", 0xD0, size + 3, len(parts)) + body
 
 
-def _opt(enc: Any, v: Any) -> bytes:
-    return b"\x40" if v is None else bytes(enc(v))
+def _encode_fields(section: str, code: int, values: tuple[Any, ...],
+                   table: tuple[_FieldSpec, ...]) -> bytes:
+    parts = []
+    for v, (name, _, what, enc) in zip(values, table, strict=True):
+        if v is None:
+            parts.append(b"\x40")
+            continue
+        try:
+            parts.append(enc(v))
+        except EncodeError as e:
+            raise EncodeError(f"{section} field {name}: {e}") from None
+        except (ValueError, TypeError, AttributeError) as e:
+            raise EncodeError(f"{section} field {name} = {v!r} is not {what} ({e})") from None
+    return _described_list(code, parts)
+
+
+_header_values = attrgetter(*[f.name for f in fields(Header)])
+_properties_values = attrgetter(*[f.name for f in fields(Properties)])
 
 
 def _encode_header(h: Header) -> bytes:
-    try:
-        return _described_list(HEADER, [
-            _opt(encode_boolean, h.durable),
-            _opt(encode_ubyte, h.priority),
-            _opt(encode_uint, h.ttl),
-            _opt(encode_boolean, h.first_acquirer),
-            _opt(encode_uint, h.delivery_count),
-        ])
-    except ValueError as e:
-        raise EncodeError(f"header: {e}") from None
-
-
-def _message_id(v: Any) -> bytes:
-    if type(v) is int:  # a plain int means the ulong form
-        return encode_ulong(v)
-    if not isinstance(v, _MESSAGE_ID):
-        raise EncodeError(f"{v!r} is not {_ID_WHAT}")
-    return encode_value(v)
+    return _encode_fields("header", HEADER, _header_values(h), _HEADER_FIELDS)
 
 
 def _encode_properties(p: Properties) -> bytes:
-    try:
-        return _described_list(PROPERTIES, [
-            _opt(_message_id, p.message_id),
-            _opt(encode_binary, p.user_id),
-            _opt(encode_string, p.to),
-            _opt(encode_string, p.subject),
-            _opt(encode_string, p.reply_to),
-            _opt(_message_id, p.correlation_id),
-            _opt(encode_symbol, p.content_type),
-            _opt(encode_symbol, p.content_encoding),
-            _opt(encode_timestamp, p.absolute_expiry_time),
-            _opt(encode_timestamp, p.creation_time),
-            _opt(encode_string, p.group_id),
-            _opt(encode_uint, p.group_sequence),
-            _opt(encode_string, p.reply_to_group_id),
-        ])
-    except (ValueError, AttributeError, TypeError) as e:
-        raise EncodeError(f"properties: {e}") from None
+    return _encode_fields("properties", PROPERTIES, _properties_values(p), _PROPERTIES_FIELDS)
 
 
 def _described(code: int, value: Any) -> bytes:

@@ -139,12 +139,6 @@ def _fields_accept(v: Any) -> Any:
     return v
 
 
-def _map_accept(v: Any) -> Any:
-    if type(v) is not dict:
-        raise _Wrong(f"is {_amqp_type(v)}, not a map")
-    return v
-
-
 def _any(v: Any) -> Any:
     return v
 
@@ -159,7 +153,6 @@ SYMBOL = FieldType("symbol", encode_symbol, _exact(Symbol, "a symbol"))
 SYMBOLS = FieldType("symbol[]", _symbols_encode, _symbols_accept)
 BINARY = FieldType("binary", encode_binary, _exact(bytes, "a binary"))
 FIELDS = FieldType("fields", _fields_encode, _fields_accept)
-MAP = FieldType("map", encode_value, _map_accept)
 ANY = FieldType("*", encode_value, _any)
 
 
@@ -175,7 +168,7 @@ def _composite_type(name: str, codes: tuple[int, ...], keep_others: bool) -> Fie
     def accept(v: Any) -> Any:
         if not isinstance(v, Described):
             raise _Wrong(f"is {_amqp_type(v)}, not {name}")
-        schema = _BY_DESCRIPTOR.get(v.descriptor)
+        schema = _schema_for(v.descriptor)
         if schema is None or schema.code not in codes:
             if keep_others:
                 return v
@@ -225,7 +218,9 @@ class _Schema:
     def encode(self, p: Any) -> bytes:
         parts = []
         for f, v in zip(self.fields, self.getter(p), strict=True):
-            if v is None or (v == f.default and type(v) is type(f.default)):
+            # a value at the spec's default goes as null: the same meaning, fewer bytes
+            if v is None or (f.default is not None and type(v) is type(f.default)
+                             and v == f.default):
                 if f.mandatory:
                     raise EncodeError(f"{self.name}: the mandatory field {f.name} is None")
                 parts.append(b"\x40")
@@ -263,6 +258,15 @@ class _Schema:
         return self.cls(**kw)
 
 
+def _map_bytes(pairs: list[tuple[bytes, bytes]]) -> bytes:
+    body = b"".join([k + v for k, v in pairs])
+    size = len(body) + 1
+    count = 2 * len(pairs)
+    if size < 256 and count < 256:
+        return bytes((0xC1, size, count)) + body
+    return struct.pack(">BII", 0xD1, size + 3, count) + body
+
+
 def _list_bytes(parts: list[bytes]) -> bytes:
     if not parts:
         return b"\x45"
@@ -275,6 +279,13 @@ def _list_bytes(parts: list[bytes]) -> bytes:
 
 _BY_CLASS: dict[type, _Schema] = {}
 _BY_DESCRIPTOR: dict[Any, _Schema] = {}
+
+
+def _schema_for(descriptor: Any) -> _Schema | None:
+    # a descriptor is a ulong or a symbol; anything else (a list, say) names nothing
+    if type(descriptor) is ULong or type(descriptor) is Symbol:
+        return _BY_DESCRIPTOR.get(descriptor)
+    return None
 _T = TypeVar("_T")
 
 
@@ -340,6 +351,23 @@ DeliveryState = Received | Accepted | Rejected | Released | Modified | Described
 _DELIVERY_STATE = _composite_type("a delivery state", (0x23, 0x24, 0x25, 0x26, 0x27),
                                   keep_others=True)
 _OUTCOME = _composite_type("an outcome", (0x24, 0x25, 0x26, 0x27), keep_others=True)
+
+
+def _unsettled_encode(v: Any) -> bytes:
+    enc = _DELIVERY_STATE.encode
+    return _map_bytes([(encode_value(k), b"\x40" if x is None else enc(x))
+                       for k, x in v.items()])
+
+
+def _unsettled_accept(v: Any) -> Any:
+    if type(v) is not dict:
+        raise _Wrong(f"is {_amqp_type(v)}, not a map")
+    accept = _DELIVERY_STATE.accept
+    return {k: None if x is None else accept(x) for k, x in v.items()}
+
+
+#: delivery tag -> its delivery state (or None), the unsettled map of an attach
+_UNSETTLED = FieldType("unsettled", _unsettled_encode, _unsettled_accept)
 
 
 @_composite(0x28, "amqp:source:list")
@@ -420,7 +448,8 @@ class Attach:
     rcv_settle_mode: int = field(default=RCV_SETTLE_FIRST, metadata=_f(UBYTE))
     source: Source | None = field(default=None, metadata=_f(_SOURCE))
     target: Target | Described | None = field(default=None, metadata=_f(_TARGET))
-    unsettled: dict[Any, Any] | None = field(default=None, metadata=_f(MAP))
+    unsettled: dict[Any, DeliveryState | None] | None = field(default=None,
+                                                             metadata=_f(_UNSETTLED))
     incomplete_unsettled: bool = field(default=False, metadata=_f(BOOLEAN))
     initial_delivery_count: int | None = field(default=None, metadata=_f(UINT))
     max_message_size: int | None = field(default=None, metadata=_f(ULONG))
@@ -565,7 +594,7 @@ def decode_performative(buf: bytes | memoryview, pos: int = 0,
     if buf[pos] != 0x00:
         raise DecodeError("a performative is a described list, not this", pos, buf[pos])
     descriptor, p = decode_value(buf, pos + 1, end)
-    schema = _BY_DESCRIPTOR.get(descriptor)
+    schema = _schema_for(descriptor)
     if schema is None or schema.code not in _PERFORMATIVE_CODES:
         raise DecodeError(f"unknown performative descriptor {descriptor!r}", pos + 1)
     if p >= end:

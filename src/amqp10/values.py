@@ -12,6 +12,7 @@ as they are), :class:`Described` and :class:`Array` (one element type for all it
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,9 @@ __all__ = [
     "Array", "Byte", "Char", "Decimal32", "Decimal64", "Decimal128", "Described", "Float", "Int",
     "Short", "Symbol", "Timestamp", "UByte", "UInt", "ULong", "UShort",
 ]
+
+
+_F32 = struct.Struct(">f")
 
 
 class _Bounded(int):
@@ -72,7 +76,16 @@ class Timestamp(_Bounded):
 
 
 class Float(float):
-    """A 32-bit IEEE 754 float (a Python ``float`` is AMQP's double)."""
+    """A 32-bit IEEE 754 float (a Python ``float`` is AMQP's double). The value is rounded to 32
+    bits when made, so that it equals what the wire gives back; beyond a 32-bit float's range
+    (other than infinity) is refused."""
+
+    def __new__(cls, value: float = 0.0) -> Any:
+        try:
+            v = _F32.unpack(_F32.pack(float(value)))[0]
+        except OverflowError:
+            raise ValueError(f"{value!r} is beyond a 32-bit float") from None
+        return super().__new__(cls, v)
 
     def __repr__(self) -> str:
         return f"Float({float(self)!r})"
