@@ -225,8 +225,11 @@ def _properties(v: Any, pos: int) -> Properties:
 def _annotations(section: str, v: Any, pos: int) -> dict[Symbol | ULong, Any]:
     if type(v) is not dict:
         raise DecodeError(f"{section} section is {_type_name(v)}, not a map", pos)
+    # The specification keys annotations by symbol or ulong; RabbitMQ 3.x writes a string key
+    # (x-stream-offset on every stream delivery). A string key is kept as a string: passed on
+    # as it came, never turned into a symbol.
     for k in v:
-        if type(k) is not Symbol and type(k) is not ULong:
+        if type(k) is not Symbol and type(k) is not ULong and type(k) is not str:
             raise DecodeError(f"{section} key {k!r} is {_type_name(k)}, not a symbol or ulong",
                               pos)
     return v

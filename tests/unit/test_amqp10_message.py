@@ -177,7 +177,7 @@ BAD = [
     (section(0x70, [1]), "header field durable is long 1, not a boolean"),
     (section(0x73, [1.5]), "properties field message-id is double 1.5, not a message-id"),
     (section(0x73, [None, None, Symbol("q")]), "properties field to is symbol"),
-    (section(0x72, {"k": 1}), "message-annotations key 'k' is string, not a symbol or ulong"),
+    (section(0x72, {1: 1}), "message-annotations key 1 is long, not a symbol or ulong"),
     (section(0x74, {Symbol("k"): 1}), "application-properties key Symbol('k') is symbol, not a "
                                       "string"),
     (section(0x74, {1: 1}), "application-properties key 1 is long, not a string"),
@@ -236,3 +236,11 @@ def test_uuid_ids_round_trip() -> None:
     u = uuid.uuid4()
     m = Message(properties=Properties(message_id=u, correlation_id=b"c"))
     assert decode_message(encode_message(m)).properties == m.properties
+
+
+def test_a_string_annotation_key_as_rabbitmq_3_writes_it_is_kept_a_string() -> None:
+    # RabbitMQ 3.x keys x-stream-offset by a string on every stream delivery
+    m = decode_message(section(0x72, {"x-stream-offset": 7}) + section(0x75, b"b"))
+    assert m.message_annotations == {"x-stream-offset": 7}
+    assert type(next(iter(m.message_annotations))) is str
+    assert decode_message(encode_message(m)).message_annotations == {"x-stream-offset": 7}
