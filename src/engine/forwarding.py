@@ -14,7 +14,7 @@ import socket
 from typing import Any
 from urllib.parse import quote
 
-from ..config.model import AckMode, BrokerURI, Declaration, ShovelConfig
+from ..config.model import AckMode, Amqp10URI, BrokerURI, Declaration, ShovelConfig
 from ..dataplane.frames import ACK_MODE_NO_ACK, ACK_MODE_ON_CONFIRM, ACK_MODE_ON_PUBLISH
 from ..dataplane.properties import encode_hop, encode_property_overrides
 
@@ -25,14 +25,16 @@ ACK_MODES = {
 }
 
 
-def uri_without_credentials(uri: BrokerURI) -> str:
+def uri_without_credentials(uri: BrokerURI | Amqp10URI) -> str:
     """The URI as amqp_uri:remove_credentials writes it for the forward headers: scheme, host,
-    port and vhost; no user, no password, no query. (pumpd keeps the parsed URI, not its text,
-    so the port and the vhost are always spelled out.)"""
+    port and vhost (an AMQP 1.0 URI has none); no user, no password, no query. (pumpd keeps the
+    parsed URI, not its text, so the port and the vhost are always spelled out.)"""
     host = uri.host or ""
     if ":" in host:
         host = f"[{host}]"
     port = f":{uri.port}" if uri.host is not None else ""
+    if isinstance(uri, Amqp10URI):
+        return f"{uri.scheme}://{host}{port}"
     return f"{uri.scheme}://{host}{port}/{quote(uri.vhost, safe='')}"
 
 
@@ -83,7 +85,8 @@ def _dynamic_dest(cfg: ShovelConfig) -> list[tuple[str, str]] | None:
 
 
 def hop_fields(
-    cfg: ShovelConfig, source: BrokerURI, destination: BrokerURI, queue: str
+    cfg: ShovelConfig, source: BrokerURI | Amqp10URI, destination: BrokerURI | Amqp10URI,
+    queue: str
 ) -> list[tuple[str, str]]:
     """This hop's forward-header table, key by key in the plugin's order.
 
@@ -103,14 +106,15 @@ def hop_fields(
     uris = [("src-uri", uri_without_credentials(source)),
             ("dest-uri", uri_without_credentials(destination))]
     by = ("shovelled-by", f"pumpd@{socket.gethostname()}")
-    if src is None or dest is None:
+    if src is None or dest is None or not isinstance(source, BrokerURI):
         return [by, ("shovel-type", "static"), ("shovel-name", cfg.name), *uris]
     return [by, ("shovel-type", "dynamic"), ("shovel-name", cfg.name),
             ("shovel-vhost", source.vhost), *uris, *src, *dest]
 
 
 def relay_options(
-    cfg: ShovelConfig, source: BrokerURI, destination: BrokerURI, queue: str
+    cfg: ShovelConfig, source: BrokerURI | Amqp10URI, destination: BrokerURI | Amqp10URI,
+    queue: str
 ) -> dict[str, Any]:
     """Keyword arguments for :class:`pumpd.dataplane.implementation.Relay` that follow from the configuration."""
     return {

@@ -80,8 +80,8 @@ class Pump:
         self.drain_timeout = drain_timeout
         self.client_name = client_name
         self._rng = rng or random.Random()
-        self._sources = BrokerRound(cfg.source.brokers, self._rng)
-        self._destinations = BrokerRound(cfg.destination.brokers, self._rng)
+        self._sources = BrokerRound(cfg.source.uris, self._rng)
+        self._destinations = BrokerRound(cfg.destination.uris, self._rng)
         self._failed_side: str | None = None  # of the last failed session, when known
         self._totals = Counters()  # completed sessions
         self._session: Session | None = None

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..config.model import AckMode, BrokerURI, ShovelConfig
+from ..config.model import AckMode, Amqp10URI, BrokerURI, ShovelConfig
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
 from .endpoint import Destination, Endpoint, Path, Source
@@ -92,8 +92,8 @@ class Session:
         self._failed: asyncio.Future[SessionEnded] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flow_task: asyncio.Task[None] | None = None
-        self.source_uri: BrokerURI | None = None
-        self.destination_uri: BrokerURI | None = None
+        self.source_uri: BrokerURI | Amqp10URI | None = None
+        self.destination_uri: BrokerURI | Amqp10URI | None = None
         self.undeliverable = Undeliverable(cfg, self, careful=careful)
         # a stream source: where it is, recorded on the source broker (engine/stream_position.py)
         self._position: StreamPosition | None = None
@@ -116,7 +116,8 @@ class Session:
         """Whether nothing but us limits what the source sends (no prefetch applies)."""
         return self.cfg.ack_mode == AckMode.NO_ACK or self.cfg.prefetch_count == 0
 
-    async def open(self, source_uri: BrokerURI, destination_uri: BrokerURI) -> None:
+    async def open(self, source_uri: BrokerURI | Amqp10URI,
+                   destination_uri: BrokerURI | Amqp10URI) -> None:
         """Connect both sides, declare, and start consuming.
 
         :raises LinkError: when a broker refuses or fails (the message names the side); the
@@ -130,7 +131,8 @@ class Session:
             # A position of a group: the lease first, so that a standby one never connects to
             # the destination nor runs the source declarations.
             await self._connect_source(source_uri, name)
-        self.destination = await open_destination(destination_uri, f"{name} (destination)")
+        self.destination = await open_destination(destination_uri, f"{name} (destination)",
+                                                  self.cfg)
         self._watch(self.destination, "destination")
         try:
             await self.destination.declare(self.cfg.destination.declarations)
@@ -150,7 +152,7 @@ class Session:
                 raise
             raise LinkError(f"source: {exc}", reply_code=exc.reply_code, side="source") from exc
 
-    async def _connect_source(self, source_uri: BrokerURI, name: str) -> None:
+    async def _connect_source(self, source_uri: BrokerURI | Amqp10URI, name: str) -> None:
         """Open the source and, for a position of a group, take its lease.
 
         :raises LeaseRefused: another connection holds the lease
@@ -172,7 +174,9 @@ class Session:
                             side="destination")
         assert self.source_uri is not None and self.destination_uri is not None
         source_uri, destination_uri = self.source_uri, self.destination_uri
-        self.queue = self.cfg.queue or self.source.last_declared_queue
+        # an AMQP 1.0 source reads its address; an AMQP 0-9-1 one its queue
+        self.queue = (self.cfg.queue or self.cfg.source.address
+                      or self.source.last_declared_queue)
         if not self.queue:
             raise LinkError("queue \"\" means the last declared queue, but none was declared")
         if self._limit_from_queue_length:
@@ -180,7 +184,8 @@ class Session:
             if self._limit == 0:
                 return
         careful = self.undeliverable.careful
-        if reads_stream(self.queue, self.cfg.consumer_arguments, self.cfg.source.declarations):
+        if isinstance(source_uri, BrokerURI) and reads_stream(
+                self.queue, self.cfg.consumer_arguments, self.cfg.source.declarations):
             self._position = StreamPosition(source_uri, self.cfg.name, self.queue,
                                             client_name=f"{name} (stream position)")
             if await self._position.load() is not None:
@@ -199,7 +204,8 @@ class Session:
             hold_returns=self.undeliverable.holds_returns,
             **relay_options(self.cfg, source_uri, destination_uri, self.queue),
         )
-        self.undeliverable.open_parker(source_uri, f"{name} (park)")
+        if isinstance(source_uri, BrokerURI):  # an AMQP 1.0 source parks nothing
+            self.undeliverable.open_parker(source_uri, f"{name} (park)")
         self.path.start(self, read_hold=self._batching)
         self.destination.on_blocked(self._set_blocked)
         # A destination slower than the source (a WAN link, large bodies, no_ack with nothing

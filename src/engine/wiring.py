@@ -1,7 +1,8 @@
 """Which implementation of the contract (``endpoint.py``) serves a broker address, and which path
 pairs a source with a destination.
 
-Every address is AMQP 0-9-1 today (``amqp://``, ``amqps://``). A pair whose two sides offer byte
+A side's URI says its protocol: a :class:`~pumpd.config.model.BrokerURI` is AMQP 0-9-1
+(``amqp091/``), an :class:`~pumpd.config.model.Amqp10URI` AMQP 1.0 (``amqp10/``). A pair whose two sides offer byte
 streams of the same wire goes on that wire's native path (``amqp091/relay_path.py``); any other
 pair of message endpoints takes the generic path through Python objects
 (``message_path.py``), converting between the wires when they differ.
@@ -19,7 +20,8 @@ import logging
 import os
 from typing import Any
 
-from ..config.model import BrokerURI
+from ..config.model import Amqp10URI, BrokerURI, ShovelConfig
+from . import amqp10
 from .amqp091 import RelayPath, connect_destination, connect_source
 from .endpoint import (
     ByteDestination,
@@ -49,19 +51,26 @@ def prepare_loop(loop: asyncio.AbstractEventLoop) -> None:
     quiet_pika_errors(loop)
 
 
-async def open_source(uri: BrokerURI, client_name: str) -> Source:
-    """Connect to a source broker.
+async def open_source(uri: BrokerURI | Amqp10URI, client_name: str) -> Source:
+    """Connect to a source broker, in the protocol its URI is of.
 
     :raises LinkError: naming the source side
     """
+    if isinstance(uri, Amqp10URI):
+        return await amqp10.connect_source(uri, client_name)
     return await connect_source(uri, client_name)
 
 
-async def open_destination(uri: BrokerURI, client_name: str) -> Destination:
-    """Connect to a destination broker.
+async def open_destination(uri: BrokerURI | Amqp10URI, client_name: str,
+                           cfg: ShovelConfig) -> Destination:
+    """Connect to a destination broker, in the protocol its URI is of. An AMQP 1.0 destination
+    is attached to ``cfg``'s address at once: its settle mode follows the ack mode.
 
     :raises LinkError: naming the destination side
     """
+    if isinstance(uri, Amqp10URI):
+        assert cfg.destination.address is not None  # the configuration requires it
+        return await amqp10.open_destination(uri, client_name, cfg)
     return await connect_destination(uri, client_name)
 
 
