@@ -43,6 +43,7 @@ from .message import (
     Header,
     Message,
     Properties,
+    complete,
     decode_message,
     encode_message,
 )
@@ -1114,6 +1115,10 @@ def to_amqp091(message: Message) -> Amqp091Message:
 
     :raises UnmappableMessage: naming what has no faithful AMQP 0-9-1 counterpart
     """
+    try:
+        message = complete(message)
+    except DecodeError as exc:
+        raise UnmappableMessage("bare message", f"is not valid AMQP 1.0: {exc}") from None
     if message.footer is not None:
         _check_footer(message.footer)
     body, encoded = _write_body(message)

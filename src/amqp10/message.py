@@ -34,7 +34,7 @@ from .codec import (
 from .values import Symbol, Timestamp, UByte, UInt, ULong
 
 __all__ = [
-    "AmqpSequence", "AmqpValue", "Header", "Message", "Properties", "decode_message",
+    "AmqpSequence", "AmqpValue", "Header", "Message", "Properties", "complete", "decode_message",
     "encode_message", "encode_with_annotations",
 ]
 
@@ -100,6 +100,9 @@ class Message:
     raw: bytes | None = None
     #: where the bare message starts in ``raw`` (after header and annotations)
     bare_offset: int = 0
+    #: decoded up to the bare message only (``decode_message(raw, head_only=True)``): its
+    #: properties, application properties, body and footer are still in ``raw`` alone
+    partial: bool = False
 
     @property
     def bare(self) -> bytes | None:
@@ -245,11 +248,16 @@ def _application_properties(v: Any, pos: int) -> dict[str, Any]:
     return v
 
 
-def decode_message(raw: bytes) -> Message:
+def decode_message(raw: bytes, *, head_only: bool = False) -> Message:
     """The message encoded in ``raw`` (a transfer's payload, all its frames joined). ``raw`` is
     kept, and where the bare message starts in it. :class:`DecodeError` for a section out of the
     spec's order, repeated, of an unknown descriptor, of the wrong type, or a body that mixes
-    kinds (naming the sections)."""
+    kinds (naming the sections).
+
+    With ``head_only`` only the sections before the bare message are decoded (header and
+    annotations: what a hop reads and adds to); the result is :attr:`Message.partial` until
+    :func:`complete` decodes the rest. A message passed on unchanged is never decoded further.
+    """
     raw = bytes(raw)
     m = Message(raw=raw, bare_offset=len(raw))
     end = len(raw)
@@ -259,6 +267,11 @@ def decode_message(raw: bytes) -> Message:
         start = pos
         if raw[pos] != 0x00:
             raise DecodeError("a message section is a described value, not this", pos, raw[pos])
+        if head_only and pos + 2 < end and raw[pos + 1] == 0x53 and raw[pos + 2] >= PROPERTIES:
+            # the bare message begins (its usual small-ulong descriptor read without decoding)
+            m.bare_offset = start
+            m.partial = True
+            return m
         value, pos = decode_value(raw, pos, end)
         code = _section_code(value.descriptor, start)
         name = SECTION_NAMES[code]
@@ -275,6 +288,9 @@ def decode_message(raw: bytes) -> Message:
                 raise DecodeError(f"{name} section after the {prev} section", start)
         if code >= PROPERTIES and m.bare_offset == end:
             m.bare_offset = start
+            if head_only:
+                m.partial = True
+                return m
         v = value.value
         if code == DATA:
             if type(v) is not bytes:
@@ -300,6 +316,20 @@ def decode_message(raw: bytes) -> Message:
             m.footer = _annotations(name, v, start)
         last = code
     return m
+
+
+def complete(m: Message) -> Message:
+    """``m`` with every section decoded: itself when it is not :attr:`~Message.partial`, else
+    the bare message decoded from ``raw`` under ``m``'s own header and annotations (which the
+    caller may have changed)."""
+    if not m.partial:
+        return m
+    assert m.raw is not None
+    full = decode_message(m.raw)
+    full.header = m.header
+    full.delivery_annotations = m.delivery_annotations
+    full.message_annotations = m.message_annotations
+    return full
 
 
 # ---- encoding
@@ -374,8 +404,9 @@ def _encode_head(m: Message) -> list[bytes]:
 
 
 def encode_message(m: Message) -> bytes:
-    """``m``'s sections encoded from its fields (``raw`` is not looked at). A body of no
-    sections is sent as none."""
+    """``m``'s sections encoded from its fields (``raw`` is not looked at, except for the bare
+    message of a :attr:`~Message.partial` one). A body of no sections is sent as none."""
+    m = complete(m)
     out = _encode_head(m)
     if m.properties is not None:
         out.append(_encode_properties(m.properties))

@@ -18,6 +18,7 @@ from pumpd.amqp10.message import (
     Header,
     Message,
     Properties,
+    complete,
     decode_message,
     encode_message,
     encode_with_annotations,
@@ -244,3 +245,30 @@ def test_a_string_annotation_key_as_rabbitmq_3_writes_it_is_kept_a_string() -> N
     assert m.message_annotations == {"x-stream-offset": 7}
     assert type(next(iter(m.message_annotations))) is str
     assert decode_message(encode_message(m)).message_annotations == {"x-stream-offset": 7}
+
+
+def test_head_only_decodes_up_to_the_bare_message_and_complete_decodes_the_rest() -> None:
+    full = Message(header=Header(durable=True), message_annotations={Symbol("x-a"): 1},
+                   properties=Properties(message_id="m"), application_properties={"k": "v"},
+                   body=[b"one", b"two"])
+    raw = encode_message(full)
+    head = decode_message(raw, head_only=True)
+    assert head.partial and head.header == full.header and head.properties is None
+    assert head.message_annotations == {Symbol("x-a"): 1} and head.body == []
+    assert head.bare == decode_message(raw).bare
+    # a hop adds an annotation: the bare message is sent as it came, the head re-encoded
+    head.message_annotations = {Symbol("x-a"): 1, Symbol("x-b"): 2}
+    done = complete(head)
+    assert not done.partial and done.body == [b"one", b"two"]
+    assert done.properties == full.properties and done.message_annotations == {
+        Symbol("x-a"): 1, Symbol("x-b"): 2}
+    assert decode_message(encode_message(head)) == decode_message(encode_with_annotations(head))
+    assert complete(done) is done
+
+
+def test_a_malformed_bare_message_is_found_when_completed_not_before() -> None:
+    raw = encode_message(Message(header=Header(durable=True))) + b"\x00\x53\x73\xc0\x03"
+    head = decode_message(raw, head_only=True)
+    assert head.partial
+    with pytest.raises(DecodeError):
+        complete(head)

@@ -34,6 +34,7 @@ from ...amqp10.mapping import UnmappableMessage, from_amqp091
 from ...amqp10.message import (
     Message,
     Properties,
+    complete,
     decode_message,
     encode_message,
     encode_with_annotations,
@@ -160,7 +161,8 @@ class Amqp10Source(_Side):
             self._base = delivery - 1
         tag = delivery - self._base
         try:
-            message = decode_message(payload)
+            # the head only: a message passed on unchanged is never decoded further
+            message = decode_message(payload, head_only=True)
         except DecodeError as exc:
             # Not a message by AMQP 1.0's rules: nothing can forward it faithfully. Rejected
             # at the source, which keeps it (its dead-letter queue) rather than losing it.
@@ -295,6 +297,10 @@ class Amqp10Destination(_Side):
         message.message_annotations = annotations
         if not edit_bare:
             return encode_with_annotations(message)
+        try:
+            message = complete(message)
+        except DecodeError as exc:
+            raise Unforwardable(f"not a valid AMQP 1.0 message: {exc}") from None
         if self._properties:
             props = message.properties or Properties()
             for name, value in self._properties.items():
