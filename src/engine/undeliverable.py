@@ -108,14 +108,21 @@ class Undeliverable:
                       settle_all: Callable[[], Awaitable[bool]]) -> None:
         """Settle every message the side is paused on (``settle_all``); read it again unless
         that stopped the shovel with the message unread."""
+        task = asyncio.current_task()
         try:
             if await settle_all():
+                # Done before the flush: a path that finds the next message unforwardable
+                # while forwarding in that flush (the generic path does) pauses again, and
+                # that pause must start a settling of its own.
+                if self._settling.get(why) is task:
+                    del self._settling[why]
                 link.pause_reading(False, why)
                 self._session.flush()
         except LinkError as exc:
             self._session.end(SessionEnded(f"source: {exc}", side="source"))
         finally:
-            self._settling.pop(why, None)
+            if self._settling.get(why) is task:
+                del self._settling[why]
 
     async def _settle_undeliverable(self) -> bool:
         path = self._session.path
