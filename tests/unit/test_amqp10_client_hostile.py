@@ -30,9 +30,10 @@ from pumpd.amqp10.performatives import (
 )
 from pumpd.amqp10.values import UByte, UInt
 
+from tests.support.amqp10_dataplane import client_dataplane  # noqa: F401  # the fixture
 from tests.support.amqp10_peer import EVENT_LOOPS, PeerSide, run_on, scripted_peer
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("client_dataplane")]
 
 
 def _f(performative: Any, payload: bytes = b"", channel: int = 0, type: int = 0) -> bytes:
@@ -99,6 +100,19 @@ CASES = [
     Case("flow acknowledging transfers never sent", "sender",
          _flow(next_incoming_id=UInt(3)), WINDOW_VIOLATION,
          "flow with next-incoming-id 3, ahead of our next-outgoing-id 0"),
+    Case("transfer field of the wrong type", "receiver",
+         encode_frame(0, b"\x00\x53\x14\xc0\x03\x01\xa1\x00"), DECODE_ERROR,
+         "transfer on channel 0: field handle at offset 14 has type code 0xa1, not a uint"),
+    Case("delivery-tag over 32 bytes", "receiver",
+         _f(Transfer(handle=UInt(0), delivery_id=UInt(0), delivery_tag=b"t" * 33), b"x"),
+         NOT_ALLOWED, "transfer on channel 0: delivery-tag of 33 bytes, over 32"),
+    Case("disposition state of no known kind", "sender",
+         encode_frame(0, b"\x00\x53\x15\xc0\x09\x05\x41\x43\x40\x41\x00\x53\x77\x45"),
+         DECODE_ERROR, "disposition on channel 0: field state at offset"),
+    Case("protocol header after open", "receiver", b"AMQP\x00\x01\x00\x00", FRAMING_ERROR,
+         "a protocol header after the SASL exchange"),
+    Case("frame of type 2", "receiver", b"\x00\x00\x00\x0c\x02\x02\x00\x00\x00\x53\x10\x45",
+         FRAMING_ERROR, "a frame of type 2 after the SASL exchange"),
     Case("link flow counting deliveries never sent", "sender",
          _flow(handle=UInt(0), delivery_count=UInt(4), link_credit=UInt(1)), NOT_ALLOWED,
          "flow on link 'l': delivery-count 4 is ahead of ours (0)"),
