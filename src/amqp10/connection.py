@@ -13,9 +13,12 @@ without an answer within ``step_timeout`` ends the connection too: a late answer
 told from a lie.
 
 Writes are batched: frames are appended to one buffer and written once per event loop
-iteration in one ``transport.write``; credit for receivers is granted in the same flush. Reads
-go straight from ``data_received`` through the frame reader to the links' callbacks, with no
-task per frame. Flow control toward the caller: :meth:`Connection.pause_reading` (by reason)
+iteration in one ``transport.write``; a sender's transfer frames are written by the data
+plane's transfer writer and taken ahead of the next frame written after them; credit for
+receivers is granted in the same flush. Reads go straight from ``data_received`` to the links'
+callbacks, with no task per frame: the data plane's frame scanner takes whole deliveries and
+dispositions of the first session out of the bytes (see :meth:`Connection._on_frame_bytes`
+for how the wire's order is kept), every other frame goes through the Python codec. Flow control toward the caller: :meth:`Connection.pause_reading` (by reason)
 and :meth:`Connection.on_write_pressure`.
 """
 

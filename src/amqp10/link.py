@@ -377,7 +377,7 @@ class Receiver(Link):
                 raise PeerViolation(NOT_ALLOWED, f"a transfer on link {self.name!r} starts a "
                                                  "delivery without a delivery-id")
             number = self._host.incoming_delivery(int(wire))
-            self._count_delivery(number)
+            self._count_delivery(number)  # (a whole delivery from the scanner: on_delivery)
             if transfer.aborted:
                 return  # an aborted delivery is settled and has no message
             settled = bool(transfer.settled)
@@ -525,8 +525,10 @@ class Sender(Link):
     def on_disposition(self, callback: DispositionCallback) -> None:
         """``callback(first, last, state)`` when the peer settles deliveries ``first``..``last``
         (the numbers :meth:`send` returned; a range may include deliveries sent pre-settled,
-        which the caller ignores) with ``state`` (Accepted(), Rejected(error), Released(),
-        Modified(...), or None: settled without an outcome)."""
+        which the caller ignores) with ``state`` (Accepted(), Rejected(), Released(),
+        Modified(), or None: settled without an outcome). The outcome's kind is what counts:
+        on the session the connection's frame scanner reads, its fields (a rejection's error)
+        are not decoded."""
         self._on_disposition = callback
 
     def send(self, payload: bytes, *, settled: bool) -> int:
