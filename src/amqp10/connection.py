@@ -13,9 +13,12 @@ without an answer within ``step_timeout`` ends the connection too: a late answer
 told from a lie.
 
 Writes are batched: frames are appended to one buffer and written once per event loop
-iteration in one ``transport.write``; credit for receivers is granted in the same flush. Reads
-go straight from ``data_received`` through the frame reader to the links' callbacks, with no
-task per frame. Flow control toward the caller: :meth:`Connection.pause_reading` (by reason)
+iteration in one ``transport.write``; a sender's transfer frames are written by the data
+plane's transfer writer and taken ahead of the next frame written after them; credit for
+receivers is granted in the same flush. Reads go straight from ``data_received`` to the links'
+callbacks, with no task per frame: the data plane's frame scanner takes whole deliveries and
+dispositions of the first session out of the bytes (see :meth:`Connection._on_frame_bytes`
+for how the wire's order is kept), every other frame goes through the Python codec. Flow control toward the caller: :meth:`Connection.pause_reading` (by reason)
 and :meth:`Connection.on_write_pressure`.
 """
 
@@ -25,13 +28,19 @@ import asyncio
 import logging
 import os
 import ssl as ssl_module
+import struct
 from collections.abc import Callable
 from typing import Any
 
+from ..dataplane.amqp10_frames_ref import PROTOCOL_HEADER
+from ..dataplane.amqp10_frames_ref import FramingError as ScanError
+from ..dataplane.api import FrameScanner, TransferWriter
+from ..dataplane.implementation import FrameScanner as FrameScannerImpl
 from .codec import DecodeError
 from .errors import (
     DECODE_ERROR,
     FRAMING_ERROR,
+    MESSAGE_SIZE_EXCEEDED,
     NOT_ALLOWED,
     RESOURCE_LIMIT_EXCEEDED,
     Amqp10Error,
@@ -49,6 +58,7 @@ from .framing import (
     FramingError,
     encode_frame,
 )
+from .link import DEFAULT_MAX_MESSAGE_SIZE
 from .performatives import (
     Attach,
     Begin,
@@ -66,7 +76,7 @@ from .performatives import (
 )
 from .sasl import SaslExchange
 from .serials import MASK
-from .session import DEFAULT_HANDLE_MAX, DEFAULT_INCOMING_WINDOW, Session
+from .session import DEFAULT_HANDLE_MAX, DEFAULT_INCOMING_WINDOW, Session, TransferEvent
 from .values import Symbol, UInt, UShort
 
 __all__ = ["DEFAULT_CHANNEL_MAX", "DEFAULT_MAX_FRAME_SIZE", "Connection", "connect"]
@@ -81,6 +91,18 @@ DEFAULT_CHANNEL_MAX = 255
 
 # where the byte stream is: the protocol headers, SASL frames, AMQP frames, or over
 _SASL_HEADER, _SASL, _AMQP_HEADER, _FRAMES, _DONE = range(5)
+
+_FRAME_HEAD = struct.Struct(">IBBH")
+# a protocol header ("AMQP" and its version) read as a frame header's size
+_PROTOCOL_HEADER_SIZE = int.from_bytes(b"AMQP", "big")
+# the descriptor codes the scanner takes out (transfer, disposition); a symbolic descriptor
+# ends a run like any other frame, and the scanner still takes it out
+_SCANNED = (0x14, 0x15)
+_ALL = 1 << 62  # take_transfers: every one
+# the scanner's faults (pumpd.dataplane.amqp10_frames_ref: field_error's texts) that are the
+# peer breaking the rules of deliveries rather than of encoding
+_NOT_ALLOWED_FAULTS = ("missing on handle", " continues delivery ", " is unfinished",
+                       "delivery-tag of ")
 
 # performatives a session handles, by type: the method of Session
 _SESSION_FRAMES: dict[type, str] = {
@@ -175,7 +197,12 @@ class Connection(asyncio.Protocol):
         self._phase = _SASL_HEADER if sasl is not None else _AMQP_HEADER
         self._buffer = bytearray()  # handshake bytes not yet used
         self._sasl_reader = FrameReader(max_frame_size)
-        self._reader = FrameReader(max_frame_size)
+        # the frames after the handshake: one session's transfers and dispositions read by the
+        # data plane's scanner (the first session the peer begins; until then channel 0), the
+        # rest by the codec; _carry holds the start of a frame not yet whole
+        self._scanner: FrameScanner = FrameScannerImpl(max_frame_size, 0,
+                                                       DEFAULT_MAX_MESSAGE_SIZE)
+        self._carry = b""
         self._sasl_done: asyncio.Future[None] = loop.create_future()
         self._opened: asyncio.Future[Open] = loop.create_future()
         self._open_sent = False
@@ -186,6 +213,7 @@ class Connection(asyncio.Protocol):
         self._remote_channel_max = 0xFFFF
         # writing: one buffer, flushed once per loop iteration
         self._out: list[bytes] = []
+        self._writer: TransferWriter | None = None  # transfers to take before the next write
         self._flush_scheduled = False
         self._flush_sessions: list[Session] = []
         self._muted = False  # after our close: nothing more is written
@@ -332,29 +360,97 @@ class Connection(asyncio.Protocol):
                                          peer=self.peer))
 
     def _on_frame_bytes(self, data: bytes) -> None:
-        try:
-            frames = self._reader.feed(data)
-        except FramingError as exc:
-            self._violated(FRAMING_ERROR, str(exc))
+        """Cut the bytes read into runs of frames that each end at the first frame that may be
+        neither a transfer nor a disposition of the scanned session, and scan run by run.
+
+        The scanner hands out its transfers, dispositions and other frames as three lists, each
+        in order but with no order across them; within a run every frame but the last is a
+        transfer or a disposition, so handling the run's transfers, then its dispositions, then
+        its last frame keeps the wire's order wherever it matters (a disposition from the peer
+        only ever names deliveries transferred before it, and the peer's dispositions of our
+        own deliveries do not depend on its transfers). Only whole frames are fed; a frame's
+        header is judged as soon as it is here (a bad one is fed at once: the scanner names
+        the fault), so no more than one frame of the peer's bytes is held.
+        """
+        buf = self._carry + data if self._carry else data
+        n = len(buf)
+        pos = start = 0
+        channel = self._scanner.channel
+        maximum = self.max_frame_size
+        unpack = _FRAME_HEAD.unpack_from
+        while n - pos >= 8:
+            size, doff, ftype, ch = unpack(buf, pos)
+            if (size > maximum or size < 8 or doff < 2 or doff * 4 > size
+                    or size == _PROTOCOL_HEADER_SIZE):
+                # a protocol header or a header the scanner refuses: it says what is wrong
+                self._carry = b""
+                self._scan(buf[start:])
+                return
+            end = pos + size
+            if end > n:
+                break
+            body = pos + doff * 4
+            pos = end
+            if (ftype == TYPE_AMQP and ch == channel and end - body > 3 and buf[body] == 0
+                    and buf[body + 1] == 0x53 and buf[body + 2] in _SCANNED):
+                continue
+            if not self._scan(buf[start:pos]):
+                return
+            start = pos
+            channel = self._scanner.channel  # a begin may have moved the scanner
+        if pos > start and not self._scan(buf[start:pos]):
             return
+        self._carry = buf[pos:]
+
+    def _scan(self, frames: bytes) -> bool:
+        """Scan whole ``frames`` and handle them; False once the connection is over."""
+        scanner = self._scanner
+        session = self._remote_sessions.get(scanner.channel)
+        bound = DEFAULT_MAX_MESSAGE_SIZE if session is None else session.receive_bound
+        if scanner.max_message_size != bound:
+            scanner.max_message_size = bound
+        counted = scanner.transfer_frames
+        aborted = scanner.aborted
         try:
-            for frame in frames:
+            scanner.feed(frames)
+        except ScanError as exc:
+            description = str(exc)
+            self._violated(_scan_fault(description), description)
+            return False
+        transfer_frames = scanner.transfer_frames - counted
+        transfers = scanner.take_transfers(_ALL) if scanner.pending else []
+        dispositions = scanner.take_dispositions()
+        others = scanner.take_other()
+        try:
+            if (transfer_frames or dispositions) and self._close_answer is None:
+                if session is None:
+                    what = "transfer" if transfer_frames else "disposition"
+                    raise PeerViolation(NOT_ALLOWED, f"{what} on channel {scanner.channel}, "
+                                                     "which no session has begun")
+                if transfer_frames:
+                    events = None
+                    if scanner.aborted != aborted:
+                        events = _transfer_events(frames, scanner.channel)
+                    session.on_transfers(transfer_frames, transfers, events)
+                if dispositions:
+                    session.on_dispositions(dispositions)
+            for ftype, channel, body in others:
                 if self._phase != _FRAMES:
-                    return
-                body = frame.body
+                    return False
                 if not body:
                     continue  # a heartbeat
-                if frame.type != TYPE_AMQP:
-                    raise PeerViolation(FRAMING_ERROR, f"a frame of type {frame.type} after the "
-                                                       "SASL exchange")
+                if ftype != TYPE_AMQP:
+                    what = ("a protocol header" if ftype == PROTOCOL_HEADER
+                            else f"a frame of type {ftype}")
+                    raise PeerViolation(FRAMING_ERROR, f"{what} after the SASL exchange")
                 try:
                     if len(body) > 3 and body[2] == 0x14 and body[1] == 0x53 and body[0] == 0:
-                        performative, pos = decode_transfer_fields(body)  # the common case
+                        performative, pos = decode_transfer_fields(body)  # another session's
                     else:
                         performative, pos = decode_performative(body)
                 except DecodeError as exc:
                     raise PeerViolation(DECODE_ERROR, str(exc)) from None
-                self._on_performative(frame.channel, performative, body, pos)
+                self._on_performative(channel, performative, body, pos)
         except PeerViolation as exc:
             self._violated(exc.condition, exc.description)
         except Exception as exc:  # ours or a callback's: the stream cannot be trusted now
@@ -362,6 +458,7 @@ class Connection(asyncio.Protocol):
             self._finish(Amqp10Error(self.step_or("connection"),
                                      f"the client failed on a frame from the peer: {exc!r}",
                                      peer=self.peer), abort=True)
+        return self._phase == _FRAMES
 
     def _on_performative(self, channel: int, performative: Any, body: bytes, pos: int) -> None:
         kind = type(performative)
@@ -433,6 +530,11 @@ class Connection(asyncio.Protocol):
         if channel in self._remote_sessions or channel > self._channel_max:
             raise PeerViolation(NOT_ALLOWED, f"begin on channel {channel}, which is in use or "
                                              f"above our channel-max {self._channel_max}")
+        if self._scanner.channel not in self._remote_sessions:
+            # the first session (or the scanned one ended): scan this one's frames. The
+            # scanner holds nothing here: begin ended the run it was fed
+            self._scanner = FrameScannerImpl(self.max_frame_size, channel,
+                                             DEFAULT_MAX_MESSAGE_SIZE)
         self._remote_sessions[channel] = session
         session.on_begin(channel, begin)
 
@@ -466,7 +568,28 @@ class Connection(asyncio.Protocol):
         """Queue ``data`` (whole frames) for the next flush."""
         if self._muted:
             return
+        writer = self._writer
+        if writer is not None:
+            self._writer = None
+            if writer.buffered:
+                self._out.append(writer.take())
         self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def write_from(self, writer: TransferWriter) -> None:
+        """Queue the transfer frames ``writer`` holds, and those it will hold until the next
+        write or flush, ahead of whatever is written after them (one take per run of
+        transfers: the wire's order is the order of the calls)."""
+        if self._muted:
+            writer.take()
+            return
+        held = self._writer
+        if held is not writer:
+            if held is not None and held.buffered:
+                self._out.append(held.take())
+            self._writer = writer
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -482,6 +605,11 @@ class Connection(asyncio.Protocol):
         for session in sessions:
             session.before_flush()
         self._flush_scheduled = False
+        writer = self._writer
+        if writer is not None:
+            self._writer = None
+            if writer.buffered:
+                self._out.append(writer.take())
         out = self._out
         if not out:
             return
@@ -711,3 +839,43 @@ def _describe(exc: OSError) -> str:
     if exc.errno is not None and exc.errno > 0:
         return os.strerror(exc.errno)
     return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _scan_fault(description: str) -> str:
+    """The condition to close with for a fault the frame scanner raised, by what it says: a
+    frame header is a framing error, a message over our bound exceeds the message size, a
+    delivery continued or begun against the rules is not allowed, and any other fault of a
+    transfer's or a disposition's fields is a decode error."""
+    if not description.startswith(("transfer on channel ", "disposition on channel ")):
+        return FRAMING_ERROR
+    if "over max-message-size" in description:
+        return MESSAGE_SIZE_EXCEEDED
+    if any(fault in description for fault in _NOT_ALLOWED_FAULTS):
+        return NOT_ALLOWED
+    return DECODE_ERROR
+
+
+def _transfer_events(frames: bytes, channel: int) -> list[TransferEvent]:
+    """The ends of the deliveries in ``frames`` (whole frames the scanner took), in order:
+    None for a delivery completed (the scanner's next transfer), (handle, delivery-id or None)
+    for one the peer aborted. Only read when the scanner counted an abort: it drops an aborted
+    delivery without saying whose it was, and its link's credit and the delivery-ids count
+    it."""
+    events: list[TransferEvent] = []
+    pos, n = 0, len(frames)
+    while n - pos >= 8:
+        size, doff, ftype, ch = _FRAME_HEAD.unpack_from(frames, pos)
+        body, end = pos + doff * 4, pos + size
+        pos = end
+        if ftype != TYPE_AMQP or ch != channel or end <= body:
+            continue
+        try:
+            transfer, _ = decode_transfer_fields(frames, body, end)
+        except DecodeError:
+            continue  # not a transfer (the scanner took the frame, so it is a disposition)
+        if transfer.aborted:
+            events.append((int(transfer.handle), None if transfer.delivery_id is None
+                           else int(transfer.delivery_id)))
+        elif not transfer.more:
+            events.append(None)
+    return events

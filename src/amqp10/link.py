@@ -377,15 +377,7 @@ class Receiver(Link):
                 raise PeerViolation(NOT_ALLOWED, f"a transfer on link {self.name!r} starts a "
                                                  "delivery without a delivery-id")
             number = self._host.incoming_delivery(int(wire))
-            if self._link_credit > 0:
-                self._link_credit -= 1
-                if self._link_credit == 0:
-                    self._want_top_up()
-            elif self._in_flight_excess > 0:
-                self._in_flight_excess -= 1
-            else:
-                self._beyond_credit(int(wire))
-            self._delivery_count = (self._delivery_count + 1) & MASK
+            self._count_delivery(number)  # (a whole delivery from the scanner: on_delivery)
             if transfer.aborted:
                 return  # an aborted delivery is settled and has no message
             settled = bool(transfer.settled)
@@ -415,6 +407,30 @@ class Receiver(Link):
             payload = b"".join(chunks)
             self._chunks = None
             self._deliver(self._partial_number, payload, self._partial_settled)
+
+    def on_delivery(self, number: int, payload: bytes, settled: bool) -> None:
+        """A whole delivery (the connection's frame scanner reassembled it): ``number`` is its
+        64-bit number."""
+        self._count_delivery(number)
+        if len(payload) > self.max_message_size:
+            self._too_large(len(payload), number)
+        self._deliver(number, payload, settled)
+
+    def on_aborted(self, number: int) -> None:
+        """The peer aborted delivery ``number``: it used credit and has no message."""
+        self._count_delivery(number)
+
+    def _count_delivery(self, number: int) -> None:
+        """A delivery arrived (its first frame, or all of it): it uses a credit."""
+        if self._link_credit > 0:
+            self._link_credit -= 1
+            if self._link_credit == 0:
+                self._want_top_up()
+        elif self._in_flight_excess > 0:
+            self._in_flight_excess -= 1
+        else:
+            self._beyond_credit(number & MASK)
+        self._delivery_count = (self._delivery_count + 1) & MASK
 
     def _beyond_credit(self, wire: int) -> None:
         self.beyond_credit += 1
@@ -509,8 +525,10 @@ class Sender(Link):
     def on_disposition(self, callback: DispositionCallback) -> None:
         """``callback(first, last, state)`` when the peer settles deliveries ``first``..``last``
         (the numbers :meth:`send` returned; a range may include deliveries sent pre-settled,
-        which the caller ignores) with ``state`` (Accepted(), Rejected(error), Released(),
-        Modified(...), or None: settled without an outcome)."""
+        which the caller ignores) with ``state`` (Accepted(), Rejected(), Released(),
+        Modified(), or None: settled without an outcome). The outcome's kind is what counts:
+        on the session the connection's frame scanner reads, its fields (a rejection's error)
+        are not decoded."""
         self._on_disposition = callback
 
     def send(self, payload: bytes, *, settled: bool) -> int:

@@ -18,7 +18,11 @@ import asyncio
 from collections import deque
 from typing import Any, Protocol
 
+from ..dataplane.api import TransferWriter
+from ..dataplane.implementation import TransferWriter as TransferWriterImpl
+from ..dataplane.implementation import encode_disposition as disposition_frame
 from .errors import (
+    DECODE_ERROR,
     NOT_ALLOWED,
     UNATTACHED_HANDLE,
     WINDOW_VIOLATION,
@@ -28,22 +32,25 @@ from .errors import (
 from .framing import encode_frame
 from .link import DEFAULT_MAX_MESSAGE_SIZE, Link, Receiver, Sender
 from .performatives import (
+    Accepted,
     Attach,
     Begin,
     Detach,
     Disposition,
     End,
     Flow,
+    Modified,
+    Rejected,
+    Released,
     Transfer,
     encode_disposition,
     encode_performative,
-    encode_transfer,
 )
 from .serials import MASK, serial_diff, unwrap_before, wire_ranges
 from .values import UInt
 
 __all__ = ["DEFAULT_HANDLE_MAX", "DEFAULT_INCOMING_WINDOW", "OUTGOING_WINDOW", "Session",
-           "SessionHost"]
+           "SessionHost", "TransferEvent"]
 
 #: transfer frames the peer may send before we reopen the window (we do at half of it)
 DEFAULT_INCOMING_WINDOW = 4096
@@ -51,8 +58,24 @@ DEFAULT_INCOMING_WINDOW = 4096
 OUTGOING_WINDOW = 0x7FFF_FFFF
 #: the highest link handle we accept from the peer
 DEFAULT_HANDLE_MAX = 1023
-#: a frame's header (size, doff, type, channel): what a transfer frame's payload room excludes
+#: a frame's header (size, doff, type, channel)
 FRAME_HEADER_SIZE = 8
+
+#: A delivery's end among a run of transfer frames in which the peer aborted one: None for a
+#: delivery completed, (handle, delivery-id or None) for one aborted.
+TransferEvent = tuple[int, int | None] | None
+#: a whole delivery as the connection's frame scanner hands it over
+Delivery = tuple[int, int, bool, bytes]  # handle, delivery-id, settled, payload
+
+# a disposition's outcome by the scanner's state code (fields are not read: the outcome's kind
+# is what settles a delivery); another code is a state that is no outcome ("received", ...)
+_ACCEPTED, _REJECTED, _RELEASED, _MODIFIED = 0x24, 0x25, 0x26, 0x27
+_NO_OUTCOME = object()
+_OUTCOME_FIELDS = {_REJECTED: ("error",),
+                   _MODIFIED: ("delivery_failed", "undeliverable_here", "message_annotations")}
+# what the data plane's encode_disposition writes: the outcome, every field absent
+_STATE_CODES: dict[type, int] = {Accepted: _ACCEPTED, Released: _RELEASED, Rejected: _REJECTED,
+                                 Modified: _MODIFIED}
 
 
 class SessionHost(Protocol):
@@ -66,6 +89,11 @@ class SessionHost(Protocol):
 
     def write(self, data: bytes) -> None:
         """Queue bytes for the next flush (once per event loop iteration)."""
+        ...
+
+    def write_from(self, writer: TransferWriter) -> None:
+        """Queue what ``writer`` holds (and will hold until then) for the next flush, ahead
+        of anything written after this call."""
         ...
 
     def wants_flush(self, session: Session) -> None:
@@ -112,10 +140,13 @@ class Session:
         self._remote_window = 0
         self._next_out_delivery = 0
         self._waiting: deque[bytes] = deque()  # transfer frames beyond the peer's window
+        self._writers: dict[int, TransferWriter] = {}  # by our link handle
         # links: by our handle, by the peer's handle, by name
         self._handle_max = handle_max
         self._remote_handle_max = MASK
         self._links: dict[int, Link] = {}
+        #: the largest message a receiver of this session takes (the frame scanner's bound)
+        self.receive_bound = DEFAULT_MAX_MESSAGE_SIZE
         self._remote_links: dict[int, Link] = {}
         self._names: dict[str, Link] = {}
         self._sender: Sender | None = None
@@ -250,6 +281,7 @@ class Session:
     async def _attach(self, link: Link) -> None:
         self._links[link.handle] = link
         self._names[link.name] = link
+        self._bound_receivers()
         try:
             await link.attach()
         except BaseException:
@@ -264,6 +296,13 @@ class Session:
             del self._remote_links[link.remote_handle]
         if self._names.get(link.name) is link:
             del self._names[link.name]
+        self._writers.pop(link.handle, None)
+        self._bound_receivers()
+
+    def _bound_receivers(self) -> None:
+        bounds = [link.max_message_size for link in self._links.values()
+                  if isinstance(link, Receiver)]
+        self.receive_bound = max(bounds) if bounds else DEFAULT_MAX_MESSAGE_SIZE
 
     def link_failed(self, link: Link, error: Amqp10Error) -> None:
         self._host.fail(error)
@@ -314,6 +353,73 @@ class Session:
             self._flush_wanted = True
             self._host.wants_flush(self)
 
+    def on_transfers(self, frames: int, deliveries: list[Delivery],
+                     events: list[TransferEvent] | None) -> None:
+        """``frames`` transfer frames, which completed ``deliveries`` (in order); ``events``
+        says where aborted deliveries were among them, when there were any."""
+        if frames > self._incoming_window:
+            raise PeerViolation(WINDOW_VIOLATION, f"a transfer beyond our incoming-window "
+                                                  f"(channel {self.channel})")
+        self._incoming_window -= frames
+        self.next_incoming_id = (self.next_incoming_id + frames) & MASK
+        closed = self.closed
+        if events is None:
+            links = self._remote_links
+            for handle, wire, settled, payload in deliveries:
+                if closed.done():
+                    return
+                link = links.get(handle)
+                if not isinstance(link, Receiver):
+                    raise self._not_receiving(handle, link)
+                expected = self._next_in_delivery
+                if expected is not None and wire == expected & MASK:
+                    self._next_in_delivery = expected + 1
+                    link.on_delivery(expected, payload, settled)
+                else:
+                    link.on_delivery(self.incoming_delivery(wire), payload, settled)
+        else:
+            self._on_events(deliveries, events)
+        if self._incoming_window <= self._window_max // 2 and not self._flush_wanted:
+            self._flush_wanted = True
+            self._host.wants_flush(self)
+
+    def _on_events(self, deliveries: list[Delivery], events: list[TransferEvent]) -> None:
+        if sum(event is None for event in events) != len(deliveries):
+            raise PeerViolation(DECODE_ERROR, f"transfers on channel {self.channel} that the "
+                                              "codec and the frame scanner read differently")
+        completed = iter(deliveries)
+        for event in events:
+            if self.closed.done():
+                return
+            if event is None:
+                handle, wire, settled, payload = next(completed)
+                self._receiving(handle).on_delivery(self.incoming_delivery(wire), payload,
+                                                    settled)
+                continue
+            handle, aborted_wire = event
+            link = self._receiving(handle)
+            if aborted_wire is not None:
+                number = self.incoming_delivery(aborted_wire)
+            else:  # its first frame came earlier, with the delivery-id next in sequence
+                expected = self._next_in_delivery
+                number = 0 if expected is None else expected
+                if expected is not None:
+                    self._next_in_delivery = expected + 1
+            link.on_aborted(number)
+
+    def _receiving(self, handle: int) -> Receiver:
+        link = self._remote_links.get(handle)
+        if not isinstance(link, Receiver):
+            raise self._not_receiving(handle, link)
+        return link
+
+    def _not_receiving(self, handle: int, link: Link | None) -> PeerViolation:
+        if link is None:
+            return PeerViolation(UNATTACHED_HANDLE, f"transfer for handle {handle}, which is "
+                                                    "not attached")
+        return PeerViolation(NOT_ALLOWED, f"transfer on link {link.name!r}, on which we are "
+                                          "the sender")
+
     def incoming_delivery(self, wire_id: int) -> int:
         expected = self._next_in_delivery
         if expected is None:
@@ -332,36 +438,49 @@ class Session:
         self._dispositions(False, first, last, state)
 
     def _dispositions(self, role: bool, first: int, last: int, state: Any) -> None:
+        code = 0 if state is None else _STATE_CODES.get(type(state))
+        if code is not None and state is not None and any(
+                getattr(state, name) is not None for name in _OUTCOME_FIELDS.get(code, ())):
+            code = None  # an outcome with fields (a rejection's error): the codec writes it
+        write = self._host.write
         for a, b in wire_ranges(first, last):
-            self._host.write(encode_frame(self.channel, encode_disposition(
-                role, a, None if a == b else b, True, state)))
+            if code is not None:
+                write(disposition_frame(self.channel, role, a, b, True, code))
+            else:
+                write(encode_frame(self.channel, encode_disposition(
+                    role, a, None if a == b else b, True, state)))
 
     # -- outgoing transfers -----------------------------------------------------------------
 
     def transfer(self, handle: int, payload: bytes, settled: bool) -> int:
+        """Send one delivery on link ``handle``; returns its 64-bit number. Its frames go into
+        the link's transfer writer, which the connection takes at its next write or flush;
+        frames beyond the peer's session window wait for its flow."""
         number = self._next_out_delivery
         self._next_out_delivery = number + 1
-        wire = number & MASK
-        tag = number.to_bytes(8, "big")
-        room = self._host.remote_max_frame_size - FRAME_HEADER_SIZE
-        head = encode_transfer(handle, wire, tag, settled, False)
-        if len(payload) <= room - len(head):
-            self._transfer_frame(encode_frame(self.channel, head, payload))
+        writer = self._writers.get(handle)
+        if writer is None:
+            writer = self._writers[handle] = TransferWriterImpl(
+                self.channel, handle, self._host.remote_max_frame_size)
+        held = writer.buffered
+        frames = writer.frames
+        writer.add(number, payload, settled)
+        added = writer.frames - frames
+        if added <= self._remote_window and not self._waiting:
+            self._remote_window -= added
+            self.next_outgoing_id = (self.next_outgoing_id + added) & MASK
+            self._host.write_from(writer)
             return number
-        # several frames: the first one numbers the delivery, the others continue it (the
-        # last one says no more); none is empty
-        head = encode_transfer(handle, wire, tag, settled, True)
-        more = encode_transfer(handle, None, None, settled, True)
-        last = encode_transfer(handle, None, None, settled, False)
-        view = memoryview(payload)
-        step = room - len(head)
-        self._transfer_frame(encode_frame(self.channel, head, bytes(view[:step])))
-        pos = step
-        step = room - len(more)
-        while len(payload) - pos > step:
-            self._transfer_frame(encode_frame(self.channel, more, bytes(view[pos:pos + step])))
-            pos += step
-        self._transfer_frame(encode_frame(self.channel, last, bytes(view[pos:])))
+        # not all within the window: what the writer held before goes first, then this
+        # delivery's frames one by one, those beyond the window waiting
+        out = writer.take()
+        if held:
+            self._host.write(out[:held])
+        pos = held
+        while pos < len(out):
+            size = int.from_bytes(out[pos:pos + 4], "big")
+            self._transfer_frame(out[pos:pos + size])
+            pos += size
         return number
 
     def _transfer_frame(self, frame: bytes) -> None:
@@ -381,6 +500,30 @@ class Session:
             return
         first = int(disposition.first)
         last = first if disposition.last is None else int(disposition.last)
+        self._peer_settled(first, last, disposition.state, bool(disposition.settled))
+
+    def on_dispositions(self, dispositions: list[tuple[bool, int, int, bool, int]]) -> None:
+        """Dispositions as the connection's frame scanner reads them: (role, first, last,
+        settled, state code). An outcome comes to the sender as its kind (Accepted(),
+        Rejected(), Released(), Modified()), without its fields."""
+        for role, first, last, settled, code in dispositions:
+            if not role:
+                continue  # the peer settling deliveries it sent us: we settle first
+            if code == _ACCEPTED:
+                state: Any = Accepted()
+            elif code == 0:
+                state = None
+            elif code == _REJECTED:
+                state = Rejected()
+            elif code == _RELEASED:
+                state = Released()
+            elif code == _MODIFIED:
+                state = Modified()
+            else:
+                state = _NO_OUTCOME
+            self._peer_settled(first, last, state, settled)
+
+    def _peer_settled(self, first: int, last: int, state: Any, settled: bool) -> None:
         sent = self._next_out_delivery
         first64 = unwrap_before(first, sent)
         last64 = first64 + ((last - first) & MASK)
@@ -388,7 +531,7 @@ class Session:
             raise PeerViolation(NOT_ALLOWED, f"disposition for delivery-ids {first}..{last}, "
                                              f"which were not sent (next delivery-id "
                                              f"{sent & MASK})")
-        self._sender.on_settled(first64, last64, disposition.state, bool(disposition.settled))
+        self._sender.on_settled(first64, last64, state, settled)
 
     # -- flow -------------------------------------------------------------------------------
 

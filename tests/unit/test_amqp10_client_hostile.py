@@ -30,9 +30,10 @@ from pumpd.amqp10.performatives import (
 )
 from pumpd.amqp10.values import UByte, UInt
 
+from tests.support.amqp10_dataplane import client_dataplane  # noqa: F401  # the fixture
 from tests.support.amqp10_peer import EVENT_LOOPS, PeerSide, run_on, scripted_peer
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("client_dataplane")]
 
 
 def _f(performative: Any, payload: bytes = b"", channel: int = 0, type: int = 0) -> bytes:
@@ -71,19 +72,21 @@ CASES = [
                                                   outgoing_window=UInt(1)), channel=3),
          NOT_ALLOWED, "flow on channel 3, which no session has begun"),
     Case("frame beyond max-frame-size", "receiver", b"\x00\x00\x10\x01\x02\x00\x00\x00",
-         FRAMING_ERROR, "frame size 4097 is beyond the maximum frame size 4096"),
+         FRAMING_ERROR, "a frame of 4097 bytes (type 0, channel 0) exceeds max-frame-size 4096"),
     Case("beyond the session window", "receiver", _t(0) + _t(1) + _t(2), WINDOW_VIOLATION,
          "a transfer beyond our incoming-window (channel 0)", (("incoming_window", 2),)),
     Case("message beyond max-message-size", "receiver", _t(0, more=True) + _t(None),
          MESSAGE_SIZE_EXCEEDED,
-         "delivery 0 on link 'l' is larger than max-message-size 100 (at least 160 bytes)",
+         "transfer on channel 0: delivery 0 on handle 0 reaches 160 bytes, over "
+         "max-message-size 100",
          (("max_message_size", 100),)),
     Case("undecodable performative", "receiver", encode_frame(0, b"\x00\x53\x77\x45"),
          DECODE_ERROR, "unknown performative descriptor"),
     Case("continuation of another delivery", "receiver", _t(0, more=True) + _t(5),
-         NOT_ALLOWED, "a transfer continuing delivery-id 0 on link 'l' says delivery-id 5"),
+         NOT_ALLOWED, "transfer on channel 0: delivery-id 5 continues delivery 0"),
     Case("delivery without an id", "receiver", _t(None), NOT_ALLOWED,
-         "a transfer on link 'l' starts a delivery without a delivery-id"),
+         "transfer on channel 0: delivery-id missing on handle 0's first transfer "
+         "of a delivery"),
     Case("SASL frame after SASL", "receiver", _f(SaslOutcome(UByte(0)), type=TYPE_SASL),
          FRAMING_ERROR, "a frame of type 1 after the SASL exchange"),
     Case("second open", "receiver", _f(Open(container_id="again")), NOT_ALLOWED,
@@ -97,6 +100,19 @@ CASES = [
     Case("flow acknowledging transfers never sent", "sender",
          _flow(next_incoming_id=UInt(3)), WINDOW_VIOLATION,
          "flow with next-incoming-id 3, ahead of our next-outgoing-id 0"),
+    Case("transfer field of the wrong type", "receiver",
+         encode_frame(0, b"\x00\x53\x14\xc0\x03\x01\xa1\x00"), DECODE_ERROR,
+         "transfer on channel 0: field handle at offset 14 has type code 0xa1, not a uint"),
+    Case("delivery-tag over 32 bytes", "receiver",
+         _f(Transfer(handle=UInt(0), delivery_id=UInt(0), delivery_tag=b"t" * 33), b"x"),
+         NOT_ALLOWED, "transfer on channel 0: delivery-tag of 33 bytes, over 32"),
+    Case("disposition state of no known kind", "sender",
+         encode_frame(0, b"\x00\x53\x15\xc0\x09\x05\x41\x43\x40\x41\x00\x53\x77\x45"),
+         DECODE_ERROR, "disposition on channel 0: field state at offset"),
+    Case("protocol header after open", "receiver", b"AMQP\x00\x01\x00\x00", FRAMING_ERROR,
+         "a protocol header after the SASL exchange"),
+    Case("frame of type 2", "receiver", b"\x00\x00\x00\x0c\x02\x02\x00\x00\x00\x53\x10\x45",
+         FRAMING_ERROR, "a frame of type 2 after the SASL exchange"),
     Case("link flow counting deliveries never sent", "sender",
          _flow(handle=UInt(0), delivery_count=UInt(4), link_credit=UInt(1)), NOT_ALLOWED,
          "flow on link 'l': delivery-count 4 is ahead of ours (0)"),

@@ -24,9 +24,11 @@ from pumpd.amqp10.performatives import (
 from pumpd.amqp10.serials import MASK
 from pumpd.amqp10.values import UInt
 
+from tests.support.amqp10_dataplane import client_dataplane  # noqa: F401  # the fixture
 from tests.support.amqp10_peer import EVENT_LOOPS, PeerSide, run_on, scripted_peer
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("loop", EVENT_LOOPS)]
+pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("loop", EVENT_LOOPS),
+              pytest.mark.usefixtures("client_dataplane")]
 
 
 def _transfer(delivery_id: int | None, *, handle: int = 0, settled: bool = False,
