@@ -311,7 +311,7 @@ def _check(args: list[str]) -> int:
 
     for s in cfg.shovels.values():
         print(
-            f"{s.name}: {_source_name(s)} on "
+            f"{s.name}: {_source_name(s)} "
             f"{s.source.describe()} -> {s.destination.describe()}, "
             f"ack_mode {s.ack_mode.value}, prefetch {s.prefetch_count}, "
             f"reconnect_delay {s.reconnect_delay:g}s"
@@ -329,9 +329,9 @@ def _check(args: list[str]) -> int:
 
 
 def _source_name(s: ShovelConfig) -> str:
-    if s.source.address is not None:  # an AMQP 1.0 source: its address names what it reads
-        return f"address {s.source.address!r}"
-    return f"queue {s.queue or '(last declared)'!s}"
+    if s.source.address is not None:  # an AMQP 1.0 source: its description names the address
+        return "from"
+    return f"queue {s.queue or '(last declared)'!s} on"
 
 
 def _schema_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 
 from .. import exitcodes
-from ..config.cluster import with_name
+from ..config.cluster import group_refusal, with_name
 from ..config.parse import ConfigError, load_config
 from ..http import access as access_rules
 from ..http import tokenfile
@@ -40,6 +40,11 @@ def run_daemon(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         )
         per_process = ns.shovels_per_process or definitions.shovels_per_process(ns.config) or 1
         cluster = with_name(load_config(ns.config).cluster, ns.cluster)
+        if cluster is not None:
+            # --group on the command line joins shovels the file did not check for a group
+            for name, d in shovels.items():
+                if (why := group_refusal(d.cfg)) is not None:
+                    raise ConfigError(f"shovel {name!r}: {why}")
     except ConfigError as exc:
         print(f"pumpd: {exc}", file=sys.stderr)
         return exitcodes.CONFIG_ERROR

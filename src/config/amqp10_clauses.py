@@ -20,13 +20,13 @@ from typing import Any
 from .amqp10_uri import read_amqp10_uri
 from .json_input import INT64_BOUND
 from .limits import MAX_ADDRESS, MAX_SHORTSTR, MAX_TABLE_STRING, MAX_TABLE_VALUES, MAX_UINT
-from .model import Amqp10URI, DeleteAfter
+from .model import Amqp10URI, DeleteAfter, Endpoint
 from .spec import ENDPOINT, SHOVEL
 from .uri import URIError
 from .values import Context, is_int, object_value, path_part, show, suggest, utf8_size
 from .vocabulary import AMQP10_PROPERTIES
 
-__all__ = ["AMQP10_MESSAGE_CHANGES_NOTE", "read_address", "read_amqp10_message_maps",
+__all__ = ["AMQP10_MESSAGE_CHANGES_NOTE", "read_address", "warn_undeclared", "read_amqp10_message_maps",
            "read_amqp10_prefetch", "read_amqp10_properties", "read_amqp10_uri_list",
            "read_one_amqp10_uri", "read_string_map", "refuse_queue_length"]
 
@@ -186,3 +186,14 @@ def _integer(ctx: Context, where: str, value: object, low: int, high: int, what:
     if number is None or not low <= number <= high:
         ctx.fail(where, f"must be {what}: an integer from {low} to {high}, got {show(value)}")
     return number
+
+
+def warn_undeclared(ctx: Context, clause: str, side: Endpoint) -> Endpoint:
+    """Warn, at ``clause``, that the queue of ``side``'s ``/queues/NAME`` address is not
+    declared when the definition asks for it (``predeclared`` false); returns ``side``."""
+    if side.declare_address_queue and side.address_queue is not None:
+        ctx.warn(clause, f"pumpd does not declare the queue {side.address_queue!r} that the "
+                         "address names (the plugin does, through RabbitMQ 4's AMQP management): "
+                         "it must exist before the shovel starts; set predeclared to true to "
+                         "say it does")
+    return side

@@ -16,6 +16,7 @@ from .amqp10_clauses import (
     read_amqp10_uri_list,
     read_one_amqp10_uri,
     refuse_queue_length,
+    warn_undeclared,
 )
 from .json_input import INT64_BOUND
 from .model import (
@@ -256,9 +257,10 @@ def _endpoint(ctx: Context, clause: str, side: str, value: object) -> Endpoint:
                              "attaches to)")
         predeclared = bool_value(ctx, f"{clause}.predeclared",
                                  obj.get("predeclared", ENDPOINT["predeclared"].default_value()))
-        return Endpoint(brokers=(), protocol=protocol, amqp10_brokers=amqp10_brokers,
-                        address=read_address(ctx, f"{clause}.address", obj["address"]),
-                        declare_address_queue=not predeclared)
+        return warn_undeclared(ctx, f"{clause}.address", Endpoint(
+            brokers=(), protocol=protocol, amqp10_brokers=amqp10_brokers,
+            address=read_address(ctx, f"{clause}.address", obj["address"]),
+            declare_address_queue=not predeclared))
     if "brokers" in obj:
         brokers = read_uri_list(ctx, f"{clause}.brokers", obj["brokers"])
     else:

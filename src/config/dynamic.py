@@ -17,6 +17,7 @@ from .amqp10_clauses import (
     read_amqp10_message_maps,
     read_amqp10_prefetch,
     refuse_queue_length,
+    warn_undeclared,
 )
 from .clauses import (
     OTHER_PROTOCOL,
@@ -163,11 +164,11 @@ def _amqp10_side(ctx: Context, obj: Mapping[str, Any], prefix: str,
     address, and whether the queue a ``/queues/NAME`` address names is declared first."""
     _, amqp10_brokers = side_uris(ctx, f"{prefix}-uri", obj[f"{prefix}-uri"], protocol, _URIS)
     predeclared = f"{prefix}-predeclared"
-    return Endpoint(brokers=(), protocol=protocol, amqp10_brokers=amqp10_brokers,
-                    address=read_address(ctx, f"{prefix}-address", obj[f"{prefix}-address"]),
-                    declare_address_queue=not bool_value(ctx, predeclared,
-                                                         obj.get(predeclared,
-                                                                 _default(predeclared))))
+    return warn_undeclared(ctx, f"{prefix}-address", Endpoint(
+        brokers=(), protocol=protocol, amqp10_brokers=amqp10_brokers,
+        address=read_address(ctx, f"{prefix}-address", obj[f"{prefix}-address"]),
+        declare_address_queue=not bool_value(ctx, predeclared,
+                                             obj.get(predeclared, _default(predeclared)))))
 
 
 def _internal_owner(ctx: Context, value: object) -> ShovelOwner | None:

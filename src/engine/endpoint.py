@@ -115,6 +115,8 @@ class Source(Endpoint, Protocol):
 
     #: the queue the last declaration named ("" when none did)
     last_declared_queue: str
+    #: whether :meth:`backlog` can count what waits (AMQP 1.0 has no such count)
+    backlog_known: bool
 
     async def take_lease(self, name: str) -> None:
         """Hold the group's lease ``name`` for as long as this connection lives.
@@ -124,7 +126,10 @@ class Source(Endpoint, Protocol):
         ...
 
     async def backlog(self, queue: str) -> int:
-        """Messages ready in ``queue`` (the plugin's pending count; a stream: what it retains)."""
+        """Messages ready in ``queue`` (the plugin's pending count; a stream: what it retains).
+
+        :raises LinkError: when it cannot be known (:attr:`backlog_known` False)
+        """
         ...
 
     async def credit(self, prefetch: int) -> None:

@@ -35,11 +35,13 @@ class SessionWatch:
 
     def start(self, session: Session) -> None:
         """The session forwards from now: its stall rule's clocks start, the backlog is read."""
+        counted = session.source is not None and session.source.backlog_known
         rule = StallRule(self._cfg.stall_timeout, time.monotonic(),
                          confirms=self._cfg.ack_mode == AckMode.ON_CONFIRM,
-                         backlog_ready=not session.reads_stream)
+                         backlog_ready=counted and not session.reads_stream)
         self._rule = rule
-        self._reader = asyncio.create_task(self._read_backlog(session, rule))
+        if counted:  # else the rule goes by what moves alone, as for a stream
+            self._reader = asyncio.create_task(self._read_backlog(session, rule))
 
     def forwarding_ended(self) -> None:
         """The session stopped forwarding: a drain for a stop, a pause or a handover is not a

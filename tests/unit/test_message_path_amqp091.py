@@ -223,6 +223,7 @@ class _Side:
     what pair() looks at (nothing here moves a message)."""
 
     last_declared_queue = ""
+    backlog_known = True
     is_open = True
     heartbeat = 0
     credit_left = 0

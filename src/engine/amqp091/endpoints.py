@@ -78,6 +78,8 @@ class _Side:
 class Amqp091Source(_Side):
     """A queue consumed on one channel; deliveries go to the relay, never to pika."""
 
+    backlog_known = True
+
     @property
     def last_declared_queue(self) -> str:
         return self.link.last_declared_queue

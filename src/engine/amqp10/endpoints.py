@@ -118,6 +118,7 @@ class Amqp10Source(_Side):
     """A receiving link; deliveries go to the generic path as :class:`Incoming`."""
 
     last_declared_queue = ""
+    backlog_known = False  # AMQP 1.0 counts nothing for a receiver: no backlog, no stall read
 
     def __init__(self, connection: Connection) -> None:
         super().__init__(connection, "source")
