@@ -26,9 +26,18 @@ from .uri import URIError
 from .values import Context, is_int, object_value, path_part, show, suggest, utf8_size
 from .vocabulary import AMQP10_PROPERTIES
 
-__all__ = ["AMQP10_MESSAGE_CHANGES_NOTE", "read_address", "warn_undeclared", "read_amqp10_message_maps",
-           "read_amqp10_prefetch", "read_amqp10_properties", "read_amqp10_uri_list",
-           "read_one_amqp10_uri", "read_string_map", "refuse_queue_length"]
+__all__ = [
+    "AMQP10_MESSAGE_CHANGES_NOTE",
+    "read_address",
+    "read_amqp10_message_maps",
+    "read_amqp10_prefetch",
+    "read_amqp10_properties",
+    "read_amqp10_uri_list",
+    "read_one_amqp10_uri",
+    "read_string_map",
+    "refuse_queue_length",
+    "warn_undeclared",
+]
 
 # Said at check time of each of dest-properties, dest-application-properties and
 # dest-message-annotations that a shovel gives.
