@@ -4,10 +4,12 @@ test puts into a source over AMQP 1.0 and takes out of a destination over AMQP 1
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pumpd.amqp10.connection import Connection, connect
-from pumpd.amqp10.message import Message, encode_message
+from pumpd.amqp10.message import Message, decode_message, encode_message
 from pumpd.amqp10.performatives import Accepted
 from pumpd.testing.amqp10_endpoint import Amqp10Address
 
@@ -81,3 +83,29 @@ def send(address: Amqp10Address, target: str, messages: Sequence[Message | bytes
 def receive(address: Amqp10Address, source: str, n: int, timeout: float = 60) -> list[bytes]:
     """Take ``n`` messages from ``source`` (accepted as they come); their encoded bytes."""
     return asyncio.run(_receive(address, source, n, timeout))
+
+
+def uri10(address: Amqp10Address, *, port: int | None = None, **query: str | int) -> str:
+    """A pumpd AMQP 1.0 URI for a private node's vhost (RabbitMQ 3.x: ``hostname=vhost:NAME``),
+    through another ``port`` (a fault proxy's) when given, with ``query``'s parameters added."""
+    url = address.url()
+    if port is not None:
+        url = url.replace(f":{address.port}", f":{port}")
+    params = {"sasl": "plain", "hostname": address.hostname or "", **query}
+    return f"{url}?{urllib.parse.urlencode(params, safe=':')}"
+
+
+def side10(address: Amqp10Address, queue: str, *, port: int | None = None,
+           **query: str | int) -> dict[str, str]:
+    """An AMQP 1.0 side (source or destination) on an existing queue of RabbitMQ 3.x."""
+    return {"protocol": "amqp10", "broker": uri10(address, port=port, **query),
+            "address": f"/amq/queue/{queue}"}
+
+
+def message_ids(payloads: Iterable[bytes]) -> list[Any]:
+    """The properties' message-id of each encoded message (None where it has none)."""
+    out: list[Any] = []
+    for payload in payloads:
+        props = decode_message(payload).properties
+        out.append(None if props is None else props.message_id)
+    return out

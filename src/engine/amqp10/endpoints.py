@@ -6,7 +6,8 @@ The source is a receiving link on ``src-address``. Its credit is the shovel's pr
 that many deliveries unsettled at once. Its settlements are dispositions in ranges: ACCEPT is
 ``accepted``, REJECT ``rejected``, REQUEUE ``released``. Whatever it delivered and nobody settled
 goes back to the peer when the link or the connection ends (``released`` first when the session
-closes politely), so nothing is lost.
+closes politely), so nothing is lost. A delivery counts as redelivered when its header's
+delivery-count is above 0 or its first-acquirer is false.
 
 The destination is a sending link on ``dest-address``. With ``on_confirm`` every transfer is
 unsettled and its outcome is the settlement: ``accepted`` ACCEPT, ``rejected`` REJECT (the
@@ -173,10 +174,8 @@ class Amqp10Source(_Side):
                 self._receiver.settle(delivery, delivery, Rejected(error=Error(
                     condition=Symbol("amqp:decode-error"), description=str(exc)[:500])))
             return
-        header = message.header
-        redelivered = bool(header is not None and header.delivery_count)
         if self._callback is not None:
-            self._callback(Incoming(tag, redelivered, message))
+            self._callback(Incoming(tag, _redelivered(message), message))
 
     async def cancel(self, consumer_tag: str) -> None:
         # Stop the peer sending, keep the link: what it delivered is still to be settled here.
@@ -189,6 +188,17 @@ class Amqp10Source(_Side):
         state: Any = (Accepted() if how == Settlement.ACCEPT
                       else Rejected() if how == Settlement.REJECT else Released())
         self._receiver.settle(first + self._base, last + self._base, state)
+
+
+def _redelivered(message: Message) -> bool:
+    """Whether the source says the message may have been delivered before (a possible
+    duplicate): a delivery-count above 0, or first-acquirer set false. RabbitMQ 3.x never sets
+    the count and marks a redelivery by first-acquirer false (true on a first delivery); a
+    header that leaves first-acquirer out says nothing (its default, false, is no claim)."""
+    header = message.header
+    if header is None:
+        return False
+    return bool(header.delivery_count) or header.first_acquirer is False
 
 
 # with prefetch 0 (no bound) a receiver still needs credit: this much, topped up as it is used
