@@ -175,13 +175,17 @@ def shovel_doc(v: ShovelView) -> dict[str, Any]:
         "reason": v.reason or None,
         "timestamp": iso_time(v.since),
         "since": v.since or None,
-        "src_protocol": "amqp091",
+        "src_protocol": cfg.source.protocol.value,
         "src_uri": src[0],
         "src_uris": src,
         "src_queue": cfg.queue,
-        "dest_protocol": "amqp091",
+        # an AMQP 1.0 side names an address where an AMQP 0-9-1 one has a queue (as the
+        # plugin's status does); null on an AMQP 0-9-1 side
+        "src_address": cfg.source.address,
+        "dest_protocol": cfg.destination.protocol.value,
         "dest_uri": dest[0],
         "dest_uris": dest,
+        "dest_address": cfg.destination.address,
         # null: each message keeps its own exchange / routing key
         "dest_exchange": cfg.publish_exchange,
         "dest_exchange_key": cfg.publish_routing_key,

@@ -494,8 +494,6 @@ def test_the_status_shows_counters_and_uris_without_the_password(
                             f"?hostname={addr.hostname}"), doc[key]
 
 
-@pytest.mark.xfail(strict=True, reason="the status document says amqp091 for every side "
-                   "(supervisor/report.py shovel_doc) and has no AMQP 1.0 address")
 def test_the_status_names_the_amqp10_protocol_and_addresses(
         node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
         pumpd_daemon: Callable[..., Daemon]) -> None:
