@@ -145,12 +145,13 @@ def test_a_peer_gone_silent_is_given_up_after_the_idle_time_out(
     """The connection of ``side`` goes silent (the proxy forwards nothing more and keeps both
     sockets open) while messages move. With ``idle_time_out`` in the URI the shovel gives the
     silent peer up within that time and reconnects; the stall rule is off, so that the idle
-    time-out alone notices. A healthy connection that is only idle is kept: the broker sends
-    empty frames often enough.
+    time-out alone notices. A healthy connection that is only idle is kept: RabbitMQ 3.10 sends
+    an empty frame every half of the idle time-out asked for (in whole seconds: below 1000 ms
+    it sends none).
 
     What the silent source connection held (its link's unsettled deliveries) stays with the
-    broker until it drops that connection itself (RabbitMQ 3.10 waits for its own 60 s
-    idle time-out): the test then resets the half-dead connection, as TCP would, and the
+    broker until it drops that connection itself (RabbitMQ 3.10: after twice its heartbeat,
+    120 s by default): the test then resets the half-dead connection, as TCP would, and the
     shovel moves those messages too."""
     n = 20_000
     fill(node_a, vhost_a, n)
