@@ -192,3 +192,59 @@ def test_a_peer_gone_silent_is_given_up_after_the_idle_time_out(
     print(f"\n{side} silent: given up after {noticed:.1f} s (idle_time_out "
           f"{IDLE_TIME_OUT_MS} ms)")
     all_arrived(node_b, vhost_b, amqp10_b, 2 * n, pumps)
+
+
+STALL_TIMEOUT = 3
+
+
+@pytest.mark.parametrize("side", [
+    pytest.param("source", marks=pytest.mark.xfail(
+        strict=True, reason="the stall rule knows a silent source by a backlog reading it "
+        "does not get (a passive declare over AMQP 0-9-1): an AMQP 1.0 source has no backlog "
+        "to read, so only an idle_time_out notices it gone silent")),
+    "destination"])
+def test_a_peer_gone_silent_without_an_idle_time_out_is_restarted_by_the_stall_rule(
+        node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
+        amqp10_a: Amqp10Address, amqp10_b: Amqp10Address, proxy_a: TcpProxy,
+        proxy_b: TcpProxy, side: str) -> None:
+    """No idle_time_out: the stall rule (``stall_timeout``) restarts the session whose
+    connection of ``side`` went silent mid-stream, and nothing is lost."""
+    n = 20_000
+    fill(node_a, vhost_a, n)
+    amqp.declare_queue(node_b.uri(vhost_b), "out")
+    s = shovel(sources=side10(amqp10_a, "in", port=proxy_a.port),
+               destinations=side10(amqp10_b, "out", port=proxy_b.port),
+               prefetch_count=100, reconnect_delay=0.2, stall_timeout=STALL_TIMEOUT)
+    proxy = proxy_a if side == "source" else proxy_b
+    with running(s) as pumps:
+        ready = mid_stream(node_a, vhost_a, n, 1000)
+        assert proxy.stall_open() == 1
+        assert ready > 5000, f"silent mid-stream: {ready} were still to move"
+        pumps.wait_for(lambda: pumps.status().counters.stall_restarts == 1, STALL_TIMEOUT + 10,
+                       "a stall restart")
+        if side == "source":
+            pumps.wait_for(lambda: amqp.queue_depth(node_a.uri(vhost_a), "in")[0] == 0, 60,
+                           "the rest moved")
+            proxy.reset_all()  # what the silent connection held (see the test above)
+        pumps.wait_for(lambda: drained(pumps, node_a, vhost_a), 60, "source drained")
+    why = [r for r in reasons(pumps) if r.startswith("stalled")]
+    assert len(why) == 1 and "restarting the session" in why[0], reasons(pumps)
+    all_arrived(node_b, vhost_b, amqp10_b, n, pumps)
+
+
+def test_an_idle_amqp10_source_is_not_taken_for_a_stalled_one(
+        node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
+        amqp10_a: Amqp10Address, amqp10_b: Amqp10Address) -> None:
+    """Nothing to move is not a stall: an AMQP 1.0 source has no backlog to read, and the
+    stall rule must not take that for a source that does not answer."""
+    fill(node_a, vhost_a, 100)
+    amqp.declare_queue(node_b.uri(vhost_b), "out")
+    s = shovel(sources=side10(amqp10_a, "in"), destinations=side10(amqp10_b, "out"),
+               stall_timeout=STALL_TIMEOUT)
+    with running(s) as pumps:
+        pumps.wait_for(lambda: drained(pumps, node_a, vhost_a), 30, "the 100 moved")
+        time.sleep(3 * STALL_TIMEOUT)
+        c = pumps.status().counters
+        assert (c.stall_restarts, c.reconnects) == (0, 0), reasons(pumps)
+        assert c.source_backlog == -1, "an AMQP 1.0 source's backlog is not known"
+        assert pumps.status().state == State.RUNNING
