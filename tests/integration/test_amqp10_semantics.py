@@ -13,7 +13,11 @@ which the source delivers the message again.
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -451,40 +455,61 @@ def test_seventy_thousand_messages_pass_delivery_id_two_to_the_sixteen(
     assert (c.consumed, c.published, c.confirmed, c.acked) == (n, n, n, n)
 
 
-def running_amqp10_daemon(node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
-                          pumpd_daemon: Callable[..., Daemon], n: int,
-                          ) -> tuple[Daemon, dict[str, Any], str, Amqp10Address, Amqp10Address]:
-    """A pumpd daemon running an AMQP 1.0 shovel "s10" that moved ``n`` messages, as a user
-    with a password of its own; returns the daemon, the shovel's status, every text the status
-    and the log show, and the two sides' addresses."""
+def pumpd_status(d: Daemon, *args: str) -> str:
+    """What ``pumpd status`` prints for the daemon ``d``."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pumpd", "status", *args, "--http", f"127.0.0.1:{d.port}"],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PUMPD_TOKEN_FILE": str(d.token_path)})
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture
+def own_user(node_a: LocalNode, node_b: LocalNode, vhost_a: str,
+             vhost_b: str) -> Iterator[tuple[str, str]]:
+    """A user with a password of its own on both test vhosts: (user, password)."""
     user, password = f"f10-{uuid.uuid4().hex[:6]}", f"Pw-{uuid.uuid4().hex}"
     node_a.add_user(user, password, vhost_a)
     node_b.add_user(user, password, vhost_b)
-    try:
-        a10 = node_a.amqp10_address(vhost_a, user, password)
-        b10 = node_b.amqp10_address(vhost_b, user, password)
-        amqp.declare_queue(node_a.uri(vhost_a), "in")
-        amqp.declare_queue(node_b.uri(vhost_b), "out")
-        io10.send(a10, "/amq/queue/in", numbered10(n))
-        d = pumpd_daemon({"s10": {"sources": side10(a10, "in"),
-                                  "destinations": side10(b10, "out")}})
-        doc = d.wait_for(lambda: (lambda x: x if x and x["state"] == "running"
-                                  and x["counters"]["acked"] == n else None)(d.shovel("s10")),
-                         60, f"running, {n} acked")
-        text = f"{doc} {d.shovels()} {d.log(400)}"
-    finally:
-        node_a.ctl("delete_user", user)
-        node_b.ctl("delete_user", user)
+    yield user, password
+    node_a.ensure_running().ctl("delete_user", user)
+    node_b.ensure_running().ctl("delete_user", user)
+
+
+def running_amqp10_daemon(node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
+                          pumpd_daemon: Callable[..., Daemon], own_user: tuple[str, str],
+                          n: int) -> tuple[Daemon, dict[str, Any], Amqp10Address,
+                                           Amqp10Address]:
+    """A pumpd daemon running an AMQP 1.0 shovel "s10" (as ``own_user``) that moved ``n``
+    messages; returns the daemon, the shovel's status and the two sides' addresses, once
+    checked that no status nor log line shows the password."""
+    user, password = own_user
+    a10 = node_a.amqp10_address(vhost_a, user, password)
+    b10 = node_b.amqp10_address(vhost_b, user, password)
+    amqp.declare_queue(node_a.uri(vhost_a), "in")
+    amqp.declare_queue(node_b.uri(vhost_b), "out")
+    io10.send(a10, "/amq/queue/in", numbered10(n))
+    d = pumpd_daemon({"s10": {"sources": side10(a10, "in"), "destinations": side10(b10, "out")}})
+    doc = d.wait_for(lambda: (lambda x: x if x and x["state"] == "running"
+                              and x["counters"]["acked"] == n else None)(d.shovel("s10")),
+                     60, f"running, {n} acked")
+    text = f"{doc} {d.shovels()} {d.log(400)} {pumpd_status(d)} {pumpd_status(d, '--json')}"
     assert password not in text
-    return d, doc, text, a10, b10
+    return d, doc, a10, b10
 
 
 def test_the_status_shows_counters_and_uris_without_the_password(
         node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
-        pumpd_daemon: Callable[..., Daemon]) -> None:
+        pumpd_daemon: Callable[..., Daemon], own_user: tuple[str, str]) -> None:
     """``pumpd status`` (the daemon's /api/shovels) of a running AMQP 1.0 shovel."""
     n = 500
-    _, doc, _, a10, b10 = running_amqp10_daemon(node_a, node_b, vhost_a, vhost_b, pumpd_daemon, n)
+    d, doc, a10, b10 = running_amqp10_daemon(node_a, node_b, vhost_a, vhost_b, pumpd_daemon,
+                                             own_user, n)
+    (shown,) = json.loads(pumpd_status(d, "--json"))["shovels"]
+    assert (shown["name"], shown["state"], shown["src_uri"], shown["dest_uri"]) == (
+        "s10", "running", doc["src_uri"], doc["dest_uri"])
+    assert "s10" in pumpd_status(d) and "running" in pumpd_status(d)
     counters = doc["counters"]
     assert {k: counters[k] for k in ("consumed", "published", "confirmed", "acked", "nacked",
                                      "in_flight")} == {
@@ -496,10 +521,11 @@ def test_the_status_shows_counters_and_uris_without_the_password(
 
 def test_the_status_names_the_amqp10_protocol_and_addresses(
         node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,
-        pumpd_daemon: Callable[..., Daemon]) -> None:
+        pumpd_daemon: Callable[..., Daemon], own_user: tuple[str, str]) -> None:
     """As the plugin's shovel status does: the protocols, and src_address / dest_address in
     place of a queue."""
-    _, doc, _, _, _ = running_amqp10_daemon(node_a, node_b, vhost_a, vhost_b, pumpd_daemon, 10)
+    _, doc, _, _ = running_amqp10_daemon(node_a, node_b, vhost_a, vhost_b, pumpd_daemon,
+                                         own_user, 10)
     assert (doc["src_protocol"], doc["dest_protocol"]) == ("amqp10", "amqp10")
     assert (doc.get("src_address"), doc.get("dest_address")) == ("/amq/queue/in",
                                                                  "/amq/queue/out")

@@ -134,8 +134,10 @@ class Amqp10Source(_Side):
                         "AMQP 0-9-1 connection to the source broker)", side="source")
 
     async def backlog(self, queue: str) -> int:
-        raise LinkError("source: an AMQP 1.0 source has no message count to read "
-                        "(src-delete-after \"queue-length\" needs AMQP 0-9-1)", side="source")
+        """-1, not known: an AMQP 1.0 link has no message count to read (the configuration
+        refuses delete_after "queue-length" for such a source). Answered at once, so that the
+        stall rule never takes an idle source for one that does not answer."""
+        return -1
 
     async def credit(self, prefetch: int) -> None:
         self._prefetch = prefetch
