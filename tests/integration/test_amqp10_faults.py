@@ -201,7 +201,8 @@ STALL_TIMEOUT = 3
     pytest.param("source", marks=pytest.mark.xfail(
         strict=True, reason="the stall rule knows a silent source by a backlog reading it "
         "does not get (a passive declare over AMQP 0-9-1): an AMQP 1.0 source has no backlog "
-        "to read, so only an idle_time_out notices it gone silent")),
+        "to read, so its connection's idle time-out (60 s unless the URI names one) notices it "
+        "gone silent, not the stall rule")),
     "destination"])
 def test_a_peer_gone_silent_without_an_idle_time_out_is_restarted_by_the_stall_rule(
         node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str,

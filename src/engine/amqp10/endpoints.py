@@ -55,6 +55,10 @@ log = logging.getLogger("pumpd.amqp10")
 
 WIRE = "amqp10"
 STEP_TIMEOUT = 30.0  # seconds a connection step may take (connect, sasl, open, attach)
+# Seconds of a peer's silence after which its connection is given up, when the URI names no
+# idle_time_out: as AMQP 0-9-1's heartbeat, so that a source gone silent (nothing else can
+# tell: an AMQP 1.0 source has no backlog for the stall rule to read) is noticed.
+DEFAULT_IDLE_TIME_OUT = 60.0
 CLOSE_TIMEOUT = 5.0  # seconds a polite close waits for the peer's answer
 # A source's consumer arguments the plugin maps onto an AMQP 1.0 filter (RabbitMQ's streams)
 _FILTERS = {"x-stream-offset": "rabbitmq:stream-offset-spec",
@@ -372,7 +376,8 @@ async def _open(uri: Amqp10URI, client_name: str, side: str) -> Connection:
             username=uri.username or None, password=uri.password or None,
             hostname=uri.effective_hostname,
             container_id=uri.container_id or f"{client_name}",
-            idle_time_out=uri.idle_time_out / 1000 if uri.idle_time_out else None,
+            idle_time_out=(uri.idle_time_out / 1000 if uri.idle_time_out
+                           else DEFAULT_IDLE_TIME_OUT),
             max_frame_size=uri.max_frame_size, step_timeout=STEP_TIMEOUT,
             properties={"connection_name": client_name, "product": "pumpd"})
     except Amqp10Error as exc:
