@@ -31,6 +31,7 @@ from pumpd.engine.forwarding import ACK_MODES
 from pumpd.testing.localnode import LocalNode
 
 from tests.support.amqp_helpers import Message, declare_queue, publish_messages, queue_depth
+from tests.support.harness import shovel
 
 ENGINE = FilePath(__file__).resolve().parents[2] / "src" / "engine"
 # The engine's modules that must not know a wire: they drive endpoints through the contract.
@@ -68,6 +69,7 @@ class _NoWire:
     without a native path looks like to the pairing."""
 
     last_declared_queue = ""
+    backlog_known = True
     is_open = True
     heartbeat = 0
 
@@ -178,10 +180,13 @@ def test_two_0_9_1_sides_are_paired_on_the_relay_and_move_through_the_contract(
     declare_queue(uri_text, "dst")
     publish_messages(uri_text, "", "src", [Message(b"x" * 64)] * 500)
     uri = parse_uri(uri_text)
+    cfg = shovel(sources={"broker": uri_text}, destinations={"broker": uri_text}, queue="src",
+                 publish_fields={"exchange": "", "routing_key": "dst"})
 
     async def main() -> None:
         source = await wiring.open_source(uri, "pumpd contract test (source)")
-        destination = await wiring.open_destination(uri, "pumpd contract test (destination)")
+        destination = await wiring.open_destination(uri, "pumpd contract test (destination)",
+                                                    cfg)
         try:
             assert isinstance(destination, ByteDestination)
             await destination.declare([Declaration("queue.declare", {"queue": "dst",
