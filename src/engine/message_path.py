@@ -550,10 +550,11 @@ class MessagePath:
 
     def _on_delivery(self, incoming: Incoming) -> None:
         ledger = self.ledger
+        counted = ledger.bytes
         if not ledger.received(incoming):
             return
         self._arrived += 1
-        self._arrived_bytes += message_size(incoming.message)
+        self._arrived_bytes += ledger.bytes - counted  # its size, as the ledger counted it
         if not self._buffer_held and ledger.buffered > self._bound:
             self._buffer_held = True
             self.source.pause_reading(True, _BUFFER_HOLD)

@@ -140,9 +140,6 @@ class Undeliverable:
                 # path goes on reading, so that the client sees the cancel-ok and close-ok.
                 path.hold_rest()
             path.resume()
-            # Forward what follows now: a next message that cannot be forwarded pauses the
-            # path again while this loop still runs (a new settling task would not start).
-            self._session.flush()
         return True
 
     async def _settle_returned(self) -> bool:

@@ -222,7 +222,6 @@ class Amqp10Destination(_Side):
         self.address = address
         self._sender: Sender | None = None
         self._settled = True  # pre-settled until expect_confirms
-        self._edits = Edits()
         self._annotations: dict[Symbol | ULong, Any] = {}
         self._timestamp = False
         self._properties = dict(properties or {})
@@ -232,7 +231,6 @@ class Amqp10Destination(_Side):
         self._on_settled: Callable[[int, int, Settlement], None] | None = None
         self._on_credit: Callable[[], None] | None = None
         self._base: int | None = None  # sequence numbers start at 1
-        self._next_seq = 1
 
     async def expect_confirms(self) -> None:
         if self._settled:
@@ -267,7 +265,6 @@ class Amqp10Destination(_Side):
             self._on_credit()
 
     def set_edits(self, edits: Edits) -> None:
-        self._edits = edits
         # the plugin's forward headers, as message annotations (rabbit_amqp10_shovel)
         self._annotations = {Symbol(f"x-opt-{k}"): v for k, v in edits.hop
                              if k in ("shovelled-by", "shovel-type", "shovel-name")}
@@ -286,9 +283,7 @@ class Amqp10Destination(_Side):
         number = self._sender.send(payload, settled=self._settled)
         if self._base is None:
             self._base = number - 1
-        seq = number - self._base
-        self._next_seq = seq + 1
-        return seq
+        return number - self._base
 
     def _payload(self, message: Delivered | Message) -> bytes:
         try:
