@@ -59,7 +59,6 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .activemq_files import (
@@ -72,11 +71,11 @@ from .activemq_files import (
 from .amqp10_endpoint import SASL_HEADER, Amqp10Address, protocol_header_answer
 from .node_errors import ActiveMQError
 from .ports import LOCALHOST, broker_answers, find_free_port, port_is_free
-from .processes import kill_group, tail, wait_leader
+from .processes import PrivateProcess, tail, wait_leader
 from .stomp import StompClient, StompError
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    pass
 
 __all__ = ["ACTIVEMQ_HOME", "BENCH_JVM_OPTIONS", "TEST_JVM_OPTIONS", "ActiveMQError",
            "LocalActiveMQ"]
@@ -99,7 +98,7 @@ def _default_java() -> str:
     return shutil.which("java") or "java"
 
 
-class LocalActiveMQ:
+class LocalActiveMQ(PrivateProcess):
     """A throwaway ActiveMQ broker with its own ports, store and configuration.
 
     Creating the object picks the ports and names but starts nothing; call :meth:`start` or use
@@ -324,10 +323,6 @@ class LocalActiveMQ:
     def _log_tail(self) -> str:
         return f"--- {self.files.log_file} ---\n{tail(self.files.log_file, lines=60)}"
 
-    def is_running(self) -> bool:
-        """Whether the JVM started by this object is still alive."""
-        return self._proc is not None and self._proc.poll() is None
-
     def answers(self, timeout: float = 1.0) -> bool:
         """Whether the broker's STOMP port accepts TCP connections."""
         return broker_answers(LOCALHOST, self.stomp_port, timeout)
@@ -365,39 +360,9 @@ class LocalActiveMQ:
             wait_leader(self._proc, timeout)
         self._kill_group()
 
-    def _kill_group(self) -> None:
-        if self._proc is not None:
-            kill_group(self._proc, self._ports())
-
-    def kill(self) -> None:
-        """SIGKILL the broker's process group (an unclean crash): its store is not closed."""
-        self._kill_group()
-
-    def restart(self) -> LocalActiveMQ:
-        """Stop the broker if it runs, then start it again with the same ports and store."""
-        if self.is_running():
-            self.stop()
-        self._proc = None
-        return self.start()
-
-    def close(self, graceful: bool = True) -> None:
-        """Stop the broker and remove the directories this object created. Idempotent.
-
-        :param graceful: :meth:`stop` it, or :meth:`kill` it (fine when the store goes anyway).
-        """
-        if self._closed:
-            return
-        try:
-            if graceful:
-                self.stop()
-            else:
-                self.kill()
-        finally:
-            self._closed = True
-            with _open_lock:
-                _open_brokers.discard(self)
-            if self._owns_dir:
-                shutil.rmtree(self.base_dir, ignore_errors=True)
+    def _forget(self) -> None:
+        with _open_lock:
+            _open_brokers.discard(self)
 
     # ----------------------------------------------------------------------------- clients
 
@@ -444,19 +409,6 @@ class LocalActiveMQ:
             return client.browse_count(queue)
 
     # ---------------------------------------------------------------------- context manager
-
-    def __enter__(self) -> Self:
-        if not self.is_running():
-            self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"

@@ -53,17 +53,16 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .node_errors import LocalNodeError, ManagementHTTPError
 from .nodecontrol import CTL, NodeControl
 from .nodefiles import NodeFiles, TLSListener, node_environment, rabbitmq_conf
 from .ports import LOCALHOST, broker_answers, find_free_port, port_is_free
-from .processes import kill_group, tail, wait_leader
+from .processes import PrivateProcess, tail, wait_leader
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    pass
 
 __all__ = [
     "CTL",
@@ -84,7 +83,7 @@ _open_nodes: set[LocalNode] = set()
 _open_lock = threading.Lock()
 
 
-class LocalNode(NodeControl):
+class LocalNode(PrivateProcess, NodeControl):
     """A throwaway RabbitMQ node with its own ports, directories and Erlang cookie.
 
     Creating the object picks the ports and names but starts nothing; call :meth:`start` or use
@@ -288,10 +287,6 @@ class LocalNode(NodeControl):
             f"--- {self.files.node_log} ---\n{tail(self.files.node_log)}"
         )
 
-    def is_running(self) -> bool:
-        """Whether the server process started by this object is still alive."""
-        return self._proc is not None and self._proc.poll() is None
-
     def answers(self, timeout: float = 1.0) -> bool:
         """Whether the node's AMQP port accepts TCP connections."""
         return broker_answers(LOCALHOST, self.amqp_port, timeout)
@@ -333,56 +328,9 @@ class LocalNode(NodeControl):
                 wait_leader(self._proc, timeout)
         self._kill_group()
 
-    def _kill_group(self) -> None:
-        if self._proc is not None:
-            kill_group(self._proc, self._ports())
-
-    def kill(self) -> None:
-        """SIGKILL the node's whole process group (an unclean crash), leaving no orphan."""
-        self._kill_group()
-
-    def restart(self) -> LocalNode:
-        """Stop the node if it runs, then start it again with the same ports and data dir."""
-        if self.is_running():
-            self.stop()
-        self._proc = None
-        return self.start()
-
-    def close(self, graceful: bool = True) -> None:
-        """Stop the node and remove the directories this object created. Idempotent.
-
-        :param graceful: stop with :meth:`stop` (``rabbitmqctl stop``; about 1.5 s, or 6.5 s
-            with the management plugin, which waits 5 s for its statistics collector), or
-            with :meth:`kill` (instant; fine when the data is thrown away anyway).
-        """
-        if self._closed:
-            return
-        try:
-            if graceful:
-                self.stop()
-            else:
-                self.kill()
-        finally:
-            self._closed = True
-            with _open_lock:
-                _open_nodes.discard(self)
-            if self._owns_dir:
-                shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    # ---------------------------------------------------------------------- context manager
-
-    def __enter__(self) -> Self:
-        if not self.is_running():
-            self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _forget(self) -> None:
+        with _open_lock:
+            _open_nodes.discard(self)
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"

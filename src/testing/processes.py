@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 from .ports import port_is_free
 
-__all__ = ["group_members", "kill_group", "tail", "wait_leader"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["PrivateProcess", "group_members", "kill_group", "tail", "wait_leader"]
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -98,3 +104,77 @@ def kill_group(proc: subprocess.Popen[bytes], ports: Sequence[int]) -> None:
                 break
             time.sleep(0.02)
         proc.wait()
+
+
+class PrivateProcess:
+    """The life of a private broker's process group, shared by the test brokers: running or
+    not, killed whole, restarted on the same ports and data, closed with its directories.
+
+    A subclass starts the process (:meth:`start`, setting ``_proc``), stops it cleanly
+    (:meth:`stop`), names its ports (:meth:`_ports`) and drops itself from its registry of
+    open brokers (:meth:`_forget`).
+    """
+
+    _proc: subprocess.Popen[bytes] | None
+    _closed: bool
+    _owns_dir: bool
+    base_dir: Path
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self, timeout: float = 30.0) -> None:
+        raise NotImplementedError
+
+    def _ports(self) -> list[int]:
+        raise NotImplementedError
+
+    def _forget(self) -> None:
+        raise NotImplementedError
+
+    def is_running(self) -> bool:
+        """Whether the process started by this object is still alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def _kill_group(self) -> None:
+        if self._proc is not None:
+            kill_group(self._proc, self._ports())
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (an unclean crash), leaving no orphan."""
+        self._kill_group()
+
+    def restart(self) -> Self:
+        """Stop it if it runs, then start it again with the same ports and data."""
+        if self.is_running():
+            self.stop()
+        self._proc = None
+        return self.start()
+
+    def close(self, graceful: bool = True) -> None:
+        """Stop it and remove the directories this object created. Idempotent.
+
+        :param graceful: :meth:`stop` it, or :meth:`kill` it (instant; fine when the data
+            is thrown away anyway).
+        """
+        if self._closed:
+            return
+        try:
+            if graceful:
+                self.stop()
+            else:
+                self.kill()
+        finally:
+            self._closed = True
+            self._forget()
+            if self._owns_dir:
+                shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        if not self.is_running():
+            self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
