@@ -9,12 +9,15 @@ every message that had reached the source by then has been forwarded (the destin
 it, or took it, by the ack mode). The oldest message not yet forwarded reached the source after
 ``since``, so its age is at most ``now - since``. ``since`` is the latest of two instants:
 
-* the last instant the position was *caught up*. At a tick where nothing waits at the source
-  (``source_empty``: the backlog as last read is 0, or, where no backlog can be read, the
-  prefetch window has room, so the source had nothing more to send) the tick is recorded as a
-  mark with the number of messages received so far. Once as many messages have been forwarded
-  (received minus those still held: buffered or unconfirmed), the mark's instant is covered. A
-  tick with nothing held and nothing waiting is covered at once: the figure is then 0.
+* the last instant the position was *caught up*, found by counting. A mark is an instant and
+  the number of messages that had reached the source by then, counted in delivery order; once
+  as many have been forwarded (received minus those still held: buffered or unconfirmed), the
+  mark's instant is covered. A backlog reading asked at instant R and answering B makes the
+  mark (R, received when it answered + B): exact, or later than exact, never early. A tick
+  where the backlog as last read is 0 (``source_empty``) makes the mark (tick, received), as
+  if nothing had arrived since that reading. A tick with nothing held and nothing waiting is
+  covered at once: the figure is then 0. A source that counts no backlog (a stream, AMQP 1.0)
+  makes no marks; it counts as empty when nothing is held, its prefetch window wide open.
 * the ``timestamp`` property of the last message the destination confirmed, when the path keeps
   its last message and that message carried one (publishers' clocks: an estimate). The path's
   last message is its last *published*; its timestamp is taken, with the number published, at
@@ -87,10 +90,13 @@ class Lag:
         self.since = self._anchor()  # caught up at the last tick: covered up to that tick
 
     def sample(self, now: float, *, session: object, source_empty: bool, received: int,
-               held: int, published: int, last_timestamp: int | None) -> None:
+               held: int, published: int, last_timestamp: int | None,
+               reading: tuple[float, int] | None = None) -> None:
         """A tick of a session that forwards. ``received``, ``held`` (buffered or in flight)
         and ``published`` are that session's counts; ``last_timestamp`` is the timestamp
-        property of its last published message (None: not kept, or none)."""
+        property of its last published message (None: not kept, or none); ``reading``: a
+        backlog reading of this session since the last tick, as (the instant it was asked,
+        messages received when it answered + the backlog it answered)."""
         if session is not self._session:  # a new session counts from 0; the old one's are gone
             self._marks.clear()
             self._pending = None
@@ -106,6 +112,8 @@ class Lag:
         elif last_timestamp is not None and last_timestamp > 0 and published == forwarded:
             self._confirm(float(last_timestamp))  # nothing in flight: the last one is confirmed
         marks = self._marks
+        if reading is not None:
+            self._mark(*reading)
         while marks and marks[0][1] <= forwarded:
             self._cover(marks.popleft()[0])
         if source_empty:
@@ -114,11 +122,19 @@ class Lag:
                 self._cover(now)
                 self.since = 0.0
                 return
-            if len(marks) < self._capacity:
-                marks.append((now, received))
-            else:  # a later mark claims more than the one it replaces: never too early
-                marks[-1] = (now, received)
+            self._mark(now, received)
         self.since = self._anchor()
+
+    def _mark(self, instant: float, count: int) -> None:
+        marks = self._marks
+        if marks and marks[-1][0] >= instant and marks[-1][1] <= count:
+            return  # a later instant already covered by fewer messages says more
+        while marks and marks[-1][0] <= instant and marks[-1][1] >= count:
+            marks.pop()  # an earlier instant needing as many says less
+        if len(marks) < self._capacity:
+            marks.append((instant, count))
+        else:  # a later mark claims more than the one it replaces: never too early
+            marks[-1] = (instant, max(count, marks[-1][1]))
 
     def seconds(self, now: float) -> float | None:
         """The figure: None unknown, 0.0 caught up, else ``now - since`` (never negative)."""

@@ -44,6 +44,9 @@ class SessionWatch:
         self.lag_messages = -1  # the backlog plus what the session holds; -1: not known
         # the last session's source and queue, when its backlog counts (a queue, not a stream)
         self._counted: tuple[Any, str] | None = None
+        # the last reading of the running session not yet given to the lag: (asked at, wall
+        # clock; messages received when it answered + the backlog it answered)
+        self._reading: tuple[float, int] | None = None
 
     def start(self, session: Session) -> None:
         """The session forwards from now: its stall rule's clocks start, the backlog is read."""
@@ -53,6 +56,7 @@ class SessionWatch:
                          backlog_ready=counted and not session.reads_stream)
         self._rule = rule
         self._cancel_reader()
+        self._reading = None
         self._counted = (session.source_uri, session.queue) \
             if counted and not session.reads_stream and session.queue else None
         if counted:  # else the rule goes by what moves alone, as for a stream
@@ -112,30 +116,32 @@ class SessionWatch:
             self.lag_messages = self.backlog if self._counted is not None else -1
             return
         held = path.in_flight + path.buffered
-        window = self._cfg.prefetch_count
+        reading, self._reading = self._reading, None
         if self._counted is not None and self.backlog >= 0:
             self.lag_messages = self.backlog + held
             source_empty = self.backlog == 0
-        else:  # a stream, or no backlog: a window with room means the source had nothing more
+        else:  # a stream, or no backlog: nothing held, its window wide open, nothing came
             self.lag_messages = -1
-            source_empty = window > 0 and held < window
+            source_empty, reading = held == 0, None
         last = path.last_message
         self.lag.sample(time.time(), session=session, source_empty=source_empty,
                         received=path.consumed, held=held, published=path.published,
                         last_timestamp=None if last is None
-                        else message_timestamp(last.properties))
+                        else message_timestamp(last.properties), reading=reading)
 
     async def _read_backlog(self, session: Session, rule: StallRule) -> None:
         """A failure here is the session's to report, not this reader's."""
         every = BACKLOG_EVERY
         while session.source is not None and session.queue:
             before = self.backlog
-            asked = time.monotonic()
+            asked, asked_at = time.monotonic(), time.time()
             rule.reading_asked(asked)
             try:
                 self.backlog = await session.source.backlog(session.queue)
             except Exception:  # the closed channel ends the session, which says why
                 return
+            if session.path is not None:
+                self._reading = (asked_at, session.path.consumed + self.backlog)
             rule.reading_answered(asked, self.backlog)
             # Stretched while nothing changes, jittered so that many shovels do not read together
             every = min(every * 2, BACKLOG_IDLE_EVERY) if self.backlog == before \

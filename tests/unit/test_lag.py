@@ -19,9 +19,10 @@ SESSION = object()
 
 def tick(lag: Lag, now: float, *, empty: bool = True, received: int = 0, held: int = 0,
          published: int | None = None, ts: int | None = None,
-         session: object = SESSION) -> float | None:
+         session: object = SESSION, reading: tuple[float, int] | None = None) -> float | None:
     lag.sample(now, session=session, source_empty=empty, received=received, held=held,
-               published=received if published is None else published, last_timestamp=ts)
+               published=received if published is None else published, last_timestamp=ts,
+               reading=reading)
     return lag.seconds(now)
 
 
@@ -68,6 +69,30 @@ def test_no_mark_while_the_source_has_a_backlog() -> None:
     tick(lag, 100.0)
     tick(lag, 101.0, empty=False, received=50, held=10)
     assert tick(lag, 102.0, empty=False, received=100, held=10) == 2.0
+
+
+def test_a_busy_queue_never_read_empty_is_covered_by_its_readings() -> None:
+    lag = Lag()
+    tick(lag, 100.0)  # caught up once
+    # every reading finds 12 ready: never "empty", but what it counted gets forwarded
+    received = 0
+    for i in range(1, 5):
+        received += 5000
+        asked = 100.0 + 5 * i - 0.1
+        tick(lag, 100.0 + 5 * i, empty=False, received=received, held=100,
+             reading=(asked, received - 20 + 12))
+    # 19,900 forwarded cover the reading asked at 114.9 (14,992), not the one at 119.9 (19,992)
+    assert lag.seconds(120.0) == pytest.approx(5.1)
+    received += 5000
+    assert tick(lag, 125.0, empty=False, received=received, held=100) == pytest.approx(5.1)
+
+
+def test_a_reading_mark_dominated_by_a_later_tick_mark_is_dropped() -> None:
+    lag = Lag()
+    tick(lag, 100.0)
+    tick(lag, 102.0, received=50, held=50)  # (102, 50)
+    tick(lag, 103.0, received=60, held=60, reading=(101.0, 70))  # says less than (102, 50)
+    assert tick(lag, 104.0, received=60, held=10) == 2.0  # 50 forwarded: up to 102
 
 
 def test_a_full_list_of_marks_moves_its_newest_and_is_never_early() -> None:
