@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from typing import Any
 
 from ..dataplane.properties import PROPERTY_INDEX, FrameError, split_properties
 
@@ -55,6 +56,15 @@ def message_timestamp(raw_properties: bytes) -> int | None:
     if value is None:
         return None
     return int(_U64.unpack(value)[0])
+
+
+def path_figures(path: Any) -> tuple[int, int, int, int | None]:
+    """What :meth:`Lag.sample` reads of a path, the native relay's or the generic one's alike:
+    (received, held: buffered or in flight, published, the timestamp of the last message it
+    published when it keeps it). Read once per tick; the path counts as it goes anyway."""
+    last = path.last_message
+    return (path.consumed, path.in_flight + path.buffered, path.published,
+            None if last is None else message_timestamp(last.properties))
 
 
 class Lag:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config.model import AckMode, ShovelConfig
 from .ending import SessionEnded
-from .lag import Lag, message_timestamp
+from .lag import Lag, path_figures
 from .link_errors import LinkError
 from .session import Session
 from .stall import StallRule
@@ -115,7 +115,7 @@ class SessionWatch:
             self.lag.idle()
             self.lag_messages = self.backlog if self._counted is not None else -1
             return
-        held = path.in_flight + path.buffered
+        received, held, published, timestamp = path_figures(path)
         reading, self._reading = self._reading, None
         if self._counted is not None and self.backlog >= 0:
             self.lag_messages = self.backlog + held
@@ -123,11 +123,9 @@ class SessionWatch:
         else:  # a stream, or no backlog: nothing held, its window wide open, nothing came
             self.lag_messages = -1
             source_empty, reading = held == 0, None
-        last = path.last_message
         self.lag.sample(time.time(), session=session, source_empty=source_empty,
-                        received=path.consumed, held=held, published=path.published,
-                        last_timestamp=None if last is None
-                        else message_timestamp(last.properties), reading=reading)
+                        received=received, held=held, published=published,
+                        last_timestamp=timestamp, reading=reading)
 
     async def _read_backlog(self, session: Session, rule: StallRule) -> None:
         """A failure here is the session's to report, not this reader's."""

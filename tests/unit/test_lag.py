@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import struct
 
+import pika
+import pika.spec
 import pytest
 from pumpd.cli.client import render_table
+from pumpd.dataplane.api import Delivered
+from pumpd.dataplane.frames import ACK_MODE_ON_CONFIRM
 from pumpd.dataplane.properties import encode_properties
-from pumpd.engine.lag import Lag, message_timestamp
+from pumpd.engine.endpoint import Incoming, Settlement
+from pumpd.engine.lag import Lag, message_timestamp, path_figures
+from pumpd.engine.message_path import PathLedger
 from pumpd.engine.status import Counters, State, lag_seconds
 from pumpd.supervisor.definitions import parse_runtime
 from pumpd.supervisor.report import ShovelView, WorkerView, metrics_text, shovel_doc
 from pumpd.supervisor.slots import SlotRecord
+
+from tests.support.impls import confirm_window_class, relay_class
+from tests.support.pika_wire import deliver_frames, method
 
 SESSION = object()
 
@@ -209,3 +218,34 @@ def test_the_figures_reach_the_document_the_table_and_the_metrics() -> None:
     assert 'pumpd_lag_seconds{shovel="orders",worker="0"} 30.0' in text
     assert 'worker="1"} ' not in "\n".join(
         line for line in text.splitlines() if line.startswith("pumpd_lag_"))
+
+
+def test_the_native_relay_and_the_generic_path_give_the_same_figures(impl: str) -> None:
+    """Both paths, keeping their last message, read alike at a tick: published, in flight,
+    confirmed; the timestamp is that of the last message published."""
+    relay = relay_class(impl)(source_channel=1, dest_channel=1, dest_frame_max=131072,
+                              ack_mode=ACK_MODE_ON_CONFIRM, window=100, keep_last=True)
+    ledger = PathLedger(ack_mode=ACK_MODE_ON_CONFIRM, window_class=confirm_window_class(impl),
+                        keep_last=True)
+    assert path_figures(relay) == path_figures(ledger) == (0, 0, 0, None)
+    for tag in (1, 2, 3):
+        props = encode_properties({"timestamp": 1_000 + tag})
+        relay.feed_source(b"".join(deliver_frames(tag, b"m", props, channel=1)))
+        ledger.received(Incoming(tag, False, Delivered(tag, False, b"ex", b"rk", props, b"m",
+                                                       "")))
+    relay.take_publishes()
+    while ledger.forwardable:
+        ledger.forwarded(ledger.take_next(), ledger.published + 1)
+    assert path_figures(relay) == path_figures(ledger) == (3, 3, 3, 1_003)
+    relay.feed_destination(method(1, pika.spec.Basic.Ack(delivery_tag=2, multiple=True)))
+    ledger.settled(1, 2, Settlement.ACCEPT)
+    assert path_figures(relay) == path_figures(ledger) == (3, 1, 3, 1_003)
+    relay.feed_destination(method(1, pika.spec.Basic.Ack(delivery_tag=3, multiple=False)))
+    ledger.settled(3, 3, Settlement.ACCEPT)
+    assert path_figures(relay) == path_figures(ledger) == (3, 0, 3, 1_003)
+    lags = [Lag(), Lag()]
+    for lag, path in zip(lags, (relay, ledger), strict=True):
+        received, held, published, timestamp = path_figures(path)
+        lag.sample(1_010.0, session=SESSION, source_empty=False, received=received, held=held,
+                   published=published, last_timestamp=timestamp)
+    assert lags[0].seconds(1_010.0) == lags[1].seconds(1_010.0) == 7.0
