@@ -1,7 +1,8 @@
 """The lag figures of a daemon's shovel while its destination node is stopped and after it
 returns, read from ``/metrics`` as a scraper reads them: ``pumpd_lag_seconds`` climbs with the
 outage and falls back once the shovel has caught up; ``pumpd_lag_messages`` counts what piles
-up at the source and returns to 0. On both paths: the native relay and the generic path."""
+up at the source and returns to 0. On both paths: the native relay and the generic path. And a
+stream source's figures."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import pika
 import pytest
 from pumpd.engine import wiring
 from pumpd.engine.session_watch import BACKLOG_EVERY
+from pumpd.engine.status import lag_seconds
 from pumpd.testing.localnode import LocalNode
 
 from tests.support.daemon_helpers import Daemon, running_state, shovel_def
+from tests.support.harness import running, shovel
 
 OUTAGE = 30.0  # seconds the destination node is down
 RATE = 100  # messages a second the publisher sends the source queue
@@ -123,3 +126,34 @@ def test_lag_rises_while_the_destination_is_down_and_falls_back_after(
     assert doc is not None and doc["lag_seconds"] is not None
     print(f"{path}: lag fell back {fell:.1f} s after the shovel forwarded again "
           f"({forwarding - back:.1f} s after the node was restarted)")
+
+
+def test_a_stream_source_has_a_lag_in_seconds_and_none_in_messages(
+        node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str) -> None:
+    """A stream's end cannot be read over AMQP 0-9-1: no figure in messages; in seconds, caught
+    up once nothing is held (the stream had nothing more to deliver)."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    conn = pika.BlockingConnection(pika.URLParameters(src))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("st", durable=True, arguments={"x-queue-type": "stream"})
+        ch.confirm_delivery()
+        stamp = int(time.time()) - 100
+        for i in range(300):
+            ch.basic_publish("", "st", b"%d" % i, pika.BasicProperties(timestamp=stamp))
+    finally:
+        conn.close()
+    s = shovel("lag-stream", sources={"broker": src}, destinations={"broker": dst},
+               queue="st", consumer_args={"x-stream-offset": "first"}, prefetch_count=100,
+               publish_fields={"exchange": "", "routing_key": "copy"})
+    seen: list[tuple[int, float | None]] = []
+    with running(s) as pumps:
+        def caught_up() -> bool:
+            c = pumps.status("lag-stream").counters
+            seen.append((c.lag_messages, lag_seconds(c, time.time())))
+            return c.published == 300 and seen[-1][1] == 0.0
+
+        pumps.wait_for(caught_up, 60, "the stream forwarded and caught up")
+    assert all(messages == -1 for messages, _ in seen), seen
+    # while forwarding, any figure known came from the timestamps or a caught-up instant
+    assert all(s is None or s == 0.0 or s <= 100 + 60 for _, s in seen), seen
