@@ -37,7 +37,7 @@ from ..http.server import DEFAULT_HOST, DEFAULT_PORT, parse_address
 from ..supervisor.report import summary_doc
 
 COLUMNS = ("name", "state", "source", "destination", "last change", "msg/s", "in flight",
-           "backlog", "workers", "reason")
+           "backlog", "lag", "workers", "reason")
 
 
 class Unreachable(Exception):
@@ -243,6 +243,16 @@ def _backlog(doc: dict[str, Any]) -> str:
     return f"{backlog:,}" + (f" {trend:+,.0f}/s" if trend else "")
 
 
+def _lag(doc: dict[str, Any]) -> str:
+    """How far behind: the age of the oldest message not yet forwarded, and how many are
+    waiting; "-" for what is not known."""
+    seconds, messages = doc.get("lag_seconds"), doc.get("lag_messages")
+    if seconds is None and messages is None:
+        return "-"
+    age = "-" if seconds is None else f"{seconds:,.1f} s"
+    return age if messages is None else f"{age} ({messages:,} msgs)"
+
+
 def row(doc: dict[str, Any]) -> tuple[str, ...]:
     workers = f"{doc['workers_running']}/{doc['workers_configured']}"
     notes = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in (
@@ -255,7 +265,7 @@ def row(doc: dict[str, Any]) -> tuple[str, ...]:
         state += " (protected)"
     cells = (doc["name"], state, _source(doc), _destination(doc), _when(doc.get("since")),
              f"{doc.get('msg_per_s', 0.0):,.0f}", str(doc["counters"].get("in_flight", 0)),
-             _backlog(doc), workers, doc.get("reason") or "")
+             _backlog(doc), _lag(doc), workers, doc.get("reason") or "")
     return tuple(printable(str(c)) for c in cells)
 
 
@@ -272,7 +282,7 @@ def render_table(shovels: Sequence[dict[str, Any]]) -> str:
     if not any(r[-1] for r in rows[1:]):  # no shovel has a reason: leave the column out
         rows = [r[:-1] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    numeric = {COLUMNS.index("msg/s"), COLUMNS.index("in flight"), COLUMNS.index("backlog")}
+    numeric = {COLUMNS.index(c) for c in ("msg/s", "in flight", "backlog", "lag")}
     lines = []
     for r in rows:
         cells = [c.rjust(w) if i in numeric else c.ljust(w)

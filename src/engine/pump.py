@@ -147,6 +147,9 @@ class Pump:
 
     def _levels(self, c: Counters) -> None:
         c.source_backlog = self._watch.backlog
+        c.lag_messages = self._watch.lag_messages
+        since = self._watch.lag.since
+        c.lag_since_ms = -1 if since is None else round(since * 1000)
         if self._limit_total is None:
             c.remaining = c.remaining_unacked = -1  # no delete_after: unlimited
             return
@@ -277,6 +280,8 @@ class Pump:
         if self._switch.paused:  # failed while pausing: nothing is held any more
             return True
         self._totals.reconnects += 1
+        if self._failed_side == "destination":  # what piles up meanwhile, for the lag
+            self._watch.read_meanwhile(f"{self.client_name} {self.cfg.name} (backlog)")
         # A failed connection is a WARNING: the line names the side, the broker and the cause.
         if self._next_broker():
             self._enter(State.STARTING, f"{error}; reconnecting now, to the next broker of the list",
@@ -296,6 +301,7 @@ class Pump:
         jittered so that the members of a group do not ask in lockstep; a stop or a pause ends
         the wait."""
         assert self.lease is not None
+        self._watch.unknown()  # another member forwards: this position's lag is not known
         if self._state != State.STANDBY or reason != self._standby_reason:
             self._standby_reason = reason
             self._enter(State.STANDBY, f"{reason}; asking again every {self.lease.retry:g}s")
@@ -321,6 +327,7 @@ class Pump:
 
     def _terminate(self, reason: str, level: int = logging.INFO) -> None:
         self.terminated_reason = reason
+        self._watch.unknown()
         self._enter(State.TERMINATED, reason, level)
 
     def _backoff(self, failures: int) -> float:

@@ -20,7 +20,7 @@ from ..dataplane.implementation import IMPLEMENTATION
 from .lease import LeaseSpec
 from .pump import Pump
 from .queue_names import lease_queue
-from .status import ShovelStatus, State
+from .status import ShovelStatus, State, lag_seconds
 
 log = logging.getLogger("pumpd.runner")
 
@@ -56,6 +56,7 @@ class ProgressReporter:
             rate = f" | {(moved - n0) / (now - t0) if now > t0 else 0.0:,.0f} msg/s"
             self._last[st.name] = (now, moved)
         c = st.counters
+        lag = lag_seconds(c, time.time())
         reason = f" ({st.reason})" if st.reason else ""
         return (
             f"{st.name}: {st.state.label}{reason} | consumed {c.consumed} published {c.published}"
@@ -63,6 +64,8 @@ class ProgressReporter:
             f"{c.in_flight} | nacked {c.nacked} returned {c.returned} redelivered "
             f"{c.redelivered} reconnects {c.reconnects}"
             + (f" (stalled {c.stall_restarts})" if c.stall_restarts else "")
+            + ("" if lag is None else f" | lag {lag:,.1f} s"
+               + ("" if c.lag_messages < 0 else f" ({c.lag_messages:,} msgs)"))
         )
 
     async def run(self, interval: float) -> None:

@@ -1,6 +1,9 @@
 """What the pump watches while a session forwards: the source backlog, read by a passive declare
-every few seconds (how far behind the shovel is), and the session's stall rule
-(``stall.py``), which reads that backlog and may ask for a reading sooner.
+every few seconds (how far behind the shovel is), the session's stall rule
+(``stall.py``), which reads that backlog and may ask for a reading sooner, and the lag
+(``lag.py``), sampled at every check. While the destination is down the backlog is read on a
+connection of its own (:meth:`SessionWatch.read_meanwhile`), so that the lag in messages goes on
+showing what piles up.
 
 The pump owns one :class:`SessionWatch` for its whole life; :meth:`SessionWatch.start` and
 :meth:`SessionWatch.stop` bracket each session, :meth:`SessionWatch.check` runs with every
@@ -12,14 +15,19 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from typing import Any
 
 from ..config.model import AckMode, ShovelConfig
 from .ending import SessionEnded
+from .lag import Lag, path_figures
+from .link_errors import LinkError
 from .session import Session
 from .stall import StallRule
+from .wiring import open_source
 
 BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog...
 BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
+MEANWHILE_TIMEOUT = 10.0  # seconds a reading on a connection of its own may take
 
 
 class SessionWatch:
@@ -32,6 +40,13 @@ class SessionWatch:
         self._rule: StallRule | None = None  # the running session's, while it forwards
         self._read_now = asyncio.Event()  # the stall rule wants a backlog reading now
         self._reader: asyncio.Task[None] | None = None
+        self.lag = Lag()
+        self.lag_messages = -1  # the backlog plus what the session holds; -1: not known
+        # the last session's source and queue, when its backlog counts (a queue, not a stream)
+        self._counted: tuple[Any, str] | None = None
+        # the last reading of the running session not yet given to the lag: (asked at, wall
+        # clock; messages received when it answered + the backlog it answered)
+        self._reading: tuple[float, int] | None = None
 
     def start(self, session: Session) -> None:
         """The session forwards from now: its stall rule's clocks start, the backlog is read."""
@@ -40,6 +55,10 @@ class SessionWatch:
                          confirms=self._cfg.ack_mode == AckMode.ON_CONFIRM,
                          backlog_ready=counted and not session.reads_stream)
         self._rule = rule
+        self._cancel_reader()
+        self._reading = None
+        self._counted = (session.source_uri, session.queue) \
+            if counted and not session.reads_stream and session.queue else None
         if counted:  # else the rule goes by what moves alone, as for a stream
             self._reader = asyncio.create_task(self._read_backlog(session, rule))
 
@@ -51,25 +70,76 @@ class SessionWatch:
     def stop(self) -> None:
         """The session is over."""
         self._rule = None
+        self._cancel_reader()
+
+    def _cancel_reader(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
             self._reader = None
 
     def unknown(self) -> None:
-        """No source connection is held (paused): the backlog cannot be read."""
-        self.backlog = -1
+        """No source connection is held (paused, standing by): the backlog cannot be read, the
+        lag is not known."""
+        self.backlog = self.lag_messages = -1
+        self.lag.unknown()
+
+    def read_meanwhile(self, client_name: str) -> None:
+        """The destination failed and no session forwards: read the last session's source
+        backlog once, on a connection of its own (closed at once), unless a reading is under
+        way or the backlog does not count (a stream, a source that counts none)."""
+        if self._counted is None or self._reader is not None:
+            return
+        uri, queue = self._counted
+        self._reader = asyncio.create_task(self._read_once(uri, queue, client_name))
+
+    async def _read_once(self, uri: Any, queue: str, client_name: str) -> None:
+        try:
+            source = await asyncio.wait_for(open_source(uri, client_name), MEANWHILE_TIMEOUT)
+        except (LinkError, OSError, asyncio.TimeoutError):
+            if self._reader is asyncio.current_task():
+                self._reader = None
+            return  # the source is down too: the backlog stays as last read
+        try:
+            self.backlog = await asyncio.wait_for(source.backlog(queue), MEANWHILE_TIMEOUT)
+        except (LinkError, OSError, asyncio.TimeoutError):
+            pass
+        finally:
+            if self._reader is asyncio.current_task():  # not one started since
+                self._reader = None
+            await source.close_quietly()
+
+    def _sample_lag(self, session: Session | None) -> None:
+        """The lag at this check (``lag.py``): read from the path, nothing per message."""
+        path = session.path if session is not None else None
+        if session is None or path is None or session.source is None:
+            self.lag.idle()
+            self.lag_messages = self.backlog if self._counted is not None else -1
+            return
+        received, held, published, timestamp = path_figures(path)
+        reading, self._reading = self._reading, None
+        if self._counted is not None and self.backlog >= 0:
+            self.lag_messages = self.backlog + held
+            source_empty = self.backlog == 0
+        else:  # a stream, or no backlog: nothing held, its window wide open, nothing came
+            self.lag_messages = -1
+            source_empty, reading = held == 0, None
+        self.lag.sample(time.time(), session=session, source_empty=source_empty,
+                        received=received, held=held, published=published,
+                        last_timestamp=timestamp, reading=reading)
 
     async def _read_backlog(self, session: Session, rule: StallRule) -> None:
         """A failure here is the session's to report, not this reader's."""
         every = BACKLOG_EVERY
         while session.source is not None and session.queue:
             before = self.backlog
-            asked = time.monotonic()
+            asked, asked_at = time.monotonic(), time.time()
             rule.reading_asked(asked)
             try:
                 self.backlog = await session.source.backlog(session.queue)
             except Exception:  # the closed channel ends the session, which says why
                 return
+            if session.path is not None:
+                self._reading = (asked_at, session.path.consumed + self.backlog)
             rule.reading_answered(asked, self.backlog)
             # Stretched while nothing changes, jittered so that many shovels do not read together
             every = min(every * 2, BACKLOG_IDLE_EVERY) if self.backlog == before \
@@ -83,7 +153,9 @@ class SessionWatch:
 
     def check(self, session: Session | None, *, paused: bool) -> None:
         """End ``session`` if its stall rule says it is stalled, or ask for a backlog reading
-        when the rule needs one. Called with every counter check (at most 2 s apart)."""
+        when the rule needs one, and sample the lag. Called with every counter check (at most
+        2 s apart)."""
+        self._sample_lag(session)
         rule = self._rule
         if session is None or rule is None or not rule.enabled:
             return

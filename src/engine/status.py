@@ -54,6 +54,13 @@ class Counters:
     remaining: messages still to move before delete_after ends the shovel (-1: no limit);
     remaining_unacked: of those, how many are not yet published; source_backlog: messages
     ready in the source queue at the last passive declare (every few seconds while running).
+
+    How far behind the position is (``engine/lag.py``), ``-1`` when unknown: lag_messages:
+    messages not yet forwarded (the source backlog as last read plus those received and not yet
+    confirmed; unknown for a stream or a source that counts no backlog); lag_since_ms: the
+    instant (milliseconds since the epoch) since which it is behind, ``0`` when caught up; the
+    lag in seconds is the reader's now minus it (:func:`lag_seconds`), so a position that stays
+    behind does not write a new record every tick.
     """
 
     consumed: int = 0
@@ -77,11 +84,14 @@ class Counters:
     remaining: int = -1
     remaining_unacked: int = -1
     source_backlog: int = -1
+    lag_messages: int = -1
+    lag_since_ms: int = -1
 
     # Levels are gauges whose -1 means unknown; workers of one shovel report the same level, so
-    # they are combined with max(), never added.
+    # they are combined with max(), never added (lag_since_ms: the earliest instant, below).
     LEVELS: ClassVar[frozenset[str]] = frozenset({"remaining", "remaining_unacked",
-                                                  "source_backlog"})
+                                                  "source_backlog", "lag_messages",
+                                                  "lag_since_ms"})
     # Gauges describe the present moment; everything else accumulates.
     GAUGES: ClassVar[frozenset[str]] = frozenset({"in_flight", "buffered"}) | LEVELS
     # What a relay counts itself: attributes of both the native and the reference relay.
@@ -105,7 +115,8 @@ class Counters:
     def add(self, other: Counters) -> Counters:
         """Both together, as two workers of one shovel: totals and gauges add up, levels take
         the larger (-1, unknown, loses to any known level)."""
-        return Counters(**{name: max(mine, theirs) if name in self.LEVELS else mine + theirs
+        return Counters(**{name: _behind_longer(mine, theirs) if name == "lag_since_ms"
+                           else max(mine, theirs) if name in self.LEVELS else mine + theirs
                            for name, mine, theirs in self._pairs(other)})
 
     def carry(self, finished: Counters) -> Counters:
@@ -120,6 +131,25 @@ class Counters:
 
 
 _COUNTER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Counters))
+
+
+def _behind_longer(a: int, b: int) -> int:
+    """Of two lag_since_ms, the one behind longer: unknown (-1) loses to any known, caught up
+    (0) to any instant, and of two instants the earlier wins."""
+    if a <= 0 or b <= 0:
+        return max(a, b)
+    return min(a, b)
+
+
+def lag_seconds(counters: Counters, now: float) -> float | None:
+    """Seconds behind at wall-clock ``now``: None unknown, 0.0 caught up, else ``now`` minus
+    the instant since which the position is behind (never negative), to the millisecond."""
+    since = counters.lag_since_ms
+    if since < 0:
+        return None
+    if since == 0:
+        return 0.0
+    return round(max(0.0, now - since / 1000), 3)
 
 
 class StatusSink(Protocol):

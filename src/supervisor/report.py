@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.model import ShovelConfig
-from ..engine.status import Counters, State
+from ..engine.status import Counters, State, lag_seconds
 from ..version import __version__
 from .slots import LEVELS, SlotRecord
 
@@ -223,7 +223,7 @@ def _counters_doc(c: Counters) -> dict[str, int]:
     return {k: v for k, v in c.as_dict().items() if k not in LEVELS}
 
 
-def plugin_figures(c: Counters, trend: float | None) -> dict[str, Any]:
+def plugin_figures(c: Counters, trend: float | None, now: float | None = None) -> dict[str, Any]:
     """The Shovel plugin's shovel_status figures under its own names, and how far
     behind the shovel is.
 
@@ -232,8 +232,12 @@ def plugin_figures(c: Counters, trend: float | None) -> dict[str, Any]:
     destination is blocked (pumpd's ``buffered``); ``forwarded``: re-published (``published``);
     ``source_backlog``: messages ready in the source queue at the last reading (null until
     read), ``source_backlog_trend``: its change in messages/s over the last minute (positive:
-    the shovel falls behind).
+    the shovel falls behind); ``lag_messages``: messages not yet forwarded (null when not
+    known: a stream, a source that counts no backlog, a position that does not forward);
+    ``lag_seconds``: the age of the oldest message not yet forwarded, at most (0 when caught
+    up, null when not known; ``engine/lag.py``). A shovel's figures are its workers' largest.
     """
+    now = time.time() if now is None else now
     return {
         "remaining": "unlimited" if c.remaining < 0 else c.remaining,
         "remaining_unacked": "unlimited" if c.remaining_unacked < 0 else c.remaining_unacked,
@@ -241,6 +245,8 @@ def plugin_figures(c: Counters, trend: float | None) -> dict[str, Any]:
         "forwarded": c.published,
         "source_backlog": None if c.source_backlog < 0 else c.source_backlog,
         "source_backlog_trend": trend,
+        "lag_messages": None if c.lag_messages < 0 else c.lag_messages,
+        "lag_seconds": lag_seconds(c, now),
     }
 
 
@@ -328,9 +334,12 @@ def _num(value: float) -> str:
     return repr(float(value)) if isinstance(value, float) else str(value)
 
 
-def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
-    """Prometheus text exposition format 0.0.4."""
+def metrics_text(views: Iterable[ShovelView], implementation: str,
+                 now: float | None = None) -> str:
+    """Prometheus text exposition format 0.0.4 (``now``: the wall clock the lag is measured
+    at, time.time() by default)."""
     views = list(views)
+    now = time.time() if now is None else now
     out: list[str] = []
 
     def family(name: str, kind: str, help_text: str,
@@ -384,4 +393,16 @@ def metrics_text(views: Iterable[ShovelView], implementation: str) -> str:
            "Messages ready in the source queue at the worker's last reading (absent until read).",
            [(_labels(shovel=v.name, worker=w.index), w.counters.source_backlog)
             for v, w in workers if w.counters.source_backlog >= 0])
+    family("pumpd_lag_messages", "gauge",
+           "Messages not yet forwarded: the source backlog as last read plus those received "
+           "and not yet confirmed (absent when not known: a stream source, a source that "
+           "counts no backlog, a worker that does not forward).",
+           [(_labels(shovel=v.name, worker=w.index), w.counters.lag_messages)
+            for v, w in workers if w.counters.lag_messages >= 0])
+    lags = [(v, w, lag_seconds(w.counters, now)) for v, w in workers]
+    family("pumpd_lag_seconds", "gauge",
+           "Age of the oldest message not yet forwarded, at most: 0 while caught up (absent "
+           "when not known).",
+           [(_labels(shovel=v.name, worker=w.index), lag) for v, w, lag in lags
+            if lag is not None])
     return "\n".join(out) + "\n"

@@ -34,11 +34,11 @@ Slot layout (little-endian, fields at natural alignment)::
                                   clock for every process of the host, so the coordinator can
                                   compare it with its own)
     40      8     started    f64  wall clock when the worker process started
-    48      168   counters   u64 x 21, in the order of COUNTER_FIELDS (the LEVELS store -1,
+    48      184   counters   u64 x 23, in the order of COUNTER_FIELDS (the LEVELS store -1,
                                   "unknown / unlimited", as 2**64 - 1)
-    216     16    implementation  ASCII, NUL-padded: the data plane ("native" / "reference")
-    232     240   reason text     UTF-8, NUL-padded, truncated on a character boundary, redacted
-    472     40    reserved (zero): room for more fields within the same slot size
+    232     16    implementation  ASCII, NUL-padded: the data plane ("native" / "reference")
+    248     240   reason text     UTF-8, NUL-padded, truncated on a character boundary, redacted
+    488     24    reserved (zero): room for more fields within the same slot size
 
 A block's slots are initialised with an empty record when it is created, so every slot always
 holds a checksummed record.
@@ -82,7 +82,8 @@ __all__ = [
 ]
 
 MAGIC = b"PUMPDSL1"
-LAYOUT_VERSION = 4  # 3: remaining, remaining_unacked, source_backlog; 4: stall_restarts
+# 3: remaining, remaining_unacked, source_backlog; 4: stall_restarts; 5: lag_messages, lag_since_ms
+LAYOUT_VERSION = 5
 BLOCK_HEADER = struct.Struct("<8sIII44x")  # magic, version, slot size, number of slots
 SLOTS_OFFSET = 64
 SLOT_SIZE = 512
@@ -97,7 +98,8 @@ COUNTER_FIELDS = ("consumed", "published", "confirmed", "acked", "nacked", "retu
                   "redelivered", "reconnects", "in_flight", "buffered", "bytes",
                   "undeliverable_malformed", "undeliverable_too_large", "undeliverable_refused",
                   "undeliverable_unroutable", "parked", "dead_lettered", "stall_restarts",
-                  "remaining", "remaining_unacked", "source_backlog")
+                  "remaining", "remaining_unacked", "source_backlog", "lag_messages",
+                  "lag_since_ms")
 BODY = struct.Struct(f"<IBxHddd{len(COUNTER_FIELDS)}Q{IMPLEMENTATION_BYTES}s{REASON_BYTES}s")
 assert BODY_OFFSET + BODY.size <= SLOT_SIZE
 HEARTBEAT_AT = 16  # the heartbeat's offset within BODY: a heartbeat alone patches these 8 bytes

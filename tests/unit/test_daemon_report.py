@@ -87,7 +87,7 @@ def test_status_table_has_the_shovel_status_columns() -> None:
     doc = shovel_doc(view("orders"))
     lines = render_table([doc]).splitlines()
     assert lines[0].split() == ["NAME", "STATE", "SOURCE", "DESTINATION", "LAST", "CHANGE",
-                                "MSG/S", "IN", "FLIGHT", "BACKLOG", "WORKERS"]
+                                "MSG/S", "IN", "FLIGHT", "BACKLOG", "LAG", "WORKERS"]
     assert lines[1].startswith("orders  running  amqp://user@broker:5672/%2F [q]")
     assert "2/2 (1 restart)" in lines[1]
     assert render_table([]) == "no shovels\n"
@@ -168,7 +168,8 @@ def test_plugin_status_figures_and_the_source_backlog() -> None:
     c = Counters(published=7, buffered=2, remaining=13, remaining_unacked=11, source_backlog=40)
     assert plugin_figures(c, -2.5) == {"remaining": 13, "remaining_unacked": 11, "pending": 2,
                                        "forwarded": 7, "source_backlog": 40,
-                                       "source_backlog_trend": -2.5}
+                                       "source_backlog_trend": -2.5,
+                                       "lag_messages": None, "lag_seconds": None}
     both = add_counters(Counters(source_backlog=40), Counters(source_backlog=-1))
     assert both.source_backlog == 40 and both.remaining == -1
     assert carry(Counters(), Counters(source_backlog=40)).source_backlog == -1

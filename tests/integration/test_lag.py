@@ -1,0 +1,159 @@
+"""The lag figures of a daemon's shovel while its destination node is stopped and after it
+returns, read from ``/metrics`` as a scraper reads them: ``pumpd_lag_seconds`` climbs with the
+outage and falls back once the shovel has caught up; ``pumpd_lag_messages`` counts what piles
+up at the source and returns to 0. On both paths: the native relay and the generic path. And a
+stream source's figures."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+import pika
+import pytest
+from pumpd.engine import wiring
+from pumpd.engine.session_watch import BACKLOG_EVERY
+from pumpd.engine.status import lag_seconds
+from pumpd.testing.localnode import LocalNode
+
+from tests.support.daemon_helpers import Daemon, running_state, shovel_def
+from tests.support.harness import running, shovel
+
+OUTAGE = 30.0  # seconds the destination node is down
+RATE = 100  # messages a second the publisher sends the source queue
+
+
+class SteadyPublisher:
+    """Publishes to a queue at about :data:`RATE` messages a second, in a thread."""
+
+    def __init__(self, uri: str, queue: str) -> None:
+        self.uri, self.queue = uri, queue
+        self._stop = threading.Event()
+        self.sent = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"publish {queue}", daemon=True)
+
+    def __enter__(self) -> SteadyPublisher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        try:
+            conn = pika.BlockingConnection(pika.URLParameters(self.uri))
+            try:
+                ch = conn.channel()
+                ch.queue_declare(self.queue, durable=True)
+                while not self._stop.is_set():
+                    for _ in range(RATE // 10):
+                        ch.basic_publish("", self.queue, b"m%d" % self.sent)
+                        self.sent += 1
+                    conn.process_data_events(0.1)
+            finally:
+                conn.close()
+        except BaseException as exc:
+            self.error = exc
+
+
+def figure(d: Daemon, name: str) -> float | None:
+    """The value of ``name`` for the shovel's worker 0 in ``/metrics``; None when absent."""
+    status, text = d.request("GET", "/metrics")
+    assert status == 200, text
+    found = re.search(rf'^{name}{{shovel="orders",worker="0"}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else None
+
+
+@pytest.fixture(params=["native", "generic"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(wiring.PATH_VARIABLE, str(request.param))  # the daemon inherits it
+    return str(request.param)
+
+
+def test_lag_rises_while_the_destination_is_down_and_falls_back_after(
+        path: str, pumpd_daemon: Any, node_a: LocalNode, vhost_a: str, node_b: LocalNode,
+        vhost_b: str) -> None:
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    d = pumpd_daemon({"orders": shovel_def(src, "orders", dst, "orders-copy",
+                                         reconnect_delay=1)})
+    with SteadyPublisher(src, "orders") as pub:
+        d.wait_for(lambda: running_state(d, "orders"), 30, "the shovel running")
+        # caught up: the backlog read as 0, nothing unconfirmed for long
+        d.wait_for(lambda: (figure(d, "pumpd_lag_seconds") or 99) <= 1.0
+                   and figure(d, "pumpd_lag_messages") is not None, 30,
+                   "the shovel caught up")
+
+        node_b.stop()
+        stopped = time.monotonic()
+        seconds: list[tuple[float, float | None]] = []
+        messages: list[float] = []
+        while time.monotonic() - stopped < OUTAGE:
+            seconds.append((time.monotonic() - stopped, figure(d, "pumpd_lag_seconds")))
+            behind = figure(d, "pumpd_lag_messages")
+            if behind is not None:
+                messages.append(behind)
+            time.sleep(0.5)
+        late = [s for at, s in seconds if at >= OUTAGE - 5]
+        # the age of the oldest message waiting grows with the outage...
+        assert late and all(s is not None and s >= 20 for s in late), seconds
+        assert all(s is None or s <= at + 10 for at, s in seconds), seconds
+        # ...and so do the messages waiting, read at the source while the destination is down
+        assert messages and max(messages) >= RATE * 10, messages
+
+        before = figure(d, "pumpd_messages_confirmed_total") or 0
+        node_b.restart()
+        back = time.monotonic()
+        # forwarding again once the destination confirms again (a first attempt may fail
+        # while the node finishes starting, and wait out the reconnect backoff)
+        d.wait_for(lambda: (figure(d, "pumpd_messages_confirmed_total") or 0) > before, 60,
+                   "messages confirmed again")
+        forwarding = time.monotonic()
+        # it drains the backlog in well under a second at this rate; the next backlog reading
+        # (at most BACKLOG_EVERY later) counts what had arrived, and once that is forwarded the
+        # next tick covers the instant it was asked
+        d.wait_for(lambda: (figure(d, "pumpd_lag_seconds") or 99) <= 2.0,
+                   BACKLOG_EVERY + 4, "the lag back near 0")
+        fell = time.monotonic() - forwarding
+        # back to nothing behind but what a sample finds in flight: one publish at most
+        d.wait_for(lambda: (figure(d, "pumpd_lag_messages") or 99) <= RATE // 10,
+                   BACKLOG_EVERY + 4, "no message behind")
+        assert pub.error is None, pub.error
+    doc = d.shovel("orders")
+    assert doc is not None and doc["lag_seconds"] is not None
+    print(f"{path}: lag fell back {fell:.1f} s after the shovel forwarded again "
+          f"({forwarding - back:.1f} s after the node was restarted)")
+
+
+def test_a_stream_source_has_a_lag_in_seconds_and_none_in_messages(
+        node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str) -> None:
+    """A stream's end cannot be read over AMQP 0-9-1: no figure in messages; in seconds, caught
+    up once nothing is held (the stream had nothing more to deliver)."""
+    src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
+    conn = pika.BlockingConnection(pika.URLParameters(src))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("st", durable=True, arguments={"x-queue-type": "stream"})
+        ch.confirm_delivery()
+        stamp = int(time.time()) - 100
+        for i in range(300):
+            ch.basic_publish("", "st", b"%d" % i, pika.BasicProperties(timestamp=stamp))
+    finally:
+        conn.close()
+    s = shovel("lag-stream", sources={"broker": src}, destinations={"broker": dst},
+               queue="st", consumer_args={"x-stream-offset": "first"}, prefetch_count=100,
+               publish_fields={"exchange": "", "routing_key": "copy"})
+    seen: list[tuple[int, float | None]] = []
+    with running(s) as pumps:
+        def caught_up() -> bool:
+            c = pumps.status("lag-stream").counters
+            seen.append((c.lag_messages, lag_seconds(c, time.time())))
+            return c.published == 300 and seen[-1][1] == 0.0
+
+        pumps.wait_for(caught_up, 60, "the stream forwarded and caught up")
+    assert all(messages == -1 for messages, _ in seen), seen
+    # while forwarding, any figure known came from the timestamps or a caught-up instant
+    assert all(s is None or s == 0.0 or s <= 100 + 60 for _, s in seen), seen
