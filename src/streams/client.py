@@ -28,7 +28,7 @@ import logging
 import ssl as ssl_module
 import struct
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar, cast
 
 from .codes import (
     CLOSE,
@@ -164,8 +164,8 @@ class StreamsClient(asyncio.Protocol):
     # -- the transport ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self._transport = cast(asyncio.Transport, transport)
         if not self._connected.done():
             self._connected.set_result(None)
 
@@ -416,6 +416,10 @@ class StreamsClient(asyncio.Protocol):
             self._write(frame(HEARTBEAT, b""))
         self._wrote = False
         self._timers = [self._loop.call_later(self.heartbeat, self._beat)]
+
+    def fail(self, what: str) -> None:
+        """The caller found the peer lying (``what`` it did): the connection is given up."""
+        self._violated(PeerViolation(f"{self.where}: {what}"))
 
     def _violated(self, error: PeerViolation) -> None:
         log.warning("%s", error)
