@@ -3,7 +3,8 @@ publisher, seen through the engine's contract (``endpoint.py``) as a :class:`Mes
 on the generic path.
 
 Each message is stored as an AMQP 1.0 message: one from AMQP 1.0 as it came (its bare message
-byte for byte), one from AMQP 0-9-1 through RabbitMQ's mapping (``pumpd.amqp10.mapping``).
+byte for byte), one from AMQP 0-9-1 in the form RabbitMQ 3.x stores a 0-9-1 publish in a stream
+(``pumpd.streams.amqp091_form``), which a 0-9-1 consumer of the stream reads back as it was.
 The ``x-stream-offset`` a stream source's broker adds to every delivery is the source's reading
 position, not part of the message: it is left out.
 
@@ -24,12 +25,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...amqp10.codec import EncodeError
-from ...amqp10.mapping import UnmappableMessage, from_amqp091
 from ...amqp10.message import Message, encode_message, encode_with_annotations
 from ...amqp10.values import Symbol, Timestamp, ULong
 from ...config.model import BrokerURI, Declaration, ShovelConfig
 from ...config.tls import ssl_context, tls_server_name
 from ...dataplane.api import Delivered, Returned
+from ...streams.amqp091_form import UnstorableMessage, stored_form
 from ...streams.client import StreamsClient, connect
 from ...streams.codes import OK, code_name
 from ...streams.errors import StreamsError
@@ -173,14 +174,18 @@ class StreamDestination:
         return self._sequence
 
     def _payload(self, message: Delivered | Message) -> bytes:
-        edited = False
         if isinstance(message, Delivered):
+            if self._annotations or self._timestamp:
+                raise Unforwardable("a stream destination adds no forward or timestamp "
+                                    "headers to an AMQP 0-9-1 message (a RabbitMQ 3.x stream "
+                                    "would not give them back)")
             try:
-                message = from_amqp091(message.exchange, message.routing_key,
-                                       message.properties, message.body)
-            except UnmappableMessage as exc:
-                raise Unforwardable(f"no AMQP 1.0 form: {exc}") from None
+                return stored_form(message.exchange, message.routing_key, message.properties,
+                                   message.body)
+            except UnstorableMessage as exc:
+                raise Unforwardable(f"not storable in a stream: {exc}") from None
         annotations = message.message_annotations
+        edited = False
         if annotations is not None and _OFFSET in annotations:
             annotations = {k: v for k, v in annotations.items() if k != _OFFSET}
             edited = True
