@@ -318,6 +318,8 @@ class Endpoint:
         """The brokers, passwords redacted (and an AMQP 1.0 side's address), as status and
         ``pumpd check`` show them."""
         brokers = ", ".join(b.redacted() for b in self.uris)
+        if self.stream is not None:
+            return f"{brokers} stream {redact(self.stream)!r}"
         if self.address is None:
             return brokers
         return f"{brokers} address {redact(self.address)!r}"
