@@ -128,6 +128,9 @@ class StreamsClient(asyncio.Protocol):
         #: the agreed frame size (0: none) and heartbeat (seconds, 0: none), after tune
         self.frame_max = 0
         self.heartbeat = 0
+        #: the node's address as its metadata names it (the open answer's advertised host and
+        #: port), which tells whether this connection is on a stream's leader
+        self.advertised: Broker | None = None
         self._loop = asyncio.get_running_loop()
         self.closed: asyncio.Future[BaseException] = self._loop.create_future()
         self._transport: asyncio.Transport | None = None
@@ -395,7 +398,15 @@ class StreamsClient(asyncio.Protocol):
                                 "bytes, too small for any request")
         self._write(frame(TUNE, struct.pack(">II", self.frame_max, self.heartbeat)))
         self._limit = self.frame_max or self._want_frame_max or DEFAULT_FRAME_MAX
-        await self._request(OPEN, string(self.vhost), f"open vhost {self.vhost!r}")
+        r = await self._request(OPEN, string(self.vhost), f"open vhost {self.vhost!r}")
+        properties: dict[str, str] = {}
+        if r.left:  # the broker's connection properties: where it says it is reached
+            for i in range(r.count("open properties", 4)):
+                key = r.string(f"open property {i} key")
+                properties[key or ""] = r.string(f"open property {i} value") or ""
+        host, port = properties.get("advertised_host"), properties.get("advertised_port", "")
+        if host and port.isdigit():
+            self.advertised = Broker(host, int(port))
         if self.heartbeat:
             self._timers.append(self._loop.call_later(self.heartbeat, self._beat))
         self.step = "open"

@@ -7,7 +7,9 @@ publishing-id properties that are missing or do not increase are refused by name
 
 from __future__ import annotations
 
-import dataclasses
+import os
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,18 +18,25 @@ from typing import Any
 
 import pika
 import pytest
-from pumpd.config.model import Protocol, ShovelConfig
-from pumpd.config.uri import parse_uri
 from pumpd.testing.localnode import LocalNode
+from pumpd.testing.proxy import TcpProxy
 
-from tests.support.amqp_helpers import blocking_connection
+from tests.support.amqp_helpers import blocking_connection, drain_queue
+from tests.support.daemon_helpers import running_state
 from tests.support.harness import running, shovel
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def node() -> Iterator[LocalNode]:
+    with LocalNode(plugins=["rabbitmq_stream"]) as n:
+        yield n
+
+
+@pytest.fixture(scope="module")
+def other_node() -> Iterator[LocalNode]:
+    """A second node, for a destination that restarts."""
     with LocalNode(plugins=["rabbitmq_stream"]) as n:
         yield n
 
@@ -39,13 +48,24 @@ def _stream(uri: str) -> str:
     return name
 
 
-def _publish(uri: str, queue: str, first: int, n: int, **props: Any) -> None:
+def _publish(uri: str, queue: str, first: int, n: int, pause: float = 0.0,
+             **props: Any) -> None:
+    """Messages ``first``..``first + n - 1`` (their bodies name them), ``pause`` seconds
+    between batches of 100 so that a fault lands with messages in flight."""
     with blocking_connection(uri) as c:
         ch = c.channel()
         ch.confirm_delivery()
         for i in range(first, first + n):
             ch.basic_publish("", queue, b"body %d" % i,
                              pika.BasicProperties(message_id=f"id{i}", **props))
+            if pause and i % 100 == 99:
+                time.sleep(pause)
+
+
+def _in_background(fn: Any, *args: Any, **kw: Any) -> threading.Thread:
+    t = threading.Thread(target=fn, args=args, kwargs=kw, daemon=True)
+    t.start()
+    return t
 
 
 def read_stream(uri: str, stream: str, at_least: int, timeout: float = 30
@@ -70,13 +90,14 @@ def read_stream(uri: str, stream: str, at_least: int, timeout: float = 30
     return got
 
 
-def stream_destination(cfg: ShovelConfig, uri: str, stream: str, port: int,
-                       publishing_id: str = "") -> ShovelConfig:
-    """``cfg`` with a stream destination."""
-    dest = dataclasses.replace(cfg.destination, brokers=(parse_uri(uri),), declarations=(),
-                               protocol=Protocol.STREAM, stream=stream, stream_port=port)
-    return dataclasses.replace(cfg, destination=dest, publishing_id=publishing_id,
-                               publish_mandatory=False)
+def stream_shovel(name: str, src: str, queue: str, dst: str, stream: str, port: int,
+                  **clauses: Any) -> dict[str, Any]:
+    """A shovel's clauses from ``queue`` (a stream read from its first offset, unless the
+    clauses say otherwise) to a stream destination."""
+    return {"sources": {"broker": src}, "queue": queue,
+            "destinations": {"protocol": "stream", "broker": dst, "stream": stream,
+                             "stream_port": port},
+            "consumer_args": {"x-stream-offset": "first"}, "prefetch_count": 200, **clauses}
 
 
 def _offsets(uri: str, stream: str, n: int) -> list[int]:
@@ -89,10 +110,7 @@ def test_stream_to_stream_stores_every_offset_once_and_in_order(node: LocalNode)
     assert node.stream_port is not None
     src, dst = _stream(uri), _stream(uri)
     _publish(uri, src, 0, 500)
-    cfg = stream_destination(
-        shovel("s2s", sources={"broker": uri}, destinations={"broker": uri}, queue=src,
-               consumer_args={"x-stream-offset": "first"}, prefetch_count=100),
-        uri, dst, node.stream_port)
+    cfg = shovel("s2s", **stream_shovel("s2s", uri, src, uri, dst, node.stream_port))
     with running(cfg) as pumps:
         pumps.wait_for(lambda: len(read_stream(uri, dst, 500, timeout=2)) >= 500, 60,
                        "500 in the destination stream")
@@ -131,13 +149,126 @@ def test_a_091_consumer_reads_from_the_destination_what_it_read_from_the_source(
             message_id="id-1", timestamp=1_700_000_000, type="kind", user_id="guest",
             app_id="the-app"))
         ch.basic_publish("", src, b"plain", pika.BasicProperties())
-    cfg = stream_destination(
-        shovel("fidelity", sources={"broker": uri}, destinations={"broker": uri}, queue=src,
-               consumer_args={"x-stream-offset": "first"}),
-        uri, dst, node.stream_port)
+    cfg = shovel("fidelity", **stream_shovel("fidelity", uri, src, uri, dst, node.stream_port))
     with running(cfg) as pumps:
         pumps.wait_for(lambda: len(read_stream(uri, dst, 2, timeout=2)) >= 2, 60,
                        "2 in the destination stream")
     source = [_seen(p, b) for p, b in read_stream(uri, src, 2)]
     destination = [_seen(p, b) for p, b in read_stream(uri, dst, 2)]
     assert destination == source
+
+
+def _exactly_once(uri: str, stream: str, n: int) -> None:
+    assert _offsets(uri, stream, n) == list(range(n))
+
+
+def test_a_destination_connection_reset_still_stores_every_offset_once(node: LocalNode) -> None:
+    uri = node.uri()
+    assert node.stream_port is not None
+    src, dst = _stream(uri), _stream(uri)
+    n = 3000
+    with TcpProxy("127.0.0.1", node.stream_port) as proxy:
+        cfg = shovel("reset", **stream_shovel("reset", uri, src, uri, dst, proxy.port,
+                                              reconnect_delay=0.5))
+        with running(cfg) as pumps:
+            publisher = _in_background(_publish, uri, src, 0, n, pause=0.02)
+            for _ in range(3):
+                pumps.wait_for(lambda: proxy.connections > 0, 30, "a destination connection")
+                time.sleep(0.5)
+                proxy.reset_all()
+            publisher.join(120)
+            pumps.wait_for(lambda: len(read_stream(uri, dst, n, timeout=3)) >= n, 90,
+                           f"{n} in the destination stream")
+    _exactly_once(uri, dst, n)
+
+
+def test_a_destination_node_restart_still_stores_every_offset_once(
+        node: LocalNode, other_node: LocalNode) -> None:
+    src_uri, dst_uri = node.uri(), other_node.uri()
+    assert other_node.stream_port is not None
+    src, dst = _stream(src_uri), _stream(dst_uri)
+    n = 2000
+    cfg = shovel("restart", **stream_shovel("restart", src_uri, src, dst_uri, dst,
+                                            other_node.stream_port, reconnect_delay=1))
+    with running(cfg) as pumps:
+        publisher = _in_background(_publish, src_uri, src, 0, n, pause=0.05)
+        pumps.wait_for(lambda: len(read_stream(dst_uri, dst, 300, timeout=1)) >= 300, 60,
+                       "300 in the destination stream")
+        other_node.restart()
+        publisher.join(120)
+        pumps.wait_for(lambda: len(read_stream(dst_uri, dst, n, timeout=3)) >= n, 120,
+                       f"{n} in the destination stream")
+    _exactly_once(dst_uri, dst, n)
+
+
+def test_kill_9_of_the_worker_mid_stream_still_stores_every_offset_once(
+        pumpd_daemon: Any, node: LocalNode) -> None:
+    uri = node.uri()
+    assert node.stream_port is not None
+    src, dst = _stream(uri), _stream(uri)
+    n = 5000
+    d = pumpd_daemon({"k": stream_shovel("k", uri, src, uri, dst, node.stream_port,
+                                         reconnect_delay=0.5)})
+    d.wait_for(lambda: running_state(d, "k"), 30, "the shovel running")
+    status = d.shovel("k")
+    assert status is not None and status["dest_protocol"] == "stream"
+    (old_pid,) = d.worker_pids("k")
+    publisher = _in_background(_publish, uri, src, 0, n, pause=0.02)
+    d.wait_for(lambda: d.shovel("k")["counters"]["confirmed"] >= 1000, 60, "1000 confirmed")
+    os.kill(old_pid, signal.SIGKILL)
+    d.wait_for(lambda: d.worker_pids("k")[0] not in (None, old_pid) and running_state(d, "k"),
+               60, "a replacement worker running")
+    publisher.join(120)
+    d.wait_for(lambda: len(read_stream(uri, dst, n, timeout=3)) >= n, 120,
+               f"{n} in the destination stream")
+    _exactly_once(uri, dst, n)
+
+
+def _queue(uri: str) -> str:
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    with blocking_connection(uri) as c:
+        c.channel().queue_declare(name, durable=True)
+    return name
+
+
+def test_a_queue_source_loses_nothing(node: LocalNode) -> None:
+    uri = node.uri()
+    assert node.stream_port is not None
+    src, dst = _queue(uri), _stream(uri)
+    n = 1000
+    _publish(uri, src, 0, n)
+    clauses = stream_shovel("q2s", uri, src, uri, dst, node.stream_port)
+    del clauses["consumer_args"]
+    with running(shovel("q2s", **clauses)) as pumps:
+        pumps.wait_for(lambda: len(read_stream(uri, dst, n, timeout=2)) >= n, 60,
+                       f"{n} in the destination stream")
+    assert sorted(_offsets(uri, dst, n)) == list(range(n))
+
+
+def test_publishing_ids_from_a_header_refuse_a_missing_or_repeated_one_by_name(
+        node: LocalNode) -> None:
+    uri = node.uri()
+    assert node.stream_port is not None
+    src, dst = _queue(uri), _stream(uri)
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        for body, headers in ((b"body 0", {"seq": 1}), (b"body 1", {"seq": 2}),
+                              (b"no seq", {}), (b"again", {"seq": 2}),
+                              (b"body 2", {"seq": 5})):
+            ch.basic_publish("", src, body, pika.BasicProperties(headers=headers))
+    parked = f"parked-{uuid.uuid4().hex[:6]}"
+    clauses = stream_shovel("ids", uri, src, uri, dst, node.stream_port,
+                            publishing_id="header:seq",
+                            undeliverable={"policy": "park", "park_queue": parked})
+    del clauses["consumer_args"]
+    with running(shovel("ids", **clauses)) as pumps:
+        pumps.wait_for(lambda: pumps.statuses["ids"].counters.parked >= 2, 60, "2 parked")
+        pumps.wait_for(lambda: len(read_stream(uri, dst, 3, timeout=2)) >= 3, 60,
+                       "3 in the destination stream")
+    assert [b for _p, b in read_stream(uri, dst, 3)] == [b"body 0", b"body 1", b"body 2"]
+    reasons = [(d.properties.headers or {}).get("x-pumpd-undeliverable", "")
+               for d in drain_queue(uri, parked, 2)]
+    assert any("no integer header 'seq'" in str(r) for r in reasons), reasons
+    assert any("header 'seq' 2 is not above the previous message's 2" in str(r)
+               for r in reasons), reasons

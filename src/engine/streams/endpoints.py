@@ -262,8 +262,9 @@ async def _connect(uri: BrokerURI, host: str, port: int, client_name: str) -> St
 
 async def _to_leader(client: StreamsClient, uri: BrokerURI, port: int, stream: str,
                      client_name: str) -> StreamsClient:
-    """The connection to ``stream``'s leader: ``client`` when it is there or the leader cannot
-    be reached (any node forwards to the leader).
+    """The connection to ``stream``'s leader: ``client`` when it is there (its node advertises
+    the leader's address, so a proxy or load balancer in front of it is kept) or the leader
+    cannot be reached (any node forwards to the leader).
 
     :raises LinkError: the stream does not exist or has no leader, by its code's name
     """
@@ -276,7 +277,7 @@ async def _to_leader(client: StreamsClient, uri: BrokerURI, port: int, stream: s
         raise LinkError(f"destination: stream {stream!r} in vhost {uri.vhost!r}: {why}",
                         side="destination")
     leader = meta.leader
-    if (leader.host, leader.port) == (uri.effective_host, port):
+    if leader in (client.advertised, (uri.effective_host, port)):
         return client
     try:
         moved = await _connect(uri, leader.host, leader.port, client_name)
