@@ -7,6 +7,7 @@ publishing-id properties that are missing or do not increase are refused by name
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -18,6 +19,7 @@ from typing import Any
 
 import pika
 import pytest
+from pumpd.amqp10.message import complete, decode_message
 from pumpd.testing.localnode import LocalNode
 from pumpd.testing.proxy import TcpProxy
 
@@ -272,3 +274,60 @@ def test_publishing_ids_from_a_header_refuse_a_missing_or_repeated_one_by_name(
     assert any("no integer header 'seq'" in str(r) for r in reasons), reasons
     assert any("header 'seq' 2 is not above the previous message's 2" in str(r)
                for r in reasons), reasons
+
+
+def _read_with_rstream(port: int, stream: str, n: int) -> list[bytes]:
+    """The first ``n`` stored messages of ``stream`` as bytes, read by rstream (a streams
+    client other than pumpd's)."""
+    from rstream import Consumer, ConsumerOffsetSpecification, OffsetType
+
+    async def run() -> list[bytes]:
+        got: list[bytes] = []
+        done = asyncio.Event()
+
+        def take(message: Any, _ctx: Any) -> None:
+            got.append(bytes(message))
+            if len(got) >= n:
+                done.set()
+
+        async with Consumer("127.0.0.1", port, username="guest", password="guest") as consumer:
+            await consumer.subscribe(stream, take, decoder=lambda b: b,
+                                     offset_specification=ConsumerOffsetSpecification(
+                                         OffsetType.FIRST, None))
+            await asyncio.wait_for(done.wait(), 30)
+        return got
+
+    return asyncio.run(run())
+
+
+def _sections(raw: bytes) -> tuple[Any, ...]:
+    m = complete(decode_message(raw))
+    return (m.header, m.message_annotations, m.properties, m.application_properties, m.body,
+            m.footer)
+
+
+def test_a_foreign_streams_client_reads_from_the_destination_what_the_source_stored(
+        node: LocalNode) -> None:
+    """RabbitMQ stored a 0-9-1 publish in the source; pumpd stored its 0-9-1 delivery in the
+    destination in the same form: rstream reads the same AMQP 1.0 message from both (the same
+    sections and values; not the same bytes: RabbitMQ writes a properties list whole and
+    ``true`` as a boolean of one byte, and its 0-9-1 delivery sorts the headers)."""
+    uri = node.uri()
+    assert node.stream_port is not None
+    src, dst = _stream(uri), _stream(uri)
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("", src, b"\x00body\xff", pika.BasicProperties(
+            content_type="text/plain", headers={"n": 7, "big": 2**40, "s": "ünï", "t": True},
+            delivery_mode=2, priority=1, message_id="m-1", correlation_id="c-1",
+            timestamp=1_700_000_000, type="kind", app_id="app", user_id="guest",
+            expiration="60000", reply_to="r"))
+        _publish(uri, src, 1, 20)
+    cfg = shovel("foreign", **stream_shovel("foreign", uri, src, uri, dst, node.stream_port))
+    with running(cfg) as pumps:
+        pumps.wait_for(lambda: len(read_stream(uri, dst, 21, timeout=2)) >= 21, 60,
+                       "21 in the destination stream")
+    stored, original = (_read_with_rstream(node.stream_port, dst, 21),
+                        _read_with_rstream(node.stream_port, src, 21))
+    assert [_sections(b) for b in stored] == [_sections(b) for b in original]
