@@ -269,6 +269,19 @@ def read_stream_name(ctx: Context, clause: str, value: object) -> str:
     return name
 
 
+def read_stream_target(ctx: Context, prefix: str, obj: Mapping[str, Any], stream: str,
+                       super_stream: str) -> tuple[str | None, str | None]:
+    """A stream destination's stream or super stream (exactly one), under the keys
+    ``stream`` / ``super_stream`` (``prefix`` names where they are, for errors)."""
+    if (stream in obj) == (super_stream in obj):
+        ctx.fail(f"{prefix}{stream}", f"give exactly one of '{stream}' (a stream) and "
+                                      f"'{super_stream}' (a super stream) with a stream "
+                                      "destination")
+    if stream in obj:
+        return read_stream_name(ctx, f"{prefix}{stream}", obj[stream]), None
+    return None, read_stream_name(ctx, f"{prefix}{super_stream}", obj[super_stream])
+
+
 def _endpoint(ctx: Context, clause: str, side: str, value: object) -> Endpoint:
     """``sources`` / ``destinations``: ``protocol``, ``brokers`` (or ``broker``), and
     ``declarations`` (AMQP 0-9-1) or ``address`` and ``predeclared`` (AMQP 1.0).
@@ -289,12 +302,12 @@ def _endpoint(ctx: Context, clause: str, side: str, value: object) -> Endpoint:
     if "brokers" not in obj and "broker" not in obj:
         ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
     if protocol is Protocol.STREAM:
-        if "stream" not in obj:
-            ctx.fail(clause, "missing 'stream' (the stream a stream destination publishes to)")
+        stream, super_stream = read_stream_target(ctx, f"{clause}.", obj, "stream",
+                                                  "super_stream")
         return Endpoint(
             brokers=(read_uri_list(ctx, f"{clause}.brokers", obj["brokers"]) if "brokers" in obj
                      else (read_uri(ctx, f"{clause}.broker", obj["broker"]),)),
-            protocol=protocol, stream=read_stream_name(ctx, f"{clause}.stream", obj["stream"]),
+            protocol=protocol, stream=stream, super_stream=super_stream,
             stream_port=read_stream_port(ctx, f"{clause}.stream_port", obj.get("stream_port")))
     if protocol is Protocol.AMQP10:
         amqp10_brokers = (read_amqp10_uri_list(ctx, f"{clause}.brokers", obj["brokers"])

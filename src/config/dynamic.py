@@ -30,8 +30,8 @@ from .clauses import (
     read_publishing_id,
     read_reconnect_delay,
     read_stall_timeout,
-    read_stream_name,
     read_stream_port,
+    read_stream_target,
     refuse_other_protocol,
     side_uris,
 )
@@ -104,10 +104,11 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     if protocols["destination"] is Protocol.AMQP10:
         destination = _amqp10_side(ctx, obj, "dest", Protocol.AMQP10)
     elif protocols["destination"] is Protocol.STREAM:
+        stream, super_stream = read_stream_target(ctx, "", obj, "dest-stream",
+                                                  "dest-super-stream")
         destination = Endpoint(
             side_uris(ctx, "dest-uri", obj["dest-uri"], Protocol.AMQP091, _URIS)[0],
-            protocol=Protocol.STREAM,
-            stream=read_stream_name(ctx, "dest-stream", obj["dest-stream"]),
+            protocol=Protocol.STREAM, stream=stream, super_stream=super_stream,
             stream_port=read_stream_port(ctx, "dest-stream-port", obj.get("dest-stream-port")))
     else:
         dest_decls, publish_exchange, publish_routing_key = _dynamic_destination(ctx, obj)
@@ -222,8 +223,6 @@ def _check_dynamic_keys(ctx: Context, obj: Mapping[str, Any],
         _, prefix, protocol_key = SIDES[side]
         if protocol is Protocol.AMQP10 and f"{prefix}address" not in obj:
             ctx.fail(f"{prefix}address", f"missing (it is mandatory with {protocol_key} amqp10)")
-        if protocol is Protocol.STREAM and f"{prefix}stream" not in obj:
-            ctx.fail(f"{prefix}stream", f"missing (it is mandatory with {protocol_key} stream)")
     if protocols["source"] is Protocol.AMQP091 and ("src-queue" in obj) == ("src-exchange" in obj):
         ctx.fail("src-queue", "give exactly one of 'src-queue' and 'src-exchange'")
     if "dest-queue" in obj and "dest-exchange" in obj:

@@ -295,6 +295,8 @@ class Endpoint:
     # credentials, vhost and TLS.
     stream: str | None = None
     stream_port: int | None = None
+    # or a super stream: its partitions (from the broker), one publisher each
+    super_stream: str | None = None
 
     @property
     def uris(self) -> tuple[BrokerURI | Amqp10URI, ...]:
@@ -320,6 +322,8 @@ class Endpoint:
         brokers = ", ".join(b.redacted() for b in self.uris)
         if self.stream is not None:
             return f"{brokers} stream {redact(self.stream)!r}"
+        if self.super_stream is not None:
+            return f"{brokers} super stream {redact(self.super_stream)!r}"
         if self.address is None:
             return brokers
         return f"{brokers} address {redact(self.address)!r}"

@@ -266,7 +266,9 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
                     "address": ep.address, "predeclared": not ep.declare_address_queue}
         if ep.protocol is Protocol.STREAM:
             return {"protocol": ep.protocol.value,
-                    "brokers": [format_uri(u) for u in ep.brokers], "stream": ep.stream,
+                    "brokers": [format_uri(u) for u in ep.brokers],
+                    **({"stream": ep.stream} if ep.stream is not None
+                       else {"super_stream": ep.super_stream}),
                     **({"stream_port": ep.stream_port} if ep.stream_port is not None else {})}
         out: dict[str, Any] = {"brokers": [format_uri(u) for u in ep.brokers]}
         decls: list[Any] = []

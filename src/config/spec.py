@@ -381,8 +381,13 @@ ENDPOINT = Group("endpoint", '"sources" and "destinations"', (
            "is; false declares it before attaching, as a dynamic shovel does.", True,
            protocol="amqp10"),
     Clause("stream", "string", "The stream a stream destination publishes to; it must exist.",
-           NoDefault("required with protocol stream", required_with_protocol=True), 1,
+           NoDefault('required with protocol stream, unless "super_stream" is given',
+                     required_with_protocol=True), 1,
            MAX_SHORTSTR, unit=_BYTES, protocol=STREAM_PROTOCOL, side="destination"),
+    Clause("super_stream", "string", "Instead of a stream, the super stream whose partitions a "
+           "stream destination publishes to, each message to the partition its routing key "
+           "hashes to.", NoDefault('give "stream" or "super_stream"'), 1, MAX_SHORTSTR,
+           unit=_BYTES, protocol=STREAM_PROTOCOL, side="destination"),
     Clause("stream_port", "integer", "The streams protocol's port on the destination brokers.",
            NoDefault("5552, or 5551 with an amqps URI"), 1, 65535, unit="port",
            protocol=STREAM_PROTOCOL, side="destination"),
@@ -460,8 +465,13 @@ DYNAMIC = Group("dynamic", "A shovel in a dynamic shovel's names", (
            NoDefault("required with dest-protocol amqp10", required_with_protocol=True), 1,
            MAX_ADDRESS, unit=_BYTES, protocol=_10, side=_DEST),
     Clause("dest-stream", "string", "The stream a stream destination publishes to; it must "
-           "exist.", NoDefault("required with dest-protocol stream", required_with_protocol=True),
+           "exist.", NoDefault('required with dest-protocol stream, unless "dest-super-stream" '
+                               "is given", required_with_protocol=True),
            1, MAX_SHORTSTR, unit=_BYTES, protocol=STREAM_PROTOCOL, side=_DEST),
+    Clause("dest-super-stream", "string", "Instead of a stream, the super stream whose "
+           "partitions a stream destination publishes to, each message to the partition its "
+           "routing key hashes to.", NoDefault('give "dest-stream" or "dest-super-stream"'), 1,
+           MAX_SHORTSTR, unit=_BYTES, protocol=STREAM_PROTOCOL, side=_DEST),
     Clause("dest-stream-port", "integer", "The streams protocol's port on the destination "
            "brokers.", NoDefault("5552, or 5551 with an amqps URI"), 1, 65535, unit="port",
            protocol=STREAM_PROTOCOL, side=_DEST),
@@ -826,11 +836,20 @@ def _stream_rule(is_stream: dict[str, Any], own: list[tuple[str, Clause]],
     """A stream destination's keys: with protocol stream its own (the required ones required)
     and none of the other protocols'; else none of its own."""
     then = _forbidden(others)
+    names = {n for n, _ in own}
     required = [n for n, c in own if c.required_with_protocol]
+    for target, instead in _STREAM_TARGETS:
+        if target in required and instead in names:  # one or the other
+            required.remove(target)
+            then.append({"oneOf": [{"required": [target]}, {"required": [instead]}]})
     if required:
         then.append({"required": required})
     return {"if": is_stream, "then": {"allOf": then} if then else {},
             "else": {"allOf": _forbidden([n for n, _ in own])}}
+
+
+# a stream destination's target: a stream, or instead a super stream
+_STREAM_TARGETS = (("stream", "super_stream"), ("dest-stream", "dest-super-stream"))
 
 
 def _is_stream(key: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 import pika
 import pytest
 from pumpd.amqp10.message import complete, decode_message
+from pumpd.streams.routing import partition
 from pumpd.testing.localnode import LocalNode
 from pumpd.testing.proxy import TcpProxy
 
@@ -331,3 +332,37 @@ def test_a_foreign_streams_client_reads_from_the_destination_what_the_source_sto
     stored, original = (_read_with_rstream(node.stream_port, dst, 21),
                         _read_with_rstream(node.stream_port, src, 21))
     assert [_sections(b) for b in stored] == [_sections(b) for b in original]
+
+
+def test_a_super_stream_gets_each_message_in_the_partition_its_routing_key_hashes_to(
+        node: LocalNode) -> None:
+    uri = node.uri()
+    assert node.stream_port is not None
+    tag = uuid.uuid4().hex[:6]
+    src, parts, exchange = _stream(uri), [f"parts-{tag}-{i}" for i in range(3)], f"parts-{tag}"
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.exchange_declare(exchange, "direct", durable=True)
+        for i, p in enumerate(parts):
+            ch.queue_declare(p, durable=True, arguments={"x-queue-type": "stream"})
+            ch.queue_bind(p, exchange, str(i), arguments={"x-stream-partition-order": i})
+        ch.exchange_declare(f"in-{tag}", "topic", durable=True)
+        ch.queue_bind(src, f"in-{tag}", "#")
+        ch.confirm_delivery()
+        n = 300
+        for i in range(n):
+            ch.basic_publish(f"in-{tag}", f"key-{i % 10}", b"body %d" % i)
+    clauses = stream_shovel("super", uri, src, uri, "", node.stream_port)
+    clauses["destinations"] = {"protocol": "stream", "broker": uri, "super_stream": exchange,
+                               "stream_port": node.stream_port}
+    with running(shovel("super", **clauses)) as pumps:
+        pumps.wait_for(lambda: pumps.statuses["super"].counters.confirmed >= n, 60,
+                       f"{n} confirmed")
+    seen: list[int] = []
+    for index, p in enumerate(parts):
+        offsets = _offsets(uri, p, 1)
+        assert offsets and offsets == sorted(offsets)
+        for i in offsets:
+            assert partition(f"key-{i % 10}".encode(), 3) == index
+        seen += offsets
+    assert sorted(seen) == list(range(n))

@@ -92,6 +92,7 @@ SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("endpoint", "predeclared"): (False, AMQP10_SOURCE_ENDPOINT),
     ("endpoint", "stream"): ("other", STREAM_ENDPOINT),
     ("endpoint", "stream_port"): (5553, STREAM_ENDPOINT),
+    ("endpoint", "super_stream"): ("parts", {"+": {"protocol": "stream"}}),
     ("publish_fields", "exchange"): ("x", {}),
     ("publish_fields", "routing_key"): ("k", {}),
     ("publish_fields", "mandatory"): (False, {}),
@@ -118,6 +119,7 @@ SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("dynamic", "dest-predeclared"): (True, {"+": {"dest-queue": "out"}}),
     ("dynamic", "dest-stream"): ("other", {"+": {"dest-protocol": "stream"}}),
     ("dynamic", "dest-stream-port"): (5553, DYNAMIC_STREAM_DESTINATION),
+    ("dynamic", "dest-super-stream"): ("parts", {"+": {"dest-protocol": "stream"}}),
     ("dynamic", "internal"): (True, {}),
     ("dynamic", "internal_owner"): (OWNER, {}),
     ("internal_owner", "name"): ("other", {}),
@@ -140,6 +142,11 @@ ALTERNATES: dict[tuple[str, str], Any] = {
     ("shovel", "queue"): "work", ("endpoint", "address"): "/queues/in",
     ("dynamic", "src-address"): "/queues/in", ("dynamic", "dest-address"): "/queues/out",
     ("endpoint", "stream"): "out", ("dynamic", "dest-stream"): "out"}
+# A clause that one other clause replaces (one of the two is required): that other clause and a
+# value of it, for the comparison.
+INSTEAD: dict[tuple[str, str], tuple[str, Any]] = {
+    ("endpoint", "super_stream"): ("stream", "out"),
+    ("dynamic", "dest-super-stream"): ("dest-stream", "out")}
 # The dynamic form's keys of a clause that needs an AMQP 1.0 side.
 DYNAMIC_EXTRAS: dict[str, dict[str, Any]] = {
     "amqp10_properties": DYNAMIC_AMQP10_DESTINATION,
@@ -241,6 +248,9 @@ def test_the_reader_reads_each_clause(item: tuple[str, spec.Clause]) -> None:
         other = document(group, clause.name, clause.default, extra)
     elif clause.required_with_protocol:
         other = document(group, clause.name, ALTERNATES[(group, clause.name)], extra)
+    elif (group, clause.name) in INSTEAD:
+        key, value = INSTEAD[(group, clause.name)]
+        other = document(group, key, value, extra)
     elif clause.required:
         other = document(group, clause.name, BASES[group][clause.name], extra)
     elif any(clause.name in names for names in spec_group(group).exactly_one):
@@ -340,7 +350,8 @@ def test_every_field_of_the_model_is_set_by_a_clause_of_the_spec() -> None:
     expected = {f for f in model_fields(parse_config({"shovels": {"orders": STATIC}})
                                         .shovels["orders"]) if f not in ("name", "warnings")}
     expected |= {f"cluster.{f.name}" for f in dataclasses.fields(ClusterConfig)}
-    expected -= {"source.stream", "source.stream_port"}  # a destination's only
+    expected -= {"source.stream", "source.stream_port", "source.super_stream"}  # destinations'
+
     assert expected - moved == set()
     assert {f.name for f in dataclasses.fields(ShovelConfig)} >= {"undeliverable"}
     assert {f.name for f in dataclasses.fields(UndeliverablePolicy)} == set(

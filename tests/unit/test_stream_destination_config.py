@@ -34,6 +34,16 @@ def test_a_static_stream_destination_is_read_and_written_back() -> None:
     assert _one(shovel_to_json(cfg)) == cfg
 
 
+def test_a_super_stream_destination_is_read_in_both_forms() -> None:
+    static = _one({**STATIC, "destinations": {"protocol": "stream", "broker": "amqp://d",
+                                              "super_stream": "parts"}})
+    dynamic = _one({**{k: v for k, v in DYNAMIC.items() if k != "dest-stream"},
+                    "dest-super-stream": "parts"})
+    for cfg in (static, dynamic):
+        assert (cfg.destination.stream, cfg.destination.super_stream) == (None, "parts")
+    assert _one(shovel_to_json(static)) == static
+
+
 def test_a_dynamic_stream_destination_is_read() -> None:
     cfg = _one(DYNAMIC)
     assert (cfg.destination.protocol, cfg.destination.stream, cfg.destination.stream_port,
@@ -41,8 +51,11 @@ def test_a_dynamic_stream_destination_is_read() -> None:
 
 
 @pytest.mark.parametrize(("shovel", "where", "message"), [
-    ({**STATIC, "destinations": {"protocol": "stream", "broker": "amqp://d"}}, "destinations",
-     "missing 'stream'"),
+    ({**STATIC, "destinations": {"protocol": "stream", "broker": "amqp://d"}},
+     "destinations.stream", "give exactly one of 'stream' (a stream) and 'super_stream'"),
+    ({**STATIC, "destinations": {"protocol": "stream", "broker": "amqp://d", "stream": "s",
+                                 "super_stream": "p"}},
+     "destinations.stream", "give exactly one of"),
     ({**STATIC, "publishing_id": "offset"}, "publishing_id", "'offset' is not a publishing id"),
     ({**STATIC, "publishing_id": "header:"}, "publishing_id", "is not a publishing id"),
     ({**STATIC, "add_forward_headers": True}, "add_forward_headers",
@@ -60,7 +73,7 @@ def test_a_dynamic_stream_destination_is_read() -> None:
      "amqp091"),
     ({**DYNAMIC, "dest-stream": ""}, "dest-stream", "must not be empty"),
     ({k: v for k, v in DYNAMIC.items() if k != "dest-stream"}, "dest-stream",
-     "mandatory with dest-protocol stream"),
+     "give exactly one of 'dest-stream' (a stream) and 'dest-super-stream'"),
     ({**DYNAMIC, "src-protocol": "stream"}, "src-protocol", "a stream is a destination only"),
 ])
 def test_a_bad_clause_is_refused_by_name(shovel: dict[str, Any], where: str,

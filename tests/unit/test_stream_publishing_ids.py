@@ -12,6 +12,7 @@ from pumpd.dataplane.properties import encode_properties
 from pumpd.engine.endpoint import Unforwardable
 from pumpd.engine.streams.publishing_ids import PublishingIds, parse_mode
 from pumpd.streams.amqp091_form import UnstorableMessage, stored_form
+from pumpd.streams.routing import SEED, murmur3_32, partition
 
 
 def _delivered(**props: object) -> Delivered:
@@ -90,3 +91,11 @@ def test_what_a_3x_stream_cannot_store_is_refused_by_name(headers: dict[str, obj
                                                           named: str) -> None:
     with pytest.raises(UnstorableMessage, match=named.replace("[", r"\[").replace("]", r"\]")):
         stored_form(b"", b"q", encode_properties({"headers": headers}), b"x")
+
+
+@pytest.mark.parametrize("key", [b"", b"a", b"ab", b"abc", b"abcd", b"key-7", "ünï".encode(),
+                                 bytes(range(37))])
+def test_the_routing_hash_is_the_one_rabbitmqs_stream_clients_use(key: bytes) -> None:
+    mmh3 = pytest.importorskip("mmh3")  # rstream's dependency: the clients' own hash
+    assert murmur3_32(key) == mmh3.hash(key, SEED, signed=False)
+    assert partition(key, 3) == mmh3.hash(key, SEED, signed=False) % 3

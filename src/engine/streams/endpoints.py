@@ -19,13 +19,14 @@ leader). Every publish is confirmed: the broker's confirm is ACCEPT, its publish
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...amqp10.codec import EncodeError
-from ...amqp10.message import Message, encode_message, encode_with_annotations
+from ...amqp10.codec import DecodeError, EncodeError
+from ...amqp10.message import Message, complete, encode_message, encode_with_annotations
 from ...amqp10.values import Symbol, Timestamp, ULong
 from ...config.model import BrokerURI, Declaration, ShovelConfig
 from ...config.tls import ssl_context, tls_server_name
@@ -34,6 +35,7 @@ from ...streams.amqp091_form import UnstorableMessage, stored_form
 from ...streams.client import StreamsClient, connect
 from ...streams.codes import OK, code_name
 from ...streams.errors import StreamsError
+from ...streams.routing import partition
 from ..endpoint import Edits, Settlement, Unforwardable
 from ..link_errors import LinkError
 from .publishing_ids import PublishingIds
@@ -49,7 +51,8 @@ CLOSE_TIMEOUT = 5.0
 MAX_UNCONFIRMED = 10_000
 #: the streams ports by URI scheme (RabbitMQ's defaults, the Spark reader's convention)
 STREAM_PORTS = {"amqp": 5552, "amqps": 5551}
-PUBLISHER = 0  # the one publisher id of a destination's connection
+#: the most partitions of a super stream destination (publisher ids are one byte)
+MAX_PARTITIONS = 256
 _OFFSET = Symbol("x-stream-offset")
 
 
@@ -63,16 +66,22 @@ class StreamDestination:
     wire = WIRE
     side = "destination"
 
-    def __init__(self, client: StreamsClient, stream: str, reference: str, ids: PublishingIds,
-                 *, max_unconfirmed: int = MAX_UNCONFIRMED) -> None:
+    def __init__(self, client: StreamsClient, streams: Sequence[str], reference: str,
+                 ids: PublishingIds, *, max_unconfirmed: int = MAX_UNCONFIRMED,
+                 super_stream: str | None = None) -> None:
+        """``streams``: the one stream, or a super stream's partitions in its order (publisher
+        ``i`` publishes to ``streams[i]``)."""
         self.client = client
-        self.stream = stream
+        self.streams = tuple(streams)
+        self.stream = super_stream or self.streams[0]  # as errors and logs name it
+        self.super_stream = super_stream
         self.reference = reference if ids.deduplicates else ""
         self.ids = ids
         self.closed: asyncio.Future[BaseException] = client.closed
         self.pause_reading: Callable[..., None] = client.pause_reading
         self._max_unconfirmed = max_unconfirmed
-        self._unconfirmed: dict[int, int] = {}  # publishing id -> sequence number
+        # (publisher, publishing id) -> sequence number
+        self._unconfirmed: dict[tuple[int, int], int] = {}
         self._sequence = 0
         self._confirming = False
         self._on_settled: Callable[[int, int, Settlement], None] | None = None
@@ -117,14 +126,19 @@ class StreamDestination:
 
     # -- the stream -------------------------------------------------------------------------
 
-    async def declare_publisher(self) -> None:
-        """:raises LinkError: the stream is missing or refused, naming it"""
-        try:
-            await self.client.declare_publisher(PUBLISHER, self.reference, self.stream,
-                                                on_confirm=self._confirmed,
-                                                on_error=self._refused)
-        except StreamsError as exc:
-            raise LinkError(f"destination: {exc}", side=self.side) from None
+    async def declare_publishers(self) -> None:
+        """One publisher per stream, all named alike (a producer's name is per stream).
+
+        :raises LinkError: a stream is missing or refused, naming it
+        """
+        for publisher, stream in enumerate(self.streams):
+            try:
+                await self.client.declare_publisher(
+                    publisher, self.reference, stream,
+                    on_confirm=functools.partial(self._confirmed, publisher),
+                    on_error=functools.partial(self._refused, publisher))
+            except StreamsError as exc:
+                raise LinkError(f"destination: {exc}", side=self.side) from None
 
     async def resume_offset(self) -> int | None:
         """The source offset to resume at: right after the last one the stream stored under
@@ -132,7 +146,9 @@ class StreamDestination:
 
         :raises LinkError: the broker cannot be asked
         """
-        if self.ids.mode != "source-offset":
+        if self.ids.mode != "source-offset" or self.super_stream is not None:
+            # a super stream's partitions each hold a part: the source broker's record is
+            # where to resume, and what is sent again is dropped by each partition
             return None
         try:
             sequence = await self.client.query_publisher_sequence(self.reference, self.stream)
@@ -167,11 +183,31 @@ class StreamDestination:
         if most and len(payload) > most:
             raise Unforwardable(f"an AMQP 1.0 message of {len(payload)} bytes does not fit the "
                                 f"streams connection's frame_max ({self.client.frame_max})")
+        publisher = self._route(message)
         publishing_id = self.ids.next(message)
         self._sequence += 1
-        self._unconfirmed[publishing_id] = self._sequence
-        self.client.publish(PUBLISHER, [(publishing_id, payload)])
+        self._unconfirmed[(publisher, publishing_id)] = self._sequence
+        self.client.publish(publisher, [(publishing_id, payload)])
         return self._sequence
+
+    def _route(self, message: Delivered | Message) -> int:
+        """The partition a message goes to (0 for a plain stream): by its routing key, a
+        0-9-1 message's own, an AMQP 1.0 message's ``x-routing-key`` annotation or else its
+        subject."""
+        if len(self.streams) == 1:
+            return 0
+        if isinstance(message, Delivered):
+            key = message.routing_key
+        else:
+            found = (message.message_annotations or {}).get(Symbol("x-routing-key"))
+            if not isinstance(found, str):
+                try:
+                    props = complete(message).properties
+                except DecodeError:
+                    props = None
+                found = props.subject if props is not None else None
+            key = found.encode() if isinstance(found, str) else b""
+        return partition(bytes(key), len(self.streams))
 
     def _payload(self, message: Delivered | Message) -> bytes:
         if isinstance(message, Delivered):
@@ -216,30 +252,30 @@ class StreamDestination:
             last = s
         self._on_settled(first, last, how)
 
-    def _take(self, ids: list[int]) -> list[int] | None:
+    def _take(self, publisher: int, ids: list[int]) -> list[int] | None:
         was_full = self.credit_left == 0
         sequences = []
         for pid in ids:
-            seq = self._unconfirmed.pop(pid, None)
+            seq = self._unconfirmed.pop((publisher, pid), None)
             if seq is None:
                 self.client.fail(f"the broker settled publishing id {pid}, which publisher "
-                                 f"{PUBLISHER} did not send or was settled already")
+                                 f"{publisher} did not send or was settled already")
                 return None
             sequences.append(seq)
         if was_full and self.credit_left and self._on_credit is not None:
             self._on_credit()
         return sequences
 
-    def _confirmed(self, ids: list[int]) -> None:
-        sequences = self._take(ids)
+    def _confirmed(self, publisher: int, ids: list[int]) -> None:
+        sequences = self._take(publisher, ids)
         if sequences is not None:
             self._settle(sequences, Settlement.ACCEPT)
 
-    def _refused(self, errors: list[tuple[int, int]]) -> None:
+    def _refused(self, publisher: int, errors: list[tuple[int, int]]) -> None:
         for pid, code in errors:
-            log.warning("destination: stream %r refused publishing id %d: %s", self.stream, pid,
-                        code_name(code))
-        sequences = self._take([pid for pid, _code in errors])
+            log.warning("destination: stream %r refused publishing id %d: %s",
+                        self.streams[publisher], pid, code_name(code))
+        sequences = self._take(publisher, [pid for pid, _code in errors])
         if sequences is not None:
             self._settle(sequences, Settlement.REJECT)
 
@@ -291,19 +327,38 @@ async def _to_leader(client: StreamsClient, uri: BrokerURI, port: int, stream: s
 
 async def open_destination(uri: BrokerURI, client_name: str, cfg: ShovelConfig, *,
                            reference: str, publishing_id: str) -> StreamDestination:
-    """The stream destination of ``cfg`` with its publisher declared, on the stream's leader.
+    """The stream destination of ``cfg`` with its publishers declared: on the stream's leader,
+    or for a super stream one publisher per partition (any node forwards to the leaders).
 
     :raises LinkError: naming the destination side
     """
-    stream = cfg.destination.stream
-    assert stream is not None  # the configuration requires it
     port = stream_port(uri, cfg.destination.stream_port)
     client = await _connect(uri, uri.effective_host, port, client_name)
     try:
-        client = await _to_leader(client, uri, port, stream, client_name)
-        destination = StreamDestination(client, stream, reference, PublishingIds(publishing_id))
-        await destination.declare_publisher()
+        super_stream = cfg.destination.super_stream
+        if super_stream is not None:
+            streams = await _partitions(client, super_stream)
+        else:
+            assert cfg.destination.stream is not None  # the configuration requires one
+            streams = [cfg.destination.stream]
+            client = await _to_leader(client, uri, port, streams[0], client_name)
+        destination = StreamDestination(client, streams, reference, PublishingIds(publishing_id),
+                                        super_stream=super_stream)
+        await destination.declare_publishers()
     except BaseException:
         client.abort()
         raise
     return destination
+
+
+async def _partitions(client: StreamsClient, super_stream: str) -> list[str]:
+    """:raises LinkError: the super stream is missing, has no partitions or too many"""
+    try:
+        streams = await client.partitions(super_stream)
+    except StreamsError as exc:
+        raise LinkError(f"destination: {exc}", side="destination") from None
+    if not streams or len(streams) > MAX_PARTITIONS:
+        raise LinkError(f"destination: super stream {super_stream!r} has {len(streams)} "
+                        f"partitions (1 to {MAX_PARTITIONS} can be published to)",
+                        side="destination")
+    return streams
