@@ -423,8 +423,9 @@ class StreamsClient(asyncio.Protocol):
             return
         self._silent = not self._heard and not self._read_holds
         self._heard = False
-        if not self._wrote:
-            self._write(frame(HEARTBEAT, b""))
+        t = self._transport
+        if not self._wrote and t is not None and not t.is_closing():
+            t.write(frame(HEARTBEAT, b""))  # at once: a flush would count as our writing
         self._wrote = False
         self._timers = [self._loop.call_later(self.heartbeat, self._beat)]
 

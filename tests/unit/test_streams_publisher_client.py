@@ -221,3 +221,26 @@ def test_a_refused_connection_names_the_address() -> None:
             await connect(host="127.0.0.1", port=1, username="u", password=SECRET, vhost="/")
 
     asyncio.run(main())
+
+
+def test_an_idle_client_sends_a_heartbeat_every_interval() -> None:
+    beats: list[float] = []
+
+    async def script(side: PeerSide) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        while loop.time() - start < 3.5:
+            data = await side.read_frame()
+            if struct.unpack_from(">H", data, 4)[0] == 0x0017:
+                beats.append(loop.time() - start)
+                side.send(frame(0x0017, b""))  # heard from the peer too
+
+    async def main() -> None:
+        server, client = await _client(script, heartbeat=1)
+        await asyncio.sleep(3.6)
+        assert not client.closed.done()
+        client.abort()
+        server.close()
+
+    asyncio.run(main())
+    assert len(beats) >= 3, beats

@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from ...amqp10.codec import DecodeError
 from ...amqp10.message import Message, complete
 from ...amqp10.values import Symbol
 from ...dataplane.api import Delivered
@@ -128,7 +129,7 @@ def _integer(message: Delivered | Message, kind: str, name: str) -> int | None:
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
     try:
         full = complete(message)
-    except Exception:  # an undecodable bare message carries nothing usable
+    except DecodeError:  # an undecodable bare message carries nothing usable
         return None
     if kind == MESSAGE_ID:
         value = full.properties.message_id if full.properties is not None else None
