@@ -10,6 +10,7 @@ from pumpd.amqp10.values import Int, Symbol, Timestamp, UByte
 from pumpd.dataplane.api import Delivered
 from pumpd.dataplane.properties import encode_properties
 from pumpd.engine.endpoint import Unforwardable
+from pumpd.engine.queue_names import producer_reference
 from pumpd.engine.streams.publishing_ids import PublishingIds, parse_mode
 from pumpd.streams.amqp091_form import UnstorableMessage, stored_form
 from pumpd.streams.routing import SEED, murmur3_32, partition
@@ -99,3 +100,11 @@ def test_the_routing_hash_is_the_one_rabbitmqs_stream_clients_use(key: bytes) ->
     mmh3 = pytest.importorskip("mmh3")  # rstream's dependency: the clients' own hash
     assert murmur3_32(key) == mmh3.hash(key, SEED, signed=False)
     assert partition(key, 3) == mmh3.hash(key, SEED, signed=False) % 3
+
+
+def test_the_producer_name_is_the_positions_and_fits_255_bytes() -> None:
+    assert producer_reference(None, "orders", 0) == "pumpd.producer.orders.0"
+    assert producer_reference("eu", "orders", 2) == "pumpd.producer.eu.orders.2"
+    long = producer_reference("eu", "ö" * 300, 1)
+    assert len(long.encode()) <= 255 and long.endswith(".1")
+    assert long != producer_reference("eu", "ö" * 299 + "x", 1)
