@@ -6,6 +6,7 @@ same checks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
@@ -35,6 +36,7 @@ from .model import (
 from .spec import (
     ENDPOINT,
     PUBLISH_FIELDS,
+    PUBLISHING_ID_PATTERN,
     SHOVEL,
     UNDELIVERABLE,
     common_names,
@@ -63,6 +65,7 @@ from .vocabulary import (
     BIT,
     DECLARATION_METHODS,
     LEGACY_DYNAMIC_KEYS,
+    PROTOCOLS,
     REQUIRED_FIELDS,
     SHORTSTR,
     USES_LAST_QUEUE,
@@ -191,9 +194,15 @@ def _declaration(ctx: Context, clause: str, item: object, declared_queue: bool) 
     return Declaration(method, fields, if_missing=if_missing)
 
 
-# How messages name a protocol, and the other protocol of each.
-PROTOCOL_NAMES = {Protocol.AMQP091: "AMQP 0-9-1", Protocol.AMQP10: "AMQP 1.0"}
+# How messages name a protocol, and the other protocol of each wire.
+PROTOCOL_NAMES = {Protocol.AMQP091: "AMQP 0-9-1", Protocol.AMQP10: "AMQP 1.0",
+                  Protocol.STREAM: "stream"}
 OTHER_PROTOCOL = {Protocol.AMQP091: Protocol.AMQP10, Protocol.AMQP10: Protocol.AMQP091}
+
+
+def other_protocols(protocol: Protocol) -> tuple[Protocol, ...]:
+    """Every protocol but ``protocol``: their keys are refused on its side."""
+    return tuple(p for p in Protocol if p is not protocol)
 # What a side of the other protocol has instead of a key, where a hint helps.
 _INSTEAD = {
     "queue": "an AMQP 1.0 source receives from its address",
@@ -212,22 +221,65 @@ _INSTEAD = {
 
 
 def refuse_other_protocol(ctx: Context, where: str, key: str, side: str,
-                          protocol: Protocol) -> NoReturn:
-    """A key of the other protocol given on a side of ``protocol``: refused by name (as the
-    plugin refuses it: it validates each side against its protocol's keys)."""
-    other = PROTOCOL_NAMES[OTHER_PROTOCOL[protocol]]
+                          protocol: Protocol, owner: Protocol | None = None) -> NoReturn:
+    """A key of another protocol (``owner``; None: the other wire's) given on a side of
+    ``protocol``: refused by name (as the plugin refuses it: it validates each side against its
+    protocol's keys)."""
+    other = PROTOCOL_NAMES[owner if owner is not None else OTHER_PROTOCOL[protocol]]
+    article = "an" if other.startswith("AMQP") else "a"
     hint = f" ({_INSTEAD[key]})" if key in _INSTEAD else ""
-    ctx.fail(where, f"belongs to an {other} {side}, and this {side}'s protocol is "
+    ctx.fail(where, f"belongs to {article} {other} {side}, and this {side}'s protocol is "
                     f"{protocol.value}{hint}")
 
 
-def read_protocol(ctx: Context, clause: str, value: object) -> Protocol:
-    """A side's protocol: amqp091 or amqp10 (the plugin's 4.x "local" runs inside the broker)."""
-    allowed = ENDPOINT["protocol"].enum
+def read_protocol(ctx: Context, clause: str, value: object, side: str = "destination"
+                  ) -> Protocol:
+    """A side's protocol: amqp091 or amqp10, or for a destination stream (the plugin's 4.x
+    "local" runs inside the broker)."""
+    allowed = ENDPOINT["protocol"].enum if side == "destination" else PROTOCOLS
     if value == "local":
         ctx.fail(clause, "local shovels run inside the broker (the plugin's in-broker protocol): "
                          f"pumpd connects over the network; use {' or '.join(allowed)}")
+    if value == Protocol.STREAM.value and side == "source":
+        ctx.fail(clause, "a stream is a destination only: read a stream source as an AMQP 0-9-1 "
+                         "queue (consumer_args x-stream-offset) or an AMQP 1.0 address")
     return Protocol(enum_value(ctx, clause, value, allowed))
+
+
+def read_publishing_id(ctx: Context, clause: str, value: object) -> str:
+    """A stream destination's publishing ids: "source-offset", "none", "message_id" or
+    "header:NAME"."""
+    text = shortstr_value(ctx, clause, value)
+    if not re.match(PUBLISHING_ID_PATTERN, text):
+        ctx.fail(clause, f"{text!r} is not a publishing id: give \"source-offset\", \"none\", "
+                         "\"message_id\" or \"header:NAME\"")
+    return text
+
+
+def read_stream_port(ctx: Context, clause: str, value: object) -> int | None:
+    if value is None:
+        return None
+    return int_value(ctx, clause, value, *ENDPOINT["stream_port"].int_bounds())
+
+
+def read_stream_name(ctx: Context, clause: str, value: object) -> str:
+    name = shortstr_value(ctx, clause, value)
+    if not name:
+        ctx.fail(clause, "must not be empty")
+    return name
+
+
+def read_stream_target(ctx: Context, prefix: str, obj: Mapping[str, Any], stream: str,
+                       super_stream: str) -> tuple[str | None, str | None]:
+    """A stream destination's stream or super stream (exactly one), under the keys
+    ``stream`` / ``super_stream`` (``prefix`` names where they are, for errors)."""
+    if (stream in obj) == (super_stream in obj):
+        ctx.fail(f"{prefix}{stream}", f"give exactly one of '{stream}' (a stream) and "
+                                      f"'{super_stream}' (a super stream) with a stream "
+                                      "destination")
+    if stream in obj:
+        return read_stream_name(ctx, f"{prefix}{stream}", obj[stream]), None
+    return None, read_stream_name(ctx, f"{prefix}{super_stream}", obj[super_stream])
 
 
 def _endpoint(ctx: Context, clause: str, side: str, value: object) -> Endpoint:
@@ -240,14 +292,23 @@ def _endpoint(ctx: Context, clause: str, side: str, value: object) -> Endpoint:
     obj = object_value(ctx, clause, value)
     check_keys(ctx, f"{clause}.", obj, ENDPOINT.names(), "unknown key")
     protocol = read_protocol(ctx, f"{clause}.protocol",
-                             obj.get("protocol", ENDPOINT["protocol"].default_value()))
-    for key in endpoint_keys(OTHER_PROTOCOL[protocol].value):
-        if key in obj:
-            refuse_other_protocol(ctx, f"{clause}.{key}", key, side, protocol)
+                             obj.get("protocol", ENDPOINT["protocol"].default_value()), side)
+    for other in other_protocols(protocol):
+        for key in endpoint_keys(other.value):
+            if key in obj:
+                refuse_other_protocol(ctx, f"{clause}.{key}", key, side, protocol, other)
     if "brokers" in obj and "broker" in obj:
         ctx.fail(clause, "give 'brokers' (a list) or 'broker' (one URI), not both")
     if "brokers" not in obj and "broker" not in obj:
         ctx.fail(clause, "missing 'brokers' (a list of URIs) or 'broker' (one URI)")
+    if protocol is Protocol.STREAM:
+        stream, super_stream = read_stream_target(ctx, f"{clause}.", obj, "stream",
+                                                  "super_stream")
+        return Endpoint(
+            brokers=(read_uri_list(ctx, f"{clause}.brokers", obj["brokers"]) if "brokers" in obj
+                     else (read_uri(ctx, f"{clause}.broker", obj["broker"]),)),
+            protocol=protocol, stream=stream, super_stream=super_stream,
+            stream_port=read_stream_port(ctx, f"{clause}.stream_port", obj.get("stream_port")))
     if protocol is Protocol.AMQP10:
         amqp10_brokers = (read_amqp10_uri_list(ctx, f"{clause}.brokers", obj["brokers"])
                           if "brokers" in obj
@@ -473,9 +534,10 @@ def read_static_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     source = _endpoint(ctx, "sources", "source", obj["sources"])
     destination = _endpoint(ctx, "destinations", "destination", obj["destinations"])
     for side, endpoint in (("source", source), ("destination", destination)):
-        for key in side_keys(side, OTHER_PROTOCOL[endpoint.protocol].value, dynamic=False):
-            if key in obj:
-                refuse_other_protocol(ctx, key, key, side, endpoint.protocol)
+        for other in other_protocols(endpoint.protocol):
+            for key in side_keys(side, other.value, dynamic=False):
+                if key in obj:
+                    refuse_other_protocol(ctx, key, key, side, endpoint.protocol, other)
     amqp10_source = source.protocol is Protocol.AMQP10
     if not amqp10_source and "queue" not in obj:
         ctx.fail("queue", "missing (it is mandatory): the AMQP 0-9-1 source queue to consume "
@@ -523,6 +585,8 @@ def read_static_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
                                         obj.get("add_timestamp_header",
                                                 SHOVEL["add_timestamp_header"].default_value())),
         **read_amqp10_message_maps(ctx, obj, {name: name for name in AMQP10_MESSAGE_MAPS}),
+        publishing_id=(read_publishing_id(ctx, "publishing_id", obj["publishing_id"])
+                       if "publishing_id" in obj else ""),
         **read_common_clauses(ctx, obj, source.protocol),
     )
 

@@ -20,15 +20,18 @@ from .amqp10_clauses import (
     warn_undeclared,
 )
 from .clauses import (
-    OTHER_PROTOCOL,
+    other_protocols,
     read_common_clauses,
     read_consumer,
     read_delete_after,
     read_delete_after_duration,
     read_protocol,
     read_publish_properties,
+    read_publishing_id,
     read_reconnect_delay,
     read_stall_timeout,
+    read_stream_port,
+    read_stream_target,
     refuse_other_protocol,
     side_uris,
 )
@@ -77,7 +80,7 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
 
     :raises ConfigError: on the first bad key.
     """
-    protocols = {side: read_protocol(ctx, key, obj.get(key, _default(key)))
+    protocols = {side: read_protocol(ctx, key, obj.get(key, _default(key)), side)
                  for side, (_, _, key) in SIDES.items()}
     _check_dynamic_keys(ctx, obj, protocols)
     _warn_dynamic_ignored(ctx, obj, protocols)
@@ -100,6 +103,13 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     publish_exchange = publish_routing_key = None
     if protocols["destination"] is Protocol.AMQP10:
         destination = _amqp10_side(ctx, obj, "dest", Protocol.AMQP10)
+    elif protocols["destination"] is Protocol.STREAM:
+        stream, super_stream = read_stream_target(ctx, "", obj, "dest-stream",
+                                                  "dest-super-stream")
+        destination = Endpoint(
+            side_uris(ctx, "dest-uri", obj["dest-uri"], Protocol.AMQP091, _URIS)[0],
+            protocol=Protocol.STREAM, stream=stream, super_stream=super_stream,
+            stream_port=read_stream_port(ctx, "dest-stream-port", obj.get("dest-stream-port")))
     else:
         dest_decls, publish_exchange, publish_routing_key = _dynamic_destination(ctx, obj)
         destination = Endpoint(side_uris(ctx, "dest-uri", obj["dest-uri"], Protocol.AMQP091,
@@ -147,6 +157,8 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
         internal=bool_value(ctx, "internal", obj.get("internal", _default("internal"))),
         internal_owner=_internal_owner(ctx, obj.get("internal_owner")),
         **read_amqp10_message_maps(ctx, obj, _AMQP10_MESSAGE_MAPS),
+        publishing_id=(read_publishing_id(ctx, "dest-publishing-id", obj["dest-publishing-id"])
+                       if "dest-publishing-id" in obj else ""),
         **read_common_clauses(ctx, obj, protocols["source"]),
     )
 
@@ -197,9 +209,10 @@ def _check_dynamic_keys(ctx: Context, obj: Mapping[str, Any],
     """
     check_keys(ctx, "", obj, DYNAMIC_ALL, "unknown key")
     for side, protocol in protocols.items():
-        for key in side_keys(side, OTHER_PROTOCOL[protocol].value, dynamic=True):
-            if key in obj:
-                refuse_other_protocol(ctx, key, key, side, protocol)
+        for other in other_protocols(protocol):
+            for key in side_keys(side, other.value, dynamic=True):
+                if key in obj:
+                    refuse_other_protocol(ctx, key, key, side, protocol, other)
     for legacy, current in LEGACY_DYNAMIC_KEYS.items():
         if legacy in obj and current in obj:
             ctx.fail(legacy, f"give {current!r} or its legacy name {legacy!r}, not both")

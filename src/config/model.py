@@ -34,6 +34,7 @@ class Protocol(str, enum.Enum):
 
     AMQP091 = "amqp091"
     AMQP10 = "amqp10"
+    STREAM = "stream"  # a destination only: a RabbitMQ stream over the streams protocol
 
 
 class SaslMechanism(str, enum.Enum):
@@ -289,6 +290,13 @@ class Endpoint:
     # names, best effort (RabbitMQ's AMQP management, default queue arguments): what a dynamic
     # shovel does unless src-predeclared / dest-predeclared; a static one never does.
     declare_address_queue: bool = False
+    # A stream destination (protocol "stream"): the stream, and the streams protocol's port
+    # on the brokers (None: 5552, 5551 for amqps); its brokers are AMQP URIs for the host,
+    # credentials, vhost and TLS.
+    stream: str | None = None
+    stream_port: int | None = None
+    # or a super stream: its partitions (from the broker), one publisher each
+    super_stream: str | None = None
 
     @property
     def uris(self) -> tuple[BrokerURI | Amqp10URI, ...]:
@@ -312,6 +320,10 @@ class Endpoint:
         """The brokers, passwords redacted (and an AMQP 1.0 side's address), as status and
         ``pumpd check`` show them."""
         brokers = ", ".join(b.redacted() for b in self.uris)
+        if self.stream is not None:
+            return f"{brokers} stream {redact(self.stream)!r}"
+        if self.super_stream is not None:
+            return f"{brokers} super stream {redact(self.super_stream)!r}"
         if self.address is None:
             return brokers
         return f"{brokers} address {redact(self.address)!r}"
@@ -427,6 +439,10 @@ class ShovelConfig:
     amqp10_properties: Mapping[str, str | int] = field(default_factory=dict)
     amqp10_application_properties: Mapping[str, str] = field(default_factory=dict)
     amqp10_message_annotations: Mapping[str, str] = field(default_factory=dict)
+    # A stream destination's publishing ids (engine/streams/publishing_ids.py): "source-offset",
+    # "none", "message_id" or "header:NAME"; "" is the default: source-offset for a stream
+    # source, none otherwise.
+    publishing_id: str = ""
     # The plugin 4.x's protected shovels ("internal": true): the HTTP API deletes or replaces
     # one only when forced, as `rabbitmqctl delete_shovel --force`; "internal_owner" names the
     # queue or exchange it belongs to (information only).

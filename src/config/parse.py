@@ -93,6 +93,12 @@ def _check_shovel(ctx: Context, shovel: ShovelConfig, delete_after_clause: str,
         ctx.fail("undeliverable", f"unroutable {shovel.undeliverable.unroutable.value!r} needs "
                                   "publish_fields.mandatory true: without it the destination "
                                   "drops unroutable messages without telling")
+    if shovel.destination.protocol is Protocol.STREAM:
+        for clause, given in (("add_forward_headers", shovel.add_forward_headers),
+                              ("add_timestamp_header", shovel.add_timestamp_header)):
+            if given:
+                ctx.fail(clause, "a stream destination adds no headers: a RabbitMQ 3.x stream "
+                                 "would not give the x-shovelled table back")
     if shovel.workers > 1 and amqp091_source:
         # Competing consumers must share one named queue; a server-named or exclusive queue
         # would give each worker its own copy of every message, or lock the others out.
@@ -258,6 +264,12 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
             return {"protocol": ep.protocol.value,
                     "brokers": [format_uri(u) for u in ep.amqp10_brokers],
                     "address": ep.address, "predeclared": not ep.declare_address_queue}
+        if ep.protocol is Protocol.STREAM:
+            return {"protocol": ep.protocol.value,
+                    "brokers": [format_uri(u) for u in ep.brokers],
+                    **({"stream": ep.stream} if ep.stream is not None
+                       else {"super_stream": ep.super_stream}),
+                    **({"stream_port": ep.stream_port} if ep.stream_port is not None else {})}
         out: dict[str, Any] = {"brokers": [format_uri(u) for u in ep.brokers]}
         decls: list[Any] = []
         for d in ep.declarations:
@@ -311,5 +323,6 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
             ("amqp10_properties", shovel.amqp10_properties),
             ("amqp10_application_properties", shovel.amqp10_application_properties),
             ("amqp10_message_annotations", shovel.amqp10_message_annotations)) if value},
+        **({"publishing_id": shovel.publishing_id} if shovel.publishing_id else {}),
         "undeliverable": undeliverable,
     }

@@ -44,12 +44,14 @@ from .vocabulary import (
     BASIC_PROPERTIES,
     BIT,
     DECLARATION_METHODS,
+    DESTINATION_PROTOCOLS,
     INTERNAL_OWNER_KINDS,
     LONGLONG,
     OCTET,
     PROTOCOLS,
     REQUIRED_FIELDS,
     SHORTSTR,
+    STREAM_PROTOCOL,
 )
 
 __all__ = ["CLUSTER", "DYNAMIC", "ENDPOINT", "FILE", "GROUPS", "INTERNAL_OWNER", "PUBLISH_FIELDS",
@@ -115,7 +117,8 @@ class Clause:
     the dynamic form spells them; ``cli`` the daemon's options that give it on the command line (the first is its name, the
     others aliases);
     ``group`` the clauses of an ``object`` (or of an ``undeliverable`` object);
-    ``protocol`` the one protocol of a side the clause belongs to ("amqp091" or "amqp10"; None:
+    ``protocol`` the one protocol of a side the clause belongs to ("amqp091", "amqp10" or
+    "stream", a destination's only; None:
     both), and ``side`` that side ("source" or "destination") for a shovel's clause (an
     endpoint's clause is its endpoint's; a dynamic key's side is its prefix's). A clause of one
     protocol is refused by name on a side of the other.
@@ -232,6 +235,8 @@ class Group:
 
 
 _SECONDS = "seconds"
+#: what a publishing_id clause holds (engine/streams/publishing_ids.py reads it)
+PUBLISHING_ID_PATTERN = "^(source-offset|none|message_id|header:.+)$"
 _BYTES = "bytes of UTF-8"
 
 FILE = Group("file", "The file", (
@@ -330,6 +335,13 @@ SHOVEL = Group("shovel", "A shovel", (
     Clause("amqp10_message_annotations", "strings", "AMQP 1.0 message annotations set on every "
            "message sent, by symbol.", {}, dynamic="dest-message-annotations", empty_list=True,
            protocol="amqp10", side="destination"),
+    Clause("publishing_id", "string", "A stream destination's publishing ids, by which the "
+           'stream drops what it stored before: "source-offset" (a stream source\'s offset '
+           'plus 1), "message_id", "header:NAME" (a strictly increasing integer per source), '
+           'or "none" (no deduplication).',
+           NoDefault('"source-offset" for a stream source, "none" otherwise'), 4,
+           MAX_SHORTSTR, unit=_BYTES, pattern=PUBLISHING_ID_PATTERN,
+           dynamic="dest-publishing-id", protocol=STREAM_PROTOCOL, side="destination"),
     Clause("workers", "integer", "Worker positions of this shovel, competing consumers on its "
            "source queue (a process each, by default).", 1, 1, MAX_WORKERS, unit="positions",
            dynamic="workers", cli=("--workers",)),
@@ -350,8 +362,11 @@ SHOVEL = Group("shovel", "A shovel", (
 ENDPOINT = Group("endpoint", '"sources" and "destinations"', (
     "The brokers of one side, picked from at random on each connection, and the declarations "
     "made on each connection (AMQP 0-9-1), or the address to attach to (AMQP 1.0)."), (
-    Clause("protocol", "enum", "The side's protocol.", PROTOCOLS[0], enum=PROTOCOLS),
-    Clause("brokers", "uris", "The side's brokers, AMQP URIs of its protocol.",
+    Clause("protocol", "enum", 'The side\'s protocol; "stream" (a RabbitMQ stream, over the '
+           "streams protocol) for a destination only.", PROTOCOLS[0],
+           enum=DESTINATION_PROTOCOLS),
+    Clause("brokers", "uris", "The side's brokers, AMQP URIs of its protocol (a stream "
+           "destination's: AMQP 0-9-1 URIs, for the host, credentials, vhost and TLS).",
            NoDefault('give "brokers" or "broker"'), 1, MAX_BROKERS, unit="URIs"),
     Clause("broker", "uri", "The side's one broker.", NoDefault('give "brokers" or "broker"'),
            maximum=MAX_URI, unit="characters"),
@@ -365,6 +380,17 @@ ENDPOINT = Group("endpoint", '"sources" and "destinations"', (
     Clause("predeclared", "boolean", 'Leave the queue that a "/queues/NAME" address names as it '
            "is; false declares it before attaching, as a dynamic shovel does.", True,
            protocol="amqp10"),
+    Clause("stream", "string", "The stream a stream destination publishes to; it must exist.",
+           NoDefault('required with protocol stream, unless "super_stream" is given',
+                     required_with_protocol=True), 1,
+           MAX_SHORTSTR, unit=_BYTES, protocol=STREAM_PROTOCOL, side="destination"),
+    Clause("super_stream", "string", "Instead of a stream, the super stream whose partitions a "
+           "stream destination publishes to, each message to the partition its routing key "
+           "hashes to.", NoDefault('give "stream" or "super_stream"'), 1, MAX_SHORTSTR,
+           unit=_BYTES, protocol=STREAM_PROTOCOL, side="destination"),
+    Clause("stream_port", "integer", "The streams protocol's port on the destination brokers.",
+           NoDefault("5552, or 5551 with an amqps URI"), 1, 65535, unit="port",
+           protocol=STREAM_PROTOCOL, side="destination"),
 ), exactly_one=(("brokers", "broker"),))
 
 PUBLISH_FIELDS = Group("publish_fields", '"publish_fields"', (
@@ -422,7 +448,8 @@ DYNAMIC = Group("dynamic", "A shovel in a dynamic shovel's names", (
            False),
     Clause("dest-uri", "uri or uris", "The destination broker, or a list of them.", REQUIRED,
            1, MAX_BROKERS, unit="URIs"),
-    Clause("dest-protocol", "enum", "The destination's protocol.", _091, enum=PROTOCOLS),
+    Clause("dest-protocol", "enum", 'The destination\'s protocol; "stream" is a RabbitMQ '
+           "stream over the streams protocol.", _091, enum=DESTINATION_PROTOCOLS),
     Clause("dest-queue", "string", "Publish to this queue through the default exchange; it is "
            "declared durable when missing.", NoDefault("the message's own routing"), 1,
            MAX_SHORTSTR, unit=_BYTES, protocol=_091, side=_DEST),
@@ -437,6 +464,17 @@ DYNAMIC = Group("dynamic", "A shovel in a dynamic shovel's names", (
     Clause("dest-address", "string", "The AMQP 1.0 address the destination's link sends to.",
            NoDefault("required with dest-protocol amqp10", required_with_protocol=True), 1,
            MAX_ADDRESS, unit=_BYTES, protocol=_10, side=_DEST),
+    Clause("dest-stream", "string", "The stream a stream destination publishes to; it must "
+           "exist.", NoDefault('required with dest-protocol stream, unless "dest-super-stream" '
+                               "is given", required_with_protocol=True),
+           1, MAX_SHORTSTR, unit=_BYTES, protocol=STREAM_PROTOCOL, side=_DEST),
+    Clause("dest-super-stream", "string", "Instead of a stream, the super stream whose "
+           "partitions a stream destination publishes to, each message to the partition its "
+           "routing key hashes to.", NoDefault('give "dest-stream" or "dest-super-stream"'), 1,
+           MAX_SHORTSTR, unit=_BYTES, protocol=STREAM_PROTOCOL, side=_DEST),
+    Clause("dest-stream-port", "integer", "The streams protocol's port on the destination "
+           "brokers.", NoDefault("5552, or 5551 with an amqps URI"), 1, 65535, unit="port",
+           protocol=STREAM_PROTOCOL, side=_DEST),
     Clause("dest-predeclared", "boolean", "Only check that the destination queue exists, never "
            'declare it; AMQP 1.0: leave the queue a "/queues/NAME" address names alone.',
            False),
@@ -570,7 +608,7 @@ def _names_text(clause: Clause) -> str:
     return "; ".join(names)
 
 
-_PROTOCOL_NAMES = {"amqp091": "AMQP 0-9-1", "amqp10": "AMQP 1.0"}
+_PROTOCOL_NAMES = {"amqp091": "AMQP 0-9-1", "amqp10": "AMQP 1.0", STREAM_PROTOCOL: "stream"}
 
 
 def _only_text(clause: Clause) -> str:
@@ -793,6 +831,31 @@ def _is_amqp10(key: str) -> dict[str, Any]:
     return {"properties": {key: {"const": PROTOCOLS[1]}}, "required": [key]}
 
 
+def _stream_rule(is_stream: dict[str, Any], own: list[tuple[str, Clause]],
+                 others: list[str]) -> dict[str, Any]:
+    """A stream destination's keys: with protocol stream its own (the required ones required)
+    and none of the other protocols'; else none of its own."""
+    then = _forbidden(others)
+    names = {n for n, _ in own}
+    required = [n for n, c in own if c.required_with_protocol]
+    for target, instead in _STREAM_TARGETS:
+        if target in required and instead in names:  # one or the other
+            required.remove(target)
+            then.append({"oneOf": [{"required": [target]}, {"required": [instead]}]})
+    if required:
+        then.append({"required": required})
+    return {"if": is_stream, "then": {"allOf": then} if then else {},
+            "else": {"allOf": _forbidden([n for n, _ in own])}}
+
+
+# a stream destination's target: a stream, or instead a super stream
+_STREAM_TARGETS = (("stream", "super_stream"), ("dest-stream", "dest-super-stream"))
+
+
+def _is_stream(key: str) -> dict[str, Any]:
+    return {"properties": {key: {"const": STREAM_PROTOCOL}}, "required": [key]}
+
+
 def _static_shovel() -> dict[str, Any]:
     schema = _object_schema([(c.name, c) for c in SHOVEL], group=SHOVEL)
     rules = schema.setdefault("allOf", [])
@@ -803,6 +866,10 @@ def _static_shovel() -> dict[str, Any]:
             [(n, SHOVEL[n]) for n in side_keys(side, PROTOCOLS[1], dynamic=False)], [],
             _amqp10_source_rules("prefetch_count", "delete_after") if side == "source"
             else None))
+    rules.append(_stream_rule(
+        {"properties": {"destinations": _is_stream("protocol")}, "required": ["destinations"]},
+        [(n, SHOVEL[n]) for n in side_keys("destination", STREAM_PROTOCOL, dynamic=False)],
+        [n for p in PROTOCOLS for n in side_keys("destination", p, dynamic=False)]))
     return schema
 
 
@@ -811,6 +878,9 @@ def _endpoint() -> dict[str, Any]:
     schema.setdefault("allOf", []).append(_protocol_rule(
         _is_amqp10("protocol"), [(n, ENDPOINT[n]) for n in endpoint_keys(PROTOCOLS[0])],
         [(n, ENDPOINT[n]) for n in endpoint_keys(PROTOCOLS[1])], []))
+    schema["allOf"].append(_stream_rule(
+        _is_stream("protocol"), [(n, ENDPOINT[n]) for n in endpoint_keys(STREAM_PROTOCOL)],
+        [n for p in PROTOCOLS for n in endpoint_keys(p)]))
     return schema
 
 
@@ -831,6 +901,10 @@ def _dynamic_shovel() -> dict[str, Any]:
             _group_rules(DYNAMIC, amqp091),
             _amqp10_source_rules("src-prefetch-count", "src-delete-after") if side == "source"
             else None))
+    rules.append(_stream_rule(
+        _is_stream("dest-protocol"),
+        [(n, by_name[n]) for n in side_keys("destination", STREAM_PROTOCOL, dynamic=True)],
+        [n for p in PROTOCOLS for n in side_keys("destination", p, dynamic=True)]))
     schema["allOf"] = rules
     return schema
 

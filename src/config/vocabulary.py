@@ -20,6 +20,7 @@ __all__ = [
     "BASIC_PROPERTIES",
     "BIT",
     "DECLARATION_METHODS",
+    "DESTINATION_PROTOCOLS",
     "DYNAMIC_KEYS",
     "INTERNAL_OWNER_FIELDS",
     "INTERNAL_OWNER_KINDS",
@@ -32,6 +33,7 @@ __all__ = [
     "SHORTSTR",
     "STATIC_CLAUSES",
     "STATIC_EXTRAS",
+    "STREAM_PROTOCOL",
     "TABLE",
     "TLS_VERSIONS",
     "USES_LAST_QUEUE",
@@ -110,6 +112,10 @@ LEGACY_DYNAMIC_KEYS = {"prefetch-count": "src-prefetch-count", "delete-after": "
 # The protocols of a shovel's side (src-protocol / dest-protocol, the static format's
 # {protocol, ...}), the first the default. The plugin 4.x also has "local" (inside the broker).
 PROTOCOLS = ("amqp091", "amqp10")
+# pumpd's own protocol of a destination: a RabbitMQ stream over the streams protocol (its
+# brokers given by AMQP URIs), and the protocols a destination may have.
+STREAM_PROTOCOL = "stream"
+DESTINATION_PROTOCOLS = (*PROTOCOLS, STREAM_PROTOCOL)
 # Keys only a side of one protocol has: the plugin validates each side against its protocol's
 # list (rabbit_amqp091_shovel / rabbit_amqp10_shovel: validate_src_funs, validate_dest_funs) and
 # refuses any other key as unrecognised. The legacy pre-3.7 names are AMQP 0-9-1's only.

@@ -51,6 +51,7 @@ __all__ = [
     "MessageSource",
     "Path",
     "PathHooks",
+    "PositionedDestination",
     "Settlement",
     "Source",
     "Unforwardable",
@@ -326,6 +327,20 @@ class MessageDestination(Destination, Protocol):
     def on_returned(self, callback: Callable[[Returned], None]) -> None:
         """``callback(returned)`` for a message the peer sent back as unroutable (AMQP 0-9-1
         basic.return, with ``mandatory``), before that message's settlement is reported."""
+        ...
+
+
+@runtime_checkable
+class PositionedDestination(MessageDestination, Protocol):
+    """A destination that stores where the source stands: a stream whose named producer's
+    publishing ids are the source's offsets (``streams/publishing_ids.py``)."""
+
+    async def resume_offset(self) -> int | None:
+        """The source offset to resume at, right after the last one the destination stored
+        (None: it stored none, and the source starts as it would without it).
+
+        :raises LinkError: the destination cannot be asked
+        """
         ...
 
 

@@ -35,6 +35,7 @@ class LeaseSpec:
 
     name: str
     retry: float = 2.0  # seconds, jittered by +-25 %
+    group: str | None = None  # the group's name (a stream destination's producer carries it)
 
 
 class LeaseGate(Protocol):

@@ -26,6 +26,7 @@ from .ending import Outcome
 from .lease import ALWAYS, LeaseGate, LeaseRefused, LeaseSpec, watch_gate
 from .link_errors import LinkError
 from .pausing import PauseSwitch
+from .queue_names import producer_reference
 from .session import Session, SessionEnded
 from .session_watch import SessionWatch
 from .status import Counters, State, StatusSink
@@ -59,6 +60,7 @@ class Pump:
     :param lease: run as a position of a group: only while holding this lease (engine/lease.py)
     :param gate: the group's say over when to try the lease and when to let it go (default:
         always try, never let go)
+    :param index: the position's number within its shovel (0..workers-1)
     """
 
     def __init__(
@@ -72,9 +74,13 @@ class Pump:
         paused: bool = False,
         lease: LeaseSpec | None = None,
         gate: LeaseGate | None = None,
+        index: int = 0,
     ) -> None:
         self.cfg = cfg
         self.lease = lease
+        # the position's number within its shovel, and so its stream producer's name
+        self.producer = producer_reference(lease.group if lease is not None else None,
+                                           cfg.name, index)
         self._gate = gate or ALWAYS
         self.sink = sink
         self.drain_timeout = drain_timeout
@@ -362,6 +368,7 @@ class Pump:
             client_name=self.client_name,
             careful=self._careful,
             lease=self.lease.name if self.lease is not None else None,
+            producer=self.producer,
         )
 
     async def _one_session(self, stop: asyncio.Event) -> tuple[Outcome, str | None]:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 
 __all__ = ["HASH_CHARS", "LEASE_PREFIX", "MAX_QUEUE_NAME", "info_queue", "lease_queue",
-           "member_queue", "paused_queue", "queue_name", "stream_position_queue"]
+           "member_queue", "paused_queue", "producer_reference", "queue_name",
+           "stream_position_queue"]
 
 MAX_QUEUE_NAME = 255  # bytes of UTF-8: a queue name is an AMQP shortstr
 HASH_CHARS = 16  # hex digits of SHA-256 that stand for a variable part too long to spell out
@@ -50,6 +51,14 @@ def queue_name(head: str, variable: str, tail: str = "") -> str:
 def lease_queue(cluster: str, shovel: str, index: int) -> str:
     """``pumpd.lease.<cluster>.<shovel>.<index>``: the exclusive queue of one position's lease."""
     return queue_name(f"{LEASE_PREFIX}.{cluster}.", shovel, f".{index}")
+
+
+def producer_reference(group: str | None, shovel: str, index: int) -> str:
+    """``pumpd.producer.<group>.<shovel>.<index>`` (no group: ``pumpd.producer.<shovel>.<index>``):
+    a stream destination's named producer, the same on every member of a group and after
+    every restart (the streams protocol bounds a reference to 255 bytes, as a queue name)."""
+    head = f"pumpd.producer.{group}." if group else "pumpd.producer."
+    return queue_name(head, shovel, f".{index}")
 
 
 def stream_position_queue(shovel: str) -> str:

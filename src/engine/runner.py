@@ -90,7 +90,7 @@ async def run_shovels(
     c = cfg.cluster  # a member of a group: one position per shovel here, index 0
     pumps = [Pump(s, st, drain_timeout=drain_timeout,
                   lease=None if c is None else LeaseSpec(lease_queue(c.name, s.name, 0),
-                                                         c.lease_retry))
+                                                         c.lease_retry, c.name))
              for s, st in zip(cfg.shovels.values(), statuses, strict=False)]
     reporter = None
     if status_interval > 0:

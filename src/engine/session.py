@@ -32,7 +32,7 @@ from typing import Any
 from ..config.model import AckMode, Amqp10URI, BrokerURI, ShovelConfig
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
-from .endpoint import Destination, Endpoint, Path, Source
+from .endpoint import Destination, Endpoint, Path, PositionedDestination, Source
 from .fence import Fence, gap_clock
 from .forwarding import relay_options
 from .link_errors import LinkError
@@ -64,9 +64,11 @@ class Session:
         client_name: str = "pumpd",
         careful: int = 0,
         lease: str | None = None,
+        producer: str = "",
     ) -> None:
         self.cfg = cfg
         self._lease = lease  # the lease queue of this position of a group (engine/lease.py)
+        self._producer = producer  # a stream destination's producer name
         self._on_blocked = on_blocked
         self._limit = limit
         self._limit_from_queue_length = limit_from_queue_length
@@ -97,6 +99,8 @@ class Session:
         self.undeliverable = Undeliverable(cfg, self, careful=careful)
         # a stream source: where it is, recorded on the source broker (engine/stream_position.py)
         self._position: StreamPosition | None = None
+        # the source offset a stream destination stored last, plus one: where to resume
+        self._resume: int | None = None
         # Fencing (engine/fence.py). With no_ack the source has let go of every delivery
         # already: publishing it is the only copy, so it is never fenced.
         self._fence = Fence(self.end) if cfg.ack_mode != AckMode.NO_ACK else None
@@ -132,7 +136,7 @@ class Session:
             # the destination nor runs the source declarations.
             await self._connect_source(source_uri, name)
         self.destination = await open_destination(destination_uri, f"{name} (destination)",
-                                                  self.cfg)
+                                                  self.cfg, producer=self._producer)
         self._watch(self.destination, "destination")
         try:
             await self.destination.declare(self.cfg.destination.declarations)
@@ -191,6 +195,12 @@ class Session:
             if await self._position.load() is not None:
                 log.info("shovel %s: stream %r resumes after offset %d (recorded on the source "
                          "broker)", self.cfg.name, self.queue, self._position.saved)
+        if isinstance(self.destination, PositionedDestination):
+            # the destination's own record is exact: it stored every offset up to it
+            self._resume = await self.destination.resume_offset()
+            if self._resume is not None:
+                log.info("shovel %s: %r resumes at offset %d (the destination stream stored "
+                         "the one before)", self.cfg.name, self.queue, self._resume)
         if self.cfg.ack_mode != AckMode.NO_ACK:
             await self.source.credit(1 if careful else self.cfg.prefetch_count)
         if careful:
@@ -221,14 +231,23 @@ class Session:
         self._consumer_tag = await self.source.consume(
             self.queue, no_ack=self.cfg.ack_mode == AckMode.NO_ACK,
             # src-consumer-args / src-consumer-name
-            arguments=self.cfg.consumer_arguments if self._position is None
-            else self._position.consumer_arguments(self.cfg.consumer_arguments),
+            arguments=self._consumer_arguments(),
             consumer_tag=self.cfg.consumer_tag,
         )
         if self._blocked and self.unbounded and self._loop is not None:
             # the destination was blocked (an alarm raised before the shovel started)
             # before the consumer existed to be cancelled: cancel it now.
             self._flow_task = self._loop.create_task(self._source_flow(False))
+
+    def _consumer_arguments(self) -> dict[str, Any]:
+        """basic.consume's arguments: the start offset from the destination's record, else
+        from the source broker's, else as configured."""
+        configured = dict(self.cfg.consumer_arguments)
+        if self._resume is not None:
+            return {**configured, "x-stream-offset": self._resume}
+        if self._position is not None:
+            return self._position.consumer_arguments(configured)
+        return configured
 
     def _watch(self, endpoint: Endpoint, side: str) -> None:
         def closed(fut: asyncio.Future[BaseException]) -> None:

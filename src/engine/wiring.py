@@ -20,8 +20,8 @@ import logging
 import os
 from typing import Any
 
-from ..config.model import Amqp10URI, BrokerURI, ShovelConfig
-from . import amqp10
+from ..config.model import Amqp10URI, BrokerURI, Protocol, ShovelConfig
+from . import amqp10, streams
 from .amqp091 import RelayPath, connect_destination, connect_source
 from .endpoint import (
     ByteDestination,
@@ -35,8 +35,10 @@ from .endpoint import (
 from .link_errors import quiet_pika_errors
 from .message_forms import check_mapping
 from .message_path import MessagePath
+from .stream_position import reads_stream
 
-__all__ = ["PATH_VARIABLE", "open_destination", "open_source", "pair", "prepare_loop"]
+__all__ = ["PATH_VARIABLE", "open_destination", "open_source", "pair", "prepare_loop",
+           "publishing_id"]
 
 log = logging.getLogger("pumpd.wiring")
 
@@ -62,16 +64,31 @@ async def open_source(uri: BrokerURI | Amqp10URI, client_name: str) -> Source:
 
 
 async def open_destination(uri: BrokerURI | Amqp10URI, client_name: str,
-                           cfg: ShovelConfig) -> Destination:
-    """Connect to a destination broker, in the protocol its URI is of. An AMQP 1.0 destination
-    is attached to ``cfg``'s address at once: its settle mode follows the ack mode.
+                           cfg: ShovelConfig, *, producer: str = "") -> Destination:
+    """Connect to a destination broker, in the protocol its URI is of (a stream destination's
+    URI is an AMQP one: the side's protocol says it). An AMQP 1.0 destination is attached to
+    ``cfg``'s address at once: its settle mode follows the ack mode. A stream destination's
+    publisher is declared at once, named ``producer`` when its publishing ids deduplicate.
 
     :raises LinkError: naming the destination side
     """
+    if cfg.destination.protocol is Protocol.STREAM:
+        assert isinstance(uri, BrokerURI)
+        return await streams.open_destination(uri, client_name, cfg, reference=producer,
+                                              publishing_id=publishing_id(cfg))
     if isinstance(uri, Amqp10URI):
         assert cfg.destination.address is not None  # the configuration requires it
         return await amqp10.open_destination(uri, client_name, cfg)
     return await connect_destination(uri, client_name)
+
+
+def publishing_id(cfg: ShovelConfig) -> str:
+    """A stream destination's publishing ids: as configured, else the source's offsets for a
+    stream source and none for a queue."""
+    if cfg.publishing_id:
+        return cfg.publishing_id
+    return "source-offset" if reads_stream(cfg.queue, cfg.consumer_arguments,
+                                           cfg.source.declarations) else "none"
 
 
 def _generic_asked() -> bool:

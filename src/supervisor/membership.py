@@ -116,7 +116,7 @@ def position_spec(opts: Options, s: Shovel, w: Position, *, steered: bool,
     return PositionSpec(shovel=s.definition.cfg, index=w.index, slot=w.slot,
                         drain_timeout=opts.drain_timeout, paused=paused,
                         lease=LeaseSpec(lease_queue(cluster.name, s.name, w.index),
-                                        cluster.lease_retry),
+                                        cluster.lease_retry, cluster.name),
                         steered_grace=cluster.grace if steered else None,
                         member=member_id(opts.state_path))
 

@@ -175,7 +175,8 @@ def make_pump(spec: PositionSpec, sink: SlotSink, gate: SteeredGate | None = Non
     from ..engine.pump import Pump
 
     return Pump(spec.shovel, sink, drain_timeout=spec.drain_timeout,
-                client_name=spec.client_name, lease=spec.lease, gate=gate, paused=spec.paused)
+                client_name=spec.client_name, lease=spec.lease, gate=gate, paused=spec.paused,
+                index=spec.index)
 
 
 async def run_pump(spec: PositionSpec, sink: SlotSink, pump: Pump, stop: asyncio.Event) -> int:

@@ -145,3 +145,27 @@ def test_a_spark_read_with_the_wrong_ca_names_the_problem(spark: Any, node: Loca
     assert f"TLS handshake with 127.0.0.1:{node.stream_tls_port} failed" in msg, msg
     assert "certificate" in msg and PASSWORD not in msg, msg
 
+
+
+def test_a_stream_destination_publishes_over_tls(node: LocalNode, certs: Path) -> None:
+    """A shovel into a stream over the streams protocol's TLS port, its URI an amqps one."""
+    from tests.support.harness import running, shovel
+
+    assert node.stream_tls_port is not None and node.tls_port is not None
+    src = _stream_with(node, 50)
+    dst = f"tls-dst-{uuid.uuid4().hex[:8]}"
+    with blocking_connection(node.uri()) as c:
+        c.channel().queue_declare(dst, durable=True, arguments={"x-queue-type": "stream"})
+    cfg = shovel("tls-dest", sources={"broker": node.uri()}, queue=src,
+                 consumer_args={"x-stream-offset": "first"},
+                 destinations={"protocol": "stream", "stream": dst,
+                               "broker": amqps_uri(node.tls_port, certs),
+                               "stream_port": node.stream_tls_port})
+    with running(cfg) as pumps:
+        pumps.wait_for(lambda: pumps.statuses["tls-dest"].counters.confirmed >= 50, 60,
+                       "50 confirmed")
+    options = _options(amqps_uri(node.tls_port, certs), dst, node.stream_tls_port)
+    with connect(options, "pumpd test") as conn:
+        conn.subscribe(dst, FIRST, credit=10)
+        c = conn.chunk()
+    assert c.first == 0 and b"m0" in c.frame[c.data_at:]

@@ -507,7 +507,7 @@ BAD_DYNAMIC = [
     ({**DYN_MINIMAL, "dest-protocol": "local"}, "dest-protocol",
      "local shovels run inside the broker"),
     ({**DYN_MINIMAL, "dest-protocol": "amqp"}, "dest-protocol",
-     'must be one of amqp091, amqp10, got "amqp"'),
+     'must be one of amqp091, amqp10, stream, got "amqp"'),
     (without(DYN_MINIMAL, "src-uri"), "src-uri", "missing (it is mandatory)"),
     (without(DYN_MINIMAL, "dest-uri"), "dest-uri", "missing (it is mandatory)"),
     (without(DYN_MINIMAL, "src-queue"), "src-queue",

@@ -37,6 +37,13 @@ AMQP10_SOURCE_ENDPOINT: dict[str, Any] = {"+": {"protocol": "amqp10", "address":
                                           "shovel-": ["queue"]}
 DYNAMIC_AMQP10_DESTINATION: dict[str, Any] = {"+": {"dest-protocol": "amqp10",
                                                     "dest-address": "/queues/out"}}
+# What turns the destination of STATIC or DYNAMIC into a stream (an endpoint's clause of a
+# destination only is set on "destinations", with these keys beside it).
+STREAM_DESTINATION: dict[str, Any] = {"+": {"destinations": {
+    "protocol": "stream", "broker": "amqp://dst", "stream": "out"}}}
+STREAM_ENDPOINT: dict[str, Any] = {"+": {"protocol": "stream", "stream": "out"}}
+DYNAMIC_STREAM_DESTINATION: dict[str, Any] = {"+": {"dest-protocol": "stream",
+                                                    "dest-stream": "out"}}
 
 # A valid value other than the default for every clause, with what else the shovel must hold for
 # the value to matter ("+": keys to add, "-": keys to remove; for an endpoint's clause,
@@ -76,12 +83,16 @@ SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("shovel", "amqp10_properties"): ({"user_id": "guest"}, AMQP10_DESTINATION),
     ("shovel", "amqp10_application_properties"): ({"k": "v"}, AMQP10_DESTINATION),
     ("shovel", "amqp10_message_annotations"): ({"x-opt-k": "v"}, AMQP10_DESTINATION),
+    ("shovel", "publishing_id"): ("header:seq", STREAM_DESTINATION),
     ("endpoint", "protocol"): ("amqp10", AMQP10_SOURCE_ENDPOINT),
     ("endpoint", "brokers"): (["amqp://a", "amqp://b"], {"-": ["broker"]}),
     ("endpoint", "broker"): ("amqp://other", {}),
     ("endpoint", "declarations"): (["queue.declare"], {}),
     ("endpoint", "address"): ("/queues/other", AMQP10_SOURCE_ENDPOINT),
     ("endpoint", "predeclared"): (False, AMQP10_SOURCE_ENDPOINT),
+    ("endpoint", "stream"): ("other", STREAM_ENDPOINT),
+    ("endpoint", "stream_port"): (5553, STREAM_ENDPOINT),
+    ("endpoint", "super_stream"): ("parts", {"+": {"protocol": "stream"}}),
     ("publish_fields", "exchange"): ("x", {}),
     ("publish_fields", "routing_key"): ("k", {}),
     ("publish_fields", "mandatory"): (False, {}),
@@ -106,6 +117,9 @@ SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("dynamic", "dest-exchange"): ("x", {}),
     ("dynamic", "dest-exchange-key"): ("k", {}),
     ("dynamic", "dest-predeclared"): (True, {"+": {"dest-queue": "out"}}),
+    ("dynamic", "dest-stream"): ("other", {"+": {"dest-protocol": "stream"}}),
+    ("dynamic", "dest-stream-port"): (5553, DYNAMIC_STREAM_DESTINATION),
+    ("dynamic", "dest-super-stream"): ("parts", {"+": {"dest-protocol": "stream"}}),
     ("dynamic", "internal"): (True, {}),
     ("dynamic", "internal_owner"): (OWNER, {}),
     ("internal_owner", "name"): ("other", {}),
@@ -126,12 +140,19 @@ PROTOCOL_SWITCHES = {("endpoint", "protocol"), ("dynamic", "src-protocol"),
 # comparison: it is refused).
 ALTERNATES: dict[tuple[str, str], Any] = {
     ("shovel", "queue"): "work", ("endpoint", "address"): "/queues/in",
-    ("dynamic", "src-address"): "/queues/in", ("dynamic", "dest-address"): "/queues/out"}
+    ("dynamic", "src-address"): "/queues/in", ("dynamic", "dest-address"): "/queues/out",
+    ("endpoint", "stream"): "out", ("dynamic", "dest-stream"): "out"}
+# A clause that one other clause replaces (one of the two is required): that other clause and a
+# value of it, for the comparison.
+INSTEAD: dict[tuple[str, str], tuple[str, Any]] = {
+    ("endpoint", "super_stream"): ("stream", "out"),
+    ("dynamic", "dest-super-stream"): ("dest-stream", "out")}
 # The dynamic form's keys of a clause that needs an AMQP 1.0 side.
 DYNAMIC_EXTRAS: dict[str, dict[str, Any]] = {
     "amqp10_properties": DYNAMIC_AMQP10_DESTINATION,
     "amqp10_application_properties": DYNAMIC_AMQP10_DESTINATION,
     "amqp10_message_annotations": DYNAMIC_AMQP10_DESTINATION,
+    "publishing_id": DYNAMIC_STREAM_DESTINATION,
 }
 
 
@@ -154,7 +175,8 @@ def document(group: str, name: str, value: Any, extra: dict[str, Any]) -> dict[s
         shovel = patched(STATIC, name, value, extra)
     elif group == "endpoint":
         shovel = {k: v for k, v in STATIC.items() if k not in extra.get("shovel-", ())}
-        shovel["sources"] = patched(STATIC["sources"], name, value, extra)
+        side = _endpoint_side(name)
+        shovel[side] = patched(STATIC[side], name, value, extra)
     elif group in ("publish_fields", "undeliverable"):
         shovel = {**STATIC, group: {name: value}}
     elif group == "dynamic":
@@ -163,6 +185,12 @@ def document(group: str, name: str, value: Any, extra: dict[str, Any]) -> dict[s
         assert group == "internal_owner"
         shovel = {**DYNAMIC, "internal_owner": patched(OWNER, name, value, extra)}
     return {"shovels": {"orders": shovel}}
+
+
+def _endpoint_side(name: str) -> str:
+    """Where an endpoint's clause is set: "destinations" for a destination's only."""
+    known = name in spec.ENDPOINT.names()
+    return "destinations" if known and spec.ENDPOINT[name].side == "destination" else "sources"
 
 
 def clauses() -> list[tuple[str, spec.Clause]]:
@@ -220,6 +248,9 @@ def test_the_reader_reads_each_clause(item: tuple[str, spec.Clause]) -> None:
         other = document(group, clause.name, clause.default, extra)
     elif clause.required_with_protocol:
         other = document(group, clause.name, ALTERNATES[(group, clause.name)], extra)
+    elif (group, clause.name) in INSTEAD:
+        key, value = INSTEAD[(group, clause.name)]
+        other = document(group, key, value, extra)
     elif clause.required:
         other = document(group, clause.name, BASES[group][clause.name], extra)
     elif any(clause.name in names for names in spec_group(group).exactly_one):
@@ -241,7 +272,8 @@ def _without(doc: dict[str, Any], group: str, name: str) -> dict[str, Any]:
         return {**doc, "cluster": {k: v for k, v in doc["cluster"].items() if k != name}}
     shovel = doc["shovels"]["orders"]
     if group == "endpoint":
-        shovel = {**shovel, "sources": {k: v for k, v in shovel["sources"].items() if k != name}}
+        side = _endpoint_side(name)
+        shovel = {**shovel, side: {k: v for k, v in shovel[side].items() if k != name}}
     elif group in ("publish_fields", "undeliverable"):
         shovel = {**shovel, group: {}}
     else:
@@ -318,6 +350,8 @@ def test_every_field_of_the_model_is_set_by_a_clause_of_the_spec() -> None:
     expected = {f for f in model_fields(parse_config({"shovels": {"orders": STATIC}})
                                         .shovels["orders"]) if f not in ("name", "warnings")}
     expected |= {f"cluster.{f.name}" for f in dataclasses.fields(ClusterConfig)}
+    expected -= {"source.stream", "source.stream_port", "source.super_stream"}  # destinations'
+
     assert expected - moved == set()
     assert {f.name for f in dataclasses.fields(ShovelConfig)} >= {"undeliverable"}
     assert {f.name for f in dataclasses.fields(UndeliverablePolicy)} == set(
@@ -334,8 +368,9 @@ def test_the_plugins_vocabulary_is_in_the_spec() -> None:
     assert set(spec.side_keys("destination", "amqp091", dynamic=True)) == set(vocabulary.AMQP091_DEST_KEYS)
     assert set(spec.side_keys("source", "amqp10", dynamic=True)) == set(vocabulary.AMQP10_SOURCE_KEYS)
     assert set(spec.side_keys("destination", "amqp10", dynamic=True)) == set(vocabulary.AMQP10_DEST_KEYS)
-    assert spec.ENDPOINT["protocol"].enum == spec.DYNAMIC["src-protocol"].enum == \
-        spec.DYNAMIC["dest-protocol"].enum == vocabulary.PROTOCOLS
+    assert spec.DYNAMIC["src-protocol"].enum == vocabulary.PROTOCOLS
+    assert spec.ENDPOINT["protocol"].enum == spec.DYNAMIC["dest-protocol"].enum == \
+        (*vocabulary.PROTOCOLS, vocabulary.STREAM_PROTOCOL)
     assert set(spec.PUBLISH_FIELDS.names()) == set(vocabulary.PUBLISH_FIELDS)
     assert spec.INTERNAL_OWNER.names() == vocabulary.INTERNAL_OWNER_FIELDS
     for legacy, current in vocabulary.LEGACY_DYNAMIC_KEYS.items():

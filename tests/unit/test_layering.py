@@ -18,13 +18,14 @@ ALLOWED: dict[str, set[str]] = {
     "importers": {"config", "exitcodes"},
     "dataplane": {"config"},
     "amqp10": {"config", "dataplane"},
-    "engine": {"amqp10", "config", "dataplane", "exitcodes", "version"},
-    "publishing": {"amqp10", "config", "dataplane", "engine"},
-    "group": {"amqp10", "config", "engine"},
-    "supervisor": {"amqp10", "config", "dataplane", "engine", "exitcodes", "group", "logsetup", "version"},
-    "http": {"amqp10", "config", "dataplane", "engine", "exitcodes", "group", "supervisor", "version"},
+    "streams": {"amqp10", "config", "dataplane"},
+    "engine": {"amqp10", "config", "dataplane", "exitcodes", "streams", "version"},
+    "publishing": {"amqp10", "config", "dataplane", "engine", "streams"},
+    "group": {"amqp10", "config", "engine", "streams"},
+    "supervisor": {"amqp10", "config", "dataplane", "engine", "streams", "exitcodes", "group", "logsetup", "version"},
+    "http": {"amqp10", "config", "dataplane", "engine", "streams", "exitcodes", "group", "supervisor", "version"},
     "testing": set(),
-    "spark": {"amqp10", "config", "dataplane", "engine", "publishing", "testing"},
+    "spark": {"amqp10", "config", "dataplane", "engine", "streams", "publishing", "testing"},
 }
 ENTRY_POINTS = {"cli", "demo", "__main__", "__init__"}
 # The native data plane pumpd._fastpath (src/_fastpath.pyx, fixed at the package's top by the

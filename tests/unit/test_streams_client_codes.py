@@ -8,8 +8,8 @@ import socket
 
 import pytest
 from pumpd.spark.read.read_options import parse_read_options
-from pumpd.spark.read.streams.codes import COMMANDS, RESPONSE_CODES, command_name, refusal
 from pumpd.spark.read.streams.protocol import connect
+from pumpd.streams.codes import COMMANDS, RESPONSE_CODES, command_name, refusal
 
 # passwords no error may show (long enough that a stray piece of one would be found)
 PASSWORD = "str3ams-pass-w0rd"

@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from .codes import (
+from ....streams.codes import (
     CLOSE,
     CREDIT,
     DELIVER,
@@ -65,7 +65,7 @@ DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (afte
 class StreamsError(RuntimeError):
     """The broker answered a request with an error code, or with a frame this client cannot
     use. The message names the broker, the vhost, the user and the step, and the code by its
-    name (:mod:`pumpd.spark.read.streams.codes`); never the password."""
+    name (:mod:`pumpd.streams.codes`); never the password."""
 
 
 class StreamsConnectError(ConnectionError):

@@ -2,7 +2,7 @@
 ``rabbit_stream.hrl`` (``rabbitmq_stream_common``) defines them, each code with a sentence; and
 :func:`refusal`, a refused request in words.
 
-Every error of pumpd's streams client names the code the broker gave by its name and says what
+Every error of pumpd's streams clients (the Spark reader's and the engine's publisher) names the code the broker gave by its name and says what
 it means, so that no answer is passed on as a bare number or under another code's meaning.
 """
 
@@ -46,7 +46,15 @@ COMMANDS: dict[int, str] = {
 }
 RESPONSE_BIT = 0x8000
 _KEY = {name: key for key, name in COMMANDS.items()}
-# the commands pumpd's client sends or reads
+# the commands pumpd's clients send or read
+DECLARE_PUBLISHER = _KEY["DECLARE_PUBLISHER"]
+PUBLISH = _KEY["PUBLISH"]
+PUBLISH_CONFIRM = _KEY["PUBLISH_CONFIRM"]
+PUBLISH_ERROR = _KEY["PUBLISH_ERROR"]
+QUERY_PUBLISHER_SEQUENCE = _KEY["QUERY_PUBLISHER_SEQUENCE"]
+DELETE_PUBLISHER = _KEY["DELETE_PUBLISHER"]
+METADATA = _KEY["METADATA"]
+METADATA_UPDATE = _KEY["METADATA_UPDATE"]
 SUBSCRIBE = _KEY["SUBSCRIBE"]
 DELIVER = _KEY["DELIVER"]
 CREDIT = _KEY["CREDIT"]

@@ -1,0 +1,154 @@
+"""The streams protocol's frames as bytes: the requests pumpd's publishing client writes, and a
+bounded reader of what the peer sends (``PROTOCOL.adoc`` of rabbitmq-server's
+``rabbitmq_stream`` plugin).
+
+A frame is ``size`` (uint32, what follows it), ``key`` (uint16: the command, the high bit set
+on a response), ``version`` (uint16), then the command's fields. Strings are an int16 length and
+UTF-8 bytes (-1: null), byte runs an int32 length, arrays an int32 count. Every length and count
+the peer gives is checked against the bytes its frame holds before anything is read or
+allocated: a count cannot promise more elements than the frame has room for.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from .codes import PUBLISH
+
+__all__ = [
+    "HEAD",
+    "PUBLISHED_OVERHEAD",
+    "PUBLISH_OVERHEAD",
+    "FrameReader",
+    "Malformed",
+    "bytes_field",
+    "frame",
+    "publish_frames",
+    "string",
+]
+
+HEAD = struct.Struct(">IHH")  # size, key, version
+_U8 = struct.Struct(">B")
+_U16 = struct.Struct(">H")
+_I16 = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_U64 = struct.Struct(">Q")
+_PUBLISH_HEAD = struct.Struct(">IHHBi")  # size, key, version, publisher id, message count
+_PUBLISHED = struct.Struct(">QI")  # publishing id, message length
+#: the bytes of a publish frame around its messages, and around each message
+PUBLISH_OVERHEAD = _PUBLISH_HEAD.size
+PUBLISHED_OVERHEAD = _PUBLISHED.size
+
+
+class Malformed(ValueError):
+    """A frame whose fields do not fit its bytes; the text says which field."""
+
+
+def string(text: str) -> bytes:
+    """A protocol string: int16 length and UTF-8 bytes.
+
+    :raises ValueError: for a text longer than 32767 bytes
+    """
+    raw = text.encode()
+    if len(raw) > 0x7FFF:
+        raise ValueError(f"a streams protocol string holds 32767 bytes at most, not {len(raw)}")
+    return _I16.pack(len(raw)) + raw
+
+
+def bytes_field(raw: bytes) -> bytes:
+    return _I32.pack(len(raw)) + raw
+
+
+def frame(key: int, body: bytes, version: int = 1) -> bytes:
+    """A whole frame of ``key`` with ``body`` (everything after the version)."""
+    return HEAD.pack(4 + len(body), key, version) + body
+
+
+def publish_frames(publisher: int, messages: Sequence[tuple[int, bytes]], frame_max: int
+                   ) -> list[bytes]:
+    """``messages`` (publishing id, encoded message) in publish frames of at most ``frame_max``
+    bytes each (0: no bound), in order; a message that fits no frame alone is the caller's to
+    refuse beforehand (:data:`PUBLISH_OVERHEAD` + :data:`PUBLISHED_OVERHEAD` + its size)."""
+    out: list[bytes] = []
+    parts: list[bytes] = []
+    size = PUBLISH_OVERHEAD
+    count = 0
+
+    def close() -> None:
+        out.append(_PUBLISH_HEAD.pack(size - 4, PUBLISH, 1, publisher, count) + b"".join(parts))
+
+    for publishing_id, body in messages:
+        need = PUBLISHED_OVERHEAD + len(body)
+        if count and frame_max and size + need > frame_max:
+            close()
+            parts, size, count = [], PUBLISH_OVERHEAD, 0
+        parts.append(_PUBLISHED.pack(publishing_id, len(body)))
+        parts.append(body)
+        size += need
+        count += 1
+    if count:
+        close()
+    return out
+
+
+class FrameReader:
+    """Fields read in order from one frame, each checked against the bytes left."""
+
+    def __init__(self, data: bytes, pos: int = 0) -> None:
+        self.data = data
+        self.pos = pos
+
+    @property
+    def left(self) -> int:
+        return len(self.data) - self.pos
+
+    def _take(self, fmt: struct.Struct, what: str) -> int:
+        if self.left < fmt.size:
+            raise Malformed(f"{what}: {fmt.size} bytes needed, {self.left} left in the frame")
+        (value,) = fmt.unpack_from(self.data, self.pos)
+        self.pos += fmt.size
+        return int(value)
+
+    def u8(self, what: str) -> int:
+        return self._take(_U8, what)
+
+    def u16(self, what: str) -> int:
+        return self._take(_U16, what)
+
+    def u32(self, what: str) -> int:
+        return self._take(_U32, what)
+
+    def u64(self, what: str) -> int:
+        return self._take(_U64, what)
+
+    def string(self, what: str) -> str | None:
+        n = self._take(_I16, what)
+        if n == -1:
+            return None
+        if n < 0 or n > self.left:
+            raise Malformed(f"{what}: a string of {n} bytes, {self.left} left in the frame")
+        raw = self.data[self.pos:self.pos + n]
+        self.pos += n
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            raise Malformed(f"{what}: not UTF-8") from None
+
+    def count(self, what: str, each: int) -> int:
+        """An array's count, bounded by the bytes left (each element takes ``each`` at least)."""
+        n = self._take(_I32, what)
+        if n < 0 or n * each > self.left:
+            raise Malformed(f"{what}: {n} elements of {each}+ bytes, {self.left} bytes left in "
+                            "the frame")
+        return n
+
+    def strings(self, what: str) -> list[str]:
+        out = []
+        for i in range(self.count(what, 2)):
+            s = self.string(f"{what}[{i}]")
+            if s is None:
+                raise Malformed(f"{what}[{i}]: null")
+            out.append(s)
+        return out
