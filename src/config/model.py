@@ -499,3 +499,18 @@ class PumpConfig:
     shovels_per_process: int | None = None
     # The file's "cluster" clause (config/cluster.py): the group of daemons this one is in.
     cluster: ClusterConfig | None = None
+
+
+def reads_stream(queue: str, consumer_arguments: Mapping[str, Any],
+                 declarations: Any) -> bool:
+    """Whether a shovel's source queue is a stream: its consumer arguments have
+    ``x-stream-offset``, or its source declarations declare its queue with ``x-queue-type:
+    stream``."""
+    if "x-stream-offset" in consumer_arguments:
+        return True
+    for d in declarations:
+        a = d.arguments
+        if d.method == "queue.declare" and a.get("queue", "") in (queue, "") \
+                and (a.get("arguments") or {}).get("x-queue-type") == "stream":
+            return True
+    return False

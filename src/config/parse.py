@@ -41,6 +41,7 @@ from .model import (
     Protocol,
     PumpConfig,
     ShovelConfig,
+    reads_stream,
 )
 from .redaction import register_uri_secrets
 from .uri import format_uri
@@ -94,6 +95,15 @@ def _check_shovel(ctx: Context, shovel: ShovelConfig, delete_after_clause: str,
                                   "publish_fields.mandatory true: without it the destination "
                                   "drops unroutable messages without telling")
     if shovel.destination.protocol is Protocol.STREAM:
+        if shovel.publishing_id == "source-offset" and not reads_stream(
+                shovel.queue, shovel.consumer_arguments, shovel.source.declarations):
+            ctx.fail("publishing_id", "source-offset needs a stream source (consumer_args with "
+                                      "x-stream-offset, or the queue declared with x-queue-type "
+                                      "stream): a queue's messages carry no offset")
+        if shovel.publishing_id in ("", "source-offset") and shovel.workers > 1 and reads_stream(
+                shovel.queue, shovel.consumer_arguments, shovel.source.declarations):
+            ctx.fail("workers", "a stream source gives every worker every message, and each "
+                                "worker's producer would store them again: use one worker")
         for clause, given in (("add_forward_headers", shovel.add_forward_headers),
                               ("add_timestamp_header", shovel.add_timestamp_header)):
             if given:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..config.model import AckMode, Amqp10URI, BrokerURI, ShovelConfig
+from ..config.model import AckMode, Amqp10URI, BrokerURI, ShovelConfig, reads_stream
 from .batching import BatchingRule
 from .ending import Outcome, SessionEnded, connection_ended
 from .endpoint import Destination, Endpoint, Path, PositionedDestination, Source
@@ -37,7 +37,7 @@ from .fence import Fence, gap_clock
 from .forwarding import relay_options
 from .link_errors import LinkError
 from .status import Counters
-from .stream_position import StreamPosition, reads_stream
+from .stream_position import StreamPosition
 from .undeliverable import Undeliverable
 from .wiring import open_destination, open_source, pair
 

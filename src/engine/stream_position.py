@@ -45,19 +45,6 @@ SAVE_EVERY = 1.0  # seconds between records at most
 _OFFSET_KEY = b"x-stream-offset"
 
 
-def reads_stream(queue: str, consumer_arguments: Mapping[str, Any],
-                 declarations: Any) -> bool:
-    """Whether a shovel's source queue is a stream (see the module docstring)."""
-    if "x-stream-offset" in consumer_arguments:
-        return True
-    for d in declarations:
-        a = d.arguments
-        if d.method == "queue.declare" and a.get("queue", "") in (queue, "") \
-                and (a.get("arguments") or {}).get("x-queue-type") == "stream":
-            return True
-    return False
-
-
 def stream_offset(raw_properties: bytes) -> int | None:
     """The ``x-stream-offset`` header of a delivery's property list, or None."""
     try:

@@ -20,7 +20,7 @@ import logging
 import os
 from typing import Any
 
-from ..config.model import Amqp10URI, BrokerURI, Protocol, ShovelConfig
+from ..config.model import Amqp10URI, BrokerURI, Protocol, ShovelConfig, reads_stream
 from . import amqp10, streams
 from .amqp091 import RelayPath, connect_destination, connect_source
 from .endpoint import (
@@ -35,7 +35,6 @@ from .endpoint import (
 from .link_errors import quiet_pika_errors
 from .message_forms import check_mapping
 from .message_path import MessagePath
-from .stream_position import reads_stream
 
 __all__ = ["PATH_VARIABLE", "open_destination", "open_source", "pair", "prepare_loop",
            "publishing_id"]

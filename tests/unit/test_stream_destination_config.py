@@ -82,3 +82,20 @@ def test_a_bad_clause_is_refused_by_name(shovel: dict[str, Any], where: str,
         _one(shovel)
     assert where in str(info.value) and message in str(info.value), str(info.value)
     assert "secret" not in str(info.value)
+
+
+def test_source_offset_ids_are_refused_for_a_queue_source_and_taken_for_a_declared_stream() -> None:
+    queue_source = {k: v for k, v in STATIC.items() if k != "consumer_args"}
+    with pytest.raises(ConfigError, match="publishing_id.*needs a stream source"):
+        _one({**queue_source, "publishing_id": "source-offset"})
+    declared = _one({**queue_source, "publishing_id": "source-offset",
+                     "sources": {"broker": "amqp://src", "declarations": [
+                         {"queue.declare": {"queue": "in", "durable": True,
+                                            "arguments": {"x-queue-type": "stream"}}}]}})
+    assert declared.publishing_id == "source-offset"
+
+
+def test_more_than_one_worker_on_a_stream_source_with_offset_ids_is_refused() -> None:
+    with pytest.raises(ConfigError, match="workers.*every worker every message"):
+        _one({**STATIC, "workers": 2})
+    assert _one({**STATIC, "workers": 2, "publishing_id": "none"}).workers == 2
