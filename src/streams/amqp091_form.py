@@ -25,7 +25,7 @@ from ..amqp10.message import Message, Properties, encode_message
 from ..amqp10.values import Byte, Float, Int, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort
 from ..dataplane.properties import FrameError, split_properties, table_entries
 
-__all__ = ["OFFSET_HEADER", "UnstorableMessage", "stored_form"]
+__all__ = ["OFFSET_HEADER", "StoredForms", "UnstorableMessage", "stored_form"]
 
 #: the header a stream adds to each 0-9-1 delivery: its offset
 OFFSET_HEADER = "x-stream-offset"
@@ -138,3 +138,123 @@ def stored_form(exchange: bytes, routing_key: bytes, properties: bytes, body: by
                                   properties=None if empty else props,
                                   application_properties=application or None,
                                   body=[bytes(body)]))
+
+
+# A stream delivery's headers table ends with its offset, a long (type "l"): key, type, 8 bytes.
+_OFFSET_ENTRY = b"\x0f" + OFFSET_HEADER.encode() + b"l"
+_OFFSET_TAIL = len(_OFFSET_ENTRY) + 8
+_HEADERS_FLAG, _CONTENT_TYPE_FLAG, _CONTENT_ENCODING_FLAG = 0x2000, 0x8000, 0x4000
+_BLANK = bytes(8)
+#: distinct messages (all but their offset) whose stored form is remembered; past that, the
+#: memory starts again
+FORMS_MAX = 1024
+_RETRY_EVERY = 1 << 16  # conversions between two tries of a memory that stopped serving
+
+
+def _trailing_offset_at(properties: bytes) -> tuple[int, int]:
+    """(where the headers table begins, where the 8 bytes of a trailing ``x-stream-offset`` long
+    begin) in a property list, or (-1, -1) when its headers do not end with one (a candidate:
+    the caller confirms it by a full read)."""
+    n = len(properties)
+    if n < 2 or properties[1] & 1:  # a second flag word: not a basic property list
+        return -1, -1
+    flags = properties[0] << 8 | properties[1]
+    if not flags & _HEADERS_FLAG:
+        return -1, -1
+    pos = 2  # content type and content encoding come before the headers
+    for flag in (_CONTENT_TYPE_FLAG, _CONTENT_ENCODING_FLAG):
+        if flags & flag:
+            if pos >= n:
+                return -1, -1
+            pos += 1 + properties[pos]
+    if pos + 4 > n:
+        return -1, -1
+    end = pos + 4 + int.from_bytes(properties[pos:pos + 4], "big")
+    if end > n or end - pos - 4 < _OFFSET_TAIL:
+        return -1, -1
+    if properties[end - _OFFSET_TAIL:end - 8] != _OFFSET_ENTRY:
+        return -1, -1
+    return pos, end - 8
+
+
+def _data_section(body: bytes) -> bytes:
+    n = len(body)
+    return b"\x00\x53\x75" + (b"\xa0" + bytes((n,)) if n < 256 else b"\xb0" + n.to_bytes(4, "big"))
+
+
+class StoredForms:
+    """:func:`stored_form` of a stream source's deliveries, and their offsets, with a memory.
+
+    A stream's messages mostly repeat their exchange, routing key and properties byte for byte
+    but for the offset at the end of their headers. The encoded form up to the body is
+    remembered per such message with its offset's 8 bytes blanked out: a message equal to a
+    remembered one in every other byte has the same structure (the 8 value bytes of a long
+    change no length), so its form is the remembered one and its offset is read where the
+    remembered one's was. Any other message takes the full conversion, which confirms where its
+    offset lies before it is remembered. Messages that never repeat (a message id each) stop
+    being remembered after :data:`FORMS_MAX` misses in a row, and are tried again now and then."""
+
+    def __init__(self) -> None:
+        self._prefixes: dict[bytes, bytes] = {}
+        self._misses = 0  # conversions since the memory last served one
+
+    def of(self, exchange: bytes, routing_key: bytes, properties: bytes,
+           body: bytes) -> tuple[int | None, bytes]:
+        """(the message's ``x-stream-offset`` or None, its stored form).
+
+        :raises UnstorableMessage: as :func:`stored_form`
+        """
+        table_at, at = _trailing_offset_at(properties)
+        key = b""
+        if at >= 0:
+            key = b"".join((bytes((len(exchange),)), exchange, bytes((len(routing_key),)),
+                            routing_key, properties[:at], _BLANK, properties[at + 8:]))
+            prefix = self._prefixes.get(key)
+            if prefix is not None:
+                self._misses = 0
+                return (int.from_bytes(properties[at:at + 8], "big", signed=True),
+                        b"".join((prefix, _data_section(body), body)))
+        form = stored_form(exchange, routing_key, properties, body)
+        self._misses += 1
+        if not key or (self._misses > FORMS_MAX and self._misses % _RETRY_EVERY):
+            return _any_offset(properties), form
+        offset = _confirmed_offset(properties, table_at, at)
+        tail = _data_section(body) + body
+        if offset is not None and len(exchange) < 256 and len(routing_key) < 256 \
+                and form.endswith(tail):
+            if len(self._prefixes) >= FORMS_MAX:
+                self._prefixes.clear()
+            self._prefixes[key] = form[:len(form) - len(tail)]
+        return (offset if offset is not None else _any_offset(properties)), form
+
+
+def _confirmed_offset(properties: bytes, table_at: int, at: int) -> int | None:
+    """The offset at ``at`` if a full read of the headers table at ``table_at`` finds the
+    ``x-stream-offset`` long there (and nowhere else), else None."""
+    if at < 0:
+        return None
+    try:
+        found = [vpos for key, _start, vpos, _end in table_entries(properties[table_at:])
+                 if key == _OFFSET_ENTRY[1:-1]]
+    except (FrameError, struct.error, ValueError):
+        return None
+    if found != [at - 1 - table_at]:
+        return None
+    return int.from_bytes(properties[at:at + 8], "big", signed=True)
+
+
+def _any_offset(properties: bytes) -> int | None:
+    """The ``x-stream-offset`` of a property list wherever it is, an integer of any width."""
+    try:
+        table = split_properties(properties)[2]
+        if table is None:
+            return None
+        for key, _start, vpos, _end in table_entries(table):
+            if key == _OFFSET_ENTRY[1:-1]:
+                fmt = _FIXED.get(table[vpos])
+                if fmt is None or fmt[0] in (">f", ">d"):
+                    return None
+                return int(struct.unpack_from(fmt[0], table, vpos + 1)[0])
+    except (FrameError, struct.error, ValueError):
+        return None
+    return None

@@ -31,7 +31,7 @@ from ...amqp10.values import Symbol, Timestamp, ULong
 from ...config.model import BrokerURI, Declaration, ShovelConfig
 from ...config.tls import ssl_context, tls_server_name
 from ...dataplane.api import Delivered, Returned
-from ...streams.amqp091_form import UnstorableMessage, stored_form
+from ...streams.amqp091_form import StoredForms, UnstorableMessage
 from ...streams.client import StreamsClient, connect
 from ...streams.codes import OK, code_name
 from ...streams.errors import StreamsError
@@ -88,6 +88,7 @@ class StreamDestination:
         self._on_credit: Callable[[], None] | None = None
         self._annotations: dict[Symbol | ULong, Any] = {}
         self._timestamp = False
+        self._forms = StoredForms()
 
     # -- the endpoint -----------------------------------------------------------------------
 
@@ -178,13 +179,13 @@ class StreamDestination:
         """A stream returns nothing."""
 
     def forward(self, message: Delivered | Message) -> int:
-        payload = self._payload(message)
+        offset, payload = self._payload(message)
         most = self.client.max_message_size
         if most and len(payload) > most:
             raise Unforwardable(f"an AMQP 1.0 message of {len(payload)} bytes does not fit the "
                                 f"streams connection's frame_max ({self.client.frame_max})")
         publisher = self._route(message)
-        publishing_id = self.ids.next(message)
+        publishing_id = self.ids.next(message, offset)
         self._sequence += 1
         self._unconfirmed[(publisher, publishing_id)] = self._sequence
         self.client.publish(publisher, [(publishing_id, payload)])
@@ -209,15 +210,17 @@ class StreamDestination:
             key = found.encode() if isinstance(found, str) else b""
         return partition(bytes(key), len(self.streams))
 
-    def _payload(self, message: Delivered | Message) -> bytes:
+    def _payload(self, message: Delivered | Message) -> tuple[int | None, bytes]:
+        """(a 0-9-1 message's ``x-stream-offset``, read on the way, else None; the bytes to
+        publish)."""
         if isinstance(message, Delivered):
             if self._annotations or self._timestamp:
                 raise Unforwardable("a stream destination adds no forward or timestamp "
                                     "headers to an AMQP 0-9-1 message (a RabbitMQ 3.x stream "
                                     "would not give them back)")
             try:
-                return stored_form(message.exchange, message.routing_key, message.properties,
-                                   message.body)
+                return self._forms.of(message.exchange, message.routing_key,
+                                      message.properties, message.body)
             except UnstorableMessage as exc:
                 raise Unforwardable(f"not storable in a stream: {exc}") from None
         annotations = message.message_annotations
@@ -234,9 +237,9 @@ class StreamDestination:
             edited = True
         try:
             if not edited:
-                return message.raw if message.raw is not None else encode_message(message)
+                return None, message.raw if message.raw is not None else encode_message(message)
             message.message_annotations = annotations or None
-            return encode_with_annotations(message)
+            return None, encode_with_annotations(message)
         except EncodeError as exc:
             raise Unforwardable(f"cannot be encoded for AMQP 1.0: {exc}") from None
 

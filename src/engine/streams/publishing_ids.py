@@ -82,8 +82,8 @@ class PublishingIds:
             return None
         return sequence
 
-    def next(self, message: Delivered | Message) -> int:
-        """The id of ``message``.
+    def next(self, message: Delivered | Message, offset: int | None = None) -> int:
+        """The id of ``message``; ``offset``: its source offset when the caller read it already.
 
         :raises Unforwardable: it has none, or one not above the previous message's
         """
@@ -91,7 +91,8 @@ class PublishingIds:
             self._last += 1
             return self._last
         if self.mode == SOURCE_OFFSET:
-            offset = _integer(message, "header", _OFFSET_HEADER)
+            if offset is None:
+                offset = _integer(message, "header", _OFFSET_HEADER)
             if offset is None:
                 raise Unforwardable(f"publishing id: the message has no {_OFFSET_HEADER} (is the "
                                     "source a stream?)")
