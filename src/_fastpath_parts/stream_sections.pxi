@@ -5,11 +5,18 @@
 # their sizes, and the values the columns need written straight into per-column C buffers
 # (int32 offsets, bytes, one validity byte per row, packed into Arrow's bitmap at take()). No
 # Python object is made per message; a value the columns hold only as Python's text of it (a
-# float, a list, a map, an array, a string of invalid UTF-8, a key that is not a string) is
-# written by the reference's text_at, on the cold path.
+# list, a map, an array, a string of invalid UTF-8, a key that is not a string) is written by
+# the reference's text_at, on the cold path.
 
 from libc.stdint cimport int16_t, int32_t
-from libc.string cimport memset
+from libc.math cimport isinf, isnan
+from libc.string cimport memset, strlen
+
+cdef extern from "Python.h":
+    char *PyOS_double_to_string(double val, char format_code, int precision, int flags,
+                                int *ptype) except NULL
+    int Py_DTSF_ADD_DOT_0
+    void PyMem_Free(void *p)
 
 from pumpd.dataplane import stream_sections_ref as _ssref
 from pumpd.dataplane.stream_sections_ref import MessageDecodeError
@@ -108,17 +115,51 @@ cdef long long _ss_int(const unsigned char *m, int c, Py_ssize_t q, bint *big) n
     return <long long>u
 
 
-cdef inline int _ss_short(Py_ssize_t p, Py_ssize_t end, Py_ssize_t want, str what) except -1:
+cdef enum:  # what a size check reads, for its error message (built only when it fails)
+    SS_A_VALUE
+    SS_A_CHAR
+    SS_A_UUID
+    SS_FIXED      # type 0x..
+    SS_SIZE       # the size of type 0x..
+    SS_SIZED      # type 0x.. of n bytes
+    SS_HEAD       # the size and count of type 0x..
+    SS_CTOR       # an array's constructor
+
+
+cdef inline int _ss_short(Py_ssize_t p, Py_ssize_t end, Py_ssize_t want, int what,
+                          int code) except -1:
     if p + want > end:
-        raise MessageDecodeError(f"{what} at byte {p} needs {want} bytes, "
-                                 f"{end - p if end > p else 0} left")
+        _ss_short_error(p, end, want, what, code)
     return 0
+
+
+cdef int _ss_short_error(Py_ssize_t p, Py_ssize_t end, Py_ssize_t want, int what,
+                         int code) except -1:
+    cdef str name
+    if what == SS_A_VALUE:
+        name = "a value"
+    elif what == SS_A_CHAR:
+        name = "a char"
+    elif what == SS_A_UUID:
+        name = "a uuid"
+    elif what == SS_FIXED:
+        name = f"type 0x{code:02x}"
+    elif what == SS_SIZE:
+        name = f"the size of type 0x{code:02x}"
+    elif what == SS_SIZED:
+        name = f"type 0x{code:02x} of {want} bytes"
+    elif what == SS_HEAD:
+        name = f"the size and count of type 0x{code:02x}"
+    else:
+        name = "an array's constructor"
+    raise MessageDecodeError(f"{name} at byte {p} needs {want} bytes, "
+                             f"{end - p if end > p else 0} left")
 
 
 cdef Py_ssize_t _ss_skip(const unsigned char *m, Py_ssize_t p, Py_ssize_t end,
                          int depth) except -1:
     """The position after the value at ``p``, checked as the reference's value_at checks it."""
-    _ss_short(p, end, 1, "a value")
+    _ss_short(p, end, 1, SS_A_VALUE, 0)
     return _ss_skip_payload(m, m[p], p, p + 1, end, depth)
 
 
@@ -133,24 +174,24 @@ cdef Py_ssize_t _ss_skip_payload(const unsigned char *m, int c, Py_ssize_t p, Py
         return _ss_skip(m, q, end, depth + 1)
     if w >= 0:
         if w:
-            _ss_short(q, end, w, "a char" if c == 0x73 else (
-                "a uuid" if c == 0x98 else f"type 0x{c:02x}"))
+            _ss_short(q, end, w, SS_A_CHAR if c == 0x73 else (
+                SS_A_UUID if c == 0x98 else SS_FIXED), c)
         if c == 0x73:
             n = pumpd_rd32(m + q)
             if n > 0x10FFFF or 0xD800 <= n < 0xE000:
                 raise MessageDecodeError(f"char 0x{n:x} at byte {p} is no Unicode scalar value")
         return q + w
     if c == 0xA0 or c == 0xA1 or c == 0xA3:
-        _ss_short(q, end, 1, f"the size of type 0x{c:02x}")
+        _ss_short(q, end, 1, SS_SIZE, c)
         n = m[q]
         q += 1
-        _ss_short(q, end, n, f"type 0x{c:02x} of {n} bytes")
+        _ss_short(q, end, n, SS_SIZED, c)
         return q + n
     if c == 0xB0 or c == 0xB1 or c == 0xB3:
-        _ss_short(q, end, 4, f"the size of type 0x{c:02x}")
+        _ss_short(q, end, 4, SS_SIZE, c)
         n = pumpd_rd32(m + q)
         q += 4
-        _ss_short(q, end, n, f"type 0x{c:02x} of {n} bytes")
+        _ss_short(q, end, n, SS_SIZED, c)
         return q + n
     if c == 0xC0 or c == 0xC1 or c == 0xD0 or c == 0xD1 or c == 0xE0 or c == 0xF0:
         if depth >= SS_MAX_DEPTH:
@@ -165,13 +206,13 @@ cdef Py_ssize_t _ss_compound(const unsigned char *m, Py_ssize_t p, Py_ssize_t en
     cdef bint wide = c == 0xD0 or c == 0xD1 or c == 0xF0
     cdef Py_ssize_t width = 4 if wide else 1
     cdef uint32_t size
-    _ss_short(p, end, 2 * width, f"the size and count of type 0x{c:02x}")
+    _ss_short(p, end, 2 * width, SS_HEAD, c)
     size = pumpd_rd32(m + p) if wide else m[p]
     count[0] = pumpd_rd32(m + p + 4) if wide else m[p + 1]
     if size < width:
         raise MessageDecodeError(f"type 0x{c:02x} at byte {p - 1} of size {size}, less than "
                                  "its count")
-    _ss_short(p + width, end, size, f"type 0x{c:02x} of {size} bytes")
+    _ss_short(p + width, end, size, SS_SIZED, c)
     if count[0] > size:
         raise MessageDecodeError(f"type 0x{c:02x} at byte {p - 1}: {count[0]} elements in "
                                  f"{size} bytes")
@@ -183,10 +224,10 @@ cdef Py_ssize_t _ss_array_ctor(const unsigned char *m, Py_ssize_t q, Py_ssize_t 
                                Py_ssize_t *ctor_at) except -1:
     """An array's element constructor at ``q`` (a descriptor skipped); returns the position
     after it, ``ctor_at`` where its code is."""
-    _ss_short(q, stop, 1, "an array's constructor")
+    _ss_short(q, stop, 1, SS_CTOR, 0)
     if m[q] == 0x00:
         q = _ss_skip(m, q + 1, stop, depth)
-        _ss_short(q, stop, 1, "an array's constructor")
+        _ss_short(q, stop, 1, SS_CTOR, 0)
     ctor_at[0] = q
     if m[q] == 0x00:
         raise MessageDecodeError(f"an array's constructor at byte {q} is described twice")
@@ -204,7 +245,7 @@ cdef Py_ssize_t _ss_skip_compound(const unsigned char *m, Py_ssize_t p, Py_ssize
         ctor = m[ctor_at]
         w = SS_WIDTH[ctor]
         if w >= 0 and ctor != 0x73:  # fixed width: all elements at once
-            _ss_short(q, stop, <Py_ssize_t>w * count, f"type 0x{ctor:02x}")
+            _ss_short(q, stop, <Py_ssize_t>w * count, SS_FIXED, ctor)
             return stop
         for i in range(count):
             q = _ss_skip_payload(m, ctor, ctor_at, q, stop, depth)
@@ -221,6 +262,41 @@ cdef Py_ssize_t _ss_undescribed(const unsigned char *m, Py_ssize_t p, Py_ssize_t
     while m[p] == 0x00:
         p = _ss_skip(m, p + 1, end, 0)
     return p
+
+
+cdef int _ss_float(Buf *out, const unsigned char *m, int c, Py_ssize_t q, int how) except -1:
+    """A float or double as Python's ``repr`` writes it (its ``str``), or as JSON does (NaN,
+    Infinity, -Infinity) for a header."""
+    cdef uint32_t bits32
+    cdef uint64_t bits64
+    cdef float f
+    cdef double d
+    cdef char *text
+    if c == 0x72:
+        bits32 = pumpd_rd32(m + q)
+        memcpy(&f, &bits32, 4)
+        d = f
+    else:
+        bits64 = pumpd_rd64(m + q)
+        memcpy(&d, &bits64, 8)
+    if isnan(d):
+        if how == SS_HEADER_TEXT:
+            return buf_append(out, <const unsigned char *>b"NaN", 3)
+        return buf_append(out, <const unsigned char *>b"nan", 3)
+    if isinf(d):
+        if how == SS_HEADER_TEXT:
+            if d > 0:
+                return buf_append(out, <const unsigned char *>b"Infinity", 8)
+            return buf_append(out, <const unsigned char *>b"-Infinity", 9)
+        if d > 0:
+            return buf_append(out, <const unsigned char *>b"inf", 3)
+        return buf_append(out, <const unsigned char *>b"-inf", 4)
+    text = PyOS_double_to_string(d, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
+    try:
+        buf_append(out, <const unsigned char *>text, <Py_ssize_t>strlen(text))
+    finally:
+        PyMem_Free(text)
+    return 0
 
 
 cdef bint _ss_utf8(const unsigned char *s, Py_ssize_t n) noexcept:
@@ -599,6 +675,8 @@ cdef class StreamSections:
                 q += 1
             if (how != SS_KEY_TEXT or _ss_is_string(c)) and _ss_utf8(m + q, size):
                 return buf_append(out, m + q, size)
+        elif c == 0x72 or c == 0x82:
+            return _ss_float(out, m, c, q, how)
         elif c == 0x98:
             for i in range(16):
                 tmp[2 * i] = b"0123456789abcdef"[m[q + i] >> 4]

@@ -201,8 +201,8 @@ def column_text(value: Any) -> str | None:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-# What the native decoder asks of this module for the values it does not write itself (floats,
-# lists, maps, arrays, a string of invalid UTF-8, a key that is not a string): the same
+# What the native decoder asks of this module for the values it does not write itself (lists,
+# maps, arrays, a string of invalid UTF-8, a key that is not a string): the same
 # functions, so the two agree by construction on those.
 TEXT_COLUMN, TEXT_HEADER, TEXT_KEY = 0, 1, 2
 
