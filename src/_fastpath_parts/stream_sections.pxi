@@ -574,7 +574,7 @@ cdef class StreamSections:
             self._int_column(SS_DELIVERY_MODE, mode_at, "the delivery mode")
         elif durable >= 0 and self._truthy(durable):
             _ss_le32(&self._data[SS_DELIVERY_MODE], 2)
-            buf_append(&self._valid[SS_DELIVERY_MODE], <const unsigned char *>b"\x01", 1)
+            _ss_byte(&self._valid[SS_DELIVERY_MODE], 1)
         else:
             self._int_column(SS_DELIVERY_MODE, -1, "")
         priority_at = ann[2] if ann[2] >= 0 else header_priority
@@ -623,7 +623,7 @@ cdef class StreamSections:
         if self._data[col].len > SS_INT32_MAX:
             raise MessageDecodeError("a batch's column past 2 GiB")
         _ss_le32(&self._offsets[col], <uint32_t>self._data[col].len)
-        buf_append(&self._valid[col], &valid, 1)
+        _ss_byte(&self._valid[col], valid)
         if null:
             self._nulls[col] += 1
         return 0
@@ -749,7 +749,7 @@ cdef class StreamSections:
                         "not a 32-bit integer")
                 valid = 1
         _ss_le32(&self._data[col], <uint32_t><int32_t>v)
-        buf_append(&self._valid[col], &valid, 1)
+        _ss_byte(&self._valid[col], valid)
         if not valid:
             self._nulls[col] += 1
         return 0
@@ -783,7 +783,7 @@ cdef class StreamSections:
                         " is out of the years 1 to 9999")
                 valid = 1
         _ss_le64(&self._data[SS_TIMESTAMP], <uint64_t>(seconds * 1000000))
-        buf_append(&self._valid[SS_TIMESTAMP], &valid, 1)
+        _ss_byte(&self._valid[SS_TIMESTAMP], valid)
         if not valid:
             self._nulls[SS_TIMESTAMP] += 1
         return 0
@@ -791,7 +791,7 @@ cdef class StreamSections:
     cdef int _no_headers(self) except -1:
         cdef unsigned char valid = 0
         _ss_le32(&self._offsets[SS_HEADERS], <uint32_t>self._entries)
-        buf_append(&self._valid[SS_HEADERS], &valid, 1)
+        _ss_byte(&self._valid[SS_HEADERS], valid)
         self._nulls[SS_HEADERS] += 1
         return 0
 
@@ -864,7 +864,7 @@ cdef class StreamSections:
             return self._no_headers()
         self._entries += kept
         _ss_le32(&self._offsets[SS_HEADERS], <uint32_t>self._entries)
-        buf_append(&self._valid[SS_HEADERS], <const unsigned char *>b"\x01", 1)
+        _ss_byte(&self._valid[SS_HEADERS], 1)
         return 0
 
     def take(self):
@@ -895,12 +895,24 @@ cdef void *_ss_grow(void *p, Py_ssize_t n) except NULL:
 
 
 cdef inline int _ss_le32(Buf *b, uint32_t v) except -1:
-    cdef unsigned char o[4]
+    cdef unsigned char *o
+    if b.len + 4 > b.cap:
+        buf_grow(b, 4)
+    o = b.data + b.len
     o[0] = <unsigned char>v
     o[1] = <unsigned char>(v >> 8)
     o[2] = <unsigned char>(v >> 16)
     o[3] = <unsigned char>(v >> 24)
-    return buf_append(b, o, 4)
+    b.len += 4
+    return 0
+
+
+cdef inline int _ss_byte(Buf *b, unsigned char v) except -1:
+    if b.len + 1 > b.cap:
+        buf_grow(b, 1)
+    b.data[b.len] = v
+    b.len += 1
+    return 0
 
 
 cdef inline int _ss_le64(Buf *b, uint64_t v) except -1:
