@@ -245,7 +245,9 @@ cdef Py_ssize_t _ss_skip_compound(const unsigned char *m, Py_ssize_t p, Py_ssize
         ctor = m[ctor_at]
         w = SS_WIDTH[ctor]
         if w >= 0 and ctor != 0x73:  # fixed width: all elements at once
-            _ss_short(q, stop, <Py_ssize_t>w * count, SS_FIXED, ctor)
+            if q + <Py_ssize_t>w * count > stop:  # named as the first element cut short
+                q += (stop - q) // w * w
+                _ss_short(q, stop, w, SS_A_UUID if ctor == 0x98 else SS_FIXED, ctor)
             return stop
         for i in range(count):
             q = _ss_skip_payload(m, ctor, ctor_at, q, stop, depth)

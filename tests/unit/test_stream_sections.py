@@ -313,6 +313,8 @@ def test_every_truncation_is_refused_or_read_whole(impl: Any) -> None:
     (b"\x00\x53\x74\xe0\x02\x03\x40", "3 elements in 2 bytes"),
     (b"\x00\x53\x74\xc0\x00\x00", "of size 0, less than its count"),
     (b"\x00\x53\x74\xe0\x04\x01\x00\x40\x00", "described twice"),
+    (b"\x00\x53\x74\xe0\x06\x03\x71\x00\x00\x00\x01", "type 0x71 at byte 11 needs 4 bytes, 0 left"),
+    (b"\x00\x53\x74\xe0\x05\x02\x98\x00\x00\x00", "a uuid at byte 7 needs 16 bytes, 3 left"),
     (section(0x74, _nested(40)), "nested more than 32 deep"),
     (b"\x00\x53\x74" + b"\x00\x40" * 40 + b"\x40", "nested more than 32 deep"),
     (b"\x00\x53\x74\x73\x00\x00\xd8\x00", "char 0xd800 at byte 3 is no Unicode scalar value"),
