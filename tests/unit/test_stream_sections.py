@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pumpd.amqp10.codec import encode_value
 from pumpd.amqp10.values import (
@@ -267,7 +267,6 @@ def messages(draw: st.DrawFn) -> bytes:
     return message(header=header, ann=ann, props=props, app=app, body=body, value=value)
 
 
-@settings(max_examples=150, deadline=None)
 @given(st.lists(messages(), min_size=1, max_size=5))
 def test_random_messages_decode_as_row_of_amqp10(batch: list[bytes]) -> None:
     for name in IMPLEMENTATIONS:
@@ -337,7 +336,6 @@ def test_a_malformed_message_is_refused_naming_where(impl: Any, bad: bytes, says
     assert says in got
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_damaged_messages_both_decode_alike(data: st.DataObject) -> None:
     """Bytes flipped, cut or inserted anywhere: both implementations give the same rows or the

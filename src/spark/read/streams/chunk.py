@@ -41,7 +41,6 @@ class ChunkColumns:
         self.offsets = array("q")
         self._ready: list[Any] = []  # batches cut early: a column filled up
         self._ready_rows = 0
-        self._offset = start  # the offset of the next entry walked
 
     def __len__(self) -> int:
         return self._ready_rows + self._sections.rows
