@@ -34,10 +34,31 @@ def publish(uri: str, routing_key: str, n: int, body: bytes) -> None:
         p.flush()
 
 
-def fill(uri: str, n: int) -> None:
+METADATA = ("identical", "varied")
+
+
+def publish_varied(uri: str, routing_key: str, n: int, body: bytes) -> None:
+    """``n`` copies of ``body``, each with its own message id and four headers of different
+    types (a string, an integer, a boolean, a float), as pumpd's writer and typical producers
+    send them; confirmed."""
+    with Publisher(uri, routing_key=routing_key, window=5000) as p:
+        for start in range(0, n, 10_000):
+            ids = range(start, min(start + 10_000, n))
+            p.publish_rows([body] * len(ids),
+                           properties={"content_type": "application/json", "delivery_mode": 2},
+                           columns={"message_id": [f"msg-{i:010d}" for i in ids],
+                                    "headers": [{"tenant": f"tenant-{i % 97}", "seq": i,
+                                                 "sampled": i % 3 == 0, "score": i / 7}
+                                                for i in ids]})
+        p.flush()
+
+
+def fill(uri: str, n: int, metadata: str = "identical") -> None:
+    """A stream of ``n`` bodies of 64 B: with ``identical`` metadata (no properties, the
+    exchange and routing key alone) or ``varied`` (:func:`publish_varied`)."""
     with pika.BlockingConnection(pika.URLParameters(uri)) as c:
         c.channel().queue_declare(STREAM, durable=True, arguments={"x-queue-type": "stream"})
-    publish(uri, STREAM, n, b"x" * 64)
+    (publish_varied if metadata == "varied" else publish)(uri, STREAM, n, b"x" * 64)
 
 
 def read_pika(uri: str, queue: str, n: int, arguments: dict[str, Any] | None = None) -> int:

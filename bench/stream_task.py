@@ -2,9 +2,12 @@
 
     python bench/stream_task.py [--messages 1000000] [--reps 3] [--credit 20]
     python bench/stream_task.py --reps 3 --systems raw-rstream,pumpd-task-ipc,pumpd-task-ipc-fixed
+    python bench/stream_task.py --metadata varied --systems raw-rstream,pumpd-task
 
 One private node with ``rabbitmq_stream``; one stream filled with ``--messages`` bodies of 64 B
-(``stream_clients.fill``, as ``spark_read.py`` does); then, alternating within each repetition,
+(``stream_clients.fill``, as ``spark_read.py`` does), their metadata ``--metadata identical``
+(the exchange and routing key alone, the same in every message) or ``varied`` (a message id and
+four headers of different types per message); then, alternating within each repetition,
 in this one process:
 
 - ``raw-rstream``: rstream reading the stream from ``first`` (``stream_clients.read_rstream``,
@@ -120,6 +123,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--credit", type=int, default=stream_protocol.CREDIT)
     ap.add_argument("--systems", default="raw-rstream,pumpd-task,pumpd-task-fixed,pumpd-wire")
+    ap.add_argument("--metadata", choices=stream_clients.METADATA, default="identical")
     args = ap.parse_args()
     n = args.messages
     stream_protocol.CREDIT = args.credit
@@ -131,7 +135,7 @@ def main() -> None:
         assert port is not None
         beam = find_descendant(node.pid, "beam.smp")
         assert beam is not None
-        stream_clients.fill(uri, n)
+        stream_clients.fill(uri, n, args.metadata)
         print(chunk_sizes(uri, port, n), flush=True)
         ahead = stream_protocol.AHEAD_ROWS
         every: dict[str, Callable[[], int]] = {
@@ -149,12 +153,13 @@ def main() -> None:
                 results.setdefault(system, []).append(m)
                 line = {**common_fields("stream_task", f"stream {n} x 64 B", system, rep,
                                         m["msg_s"]), "credit": args.credit,
+                        "metadata": args.metadata,
                         **{k: round(v, 2) for k, v in m.items() if k != "msg_s"}}
                 print(orjson.dumps(line).decode(), flush=True)
                 with out.open("ab") as f:
                     f.write(orjson.dumps(line) + b"\n")
     print(f"\n| system | msg/s | CPU µs/msg | broker µs/msg | busy cores |  (medians of "
-          f"{args.reps})\n|---|---|---|---|---|")
+          f"{args.reps}, {args.metadata} metadata)\n|---|---|---|---|---|")
     for system, ms in results.items():
         med = {k: statistics.median(m[k] for m in ms) for k in ms[0]}
         print(f"| {system} | {med['msg_s']:,.0f} | {med['cpu_us_per_msg']:.2f} | "

@@ -16,6 +16,7 @@ from .dataplane.api import (
     OtherFrame,
     PublishReturn,
     Returned,
+    SectionColumns,
     Transfer,
 )
 
@@ -202,3 +203,13 @@ class FrameScanner:
 
 def encode_disposition(channel: int, role: bool, first: int, last: int, settled: bool,
                        state_code: int) -> builtins.bytes: ...
+
+class StreamSections:
+    def __init__(self) -> None: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def full(self) -> bool: ...
+    def add(self, data: bytes, pos: int, entries: int, skip: int, most: int
+            ) -> tuple[int, int]: ...
+    def take(self) -> SectionColumns: ...

@@ -257,3 +257,20 @@ class EncodeDisposition(Protocol):
 
     def __call__(self, channel: int, role: bool, first: int, last: int, settled: bool,
                  state_code: int) -> bytes: ...
+
+
+# Stream messages into Arrow's column buffers (pumpd.dataplane.stream_sections_ref and its
+# native twin): (rows, one tuple of buffers per decoded column).
+SectionColumns = tuple[int, list[tuple[object, ...]]]
+
+
+class StreamSections(Protocol):
+    """The AMQP 1.0 messages of stream chunks decoded into one batch's column buffers."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def full(self) -> bool: ...
+    def add(self, data: bytes, pos: int, entries: int, skip: int, most: int
+            ) -> tuple[int, int]: ...
+    def take(self) -> SectionColumns: ...

@@ -23,6 +23,7 @@ from . import (
     delivery_reader_ref,
     publish_plane_ref,
     relay_ref,
+    stream_sections_ref,
 )
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     TransferWriter = amqp10_frames_ref.TransferWriter
     FrameScanner = amqp10_frames_ref.FrameScanner
     encode_disposition = amqp10_frames_ref.encode_disposition
+    StreamSections = stream_sections_ref.StreamSections
     IMPLEMENTATION: str
 
     # The contract, checked for both implementations.
@@ -60,6 +62,8 @@ if TYPE_CHECKING:
     _native_scanner_class: api.FrameScannerClass = _fastpath.FrameScanner
     _reference_disposition: api.EncodeDisposition = amqp10_frames_ref.encode_disposition
     _native_disposition: api.EncodeDisposition = _fastpath.encode_disposition
+    _reference_sections: type[api.StreamSections] = stream_sections_ref.StreamSections
+    _native_sections: type[api.StreamSections] = _fastpath.StreamSections
 else:
     if os.environ.get("PUMPD_IMPLEMENTATION", "native") == "reference":
         ConfirmWindow, Relay, IMPLEMENTATION = confirm_window_ref.ConfirmWindow, relay_ref.Relay, "reference"
@@ -69,6 +73,7 @@ else:
             amqp10_frames_ref.FrameScanner,
             amqp10_frames_ref.encode_disposition,
         )
+        StreamSections = stream_sections_ref.StreamSections
     else:
         try:
             from .._fastpath import (
@@ -77,6 +82,7 @@ else:
                 FrameScanner,
                 PublishPlane,
                 Relay,
+                StreamSections,
                 TransferWriter,
                 encode_disposition,
             )
@@ -100,6 +106,7 @@ else:
                 amqp10_frames_ref.FrameScanner,
                 amqp10_frames_ref.encode_disposition,
             )
+            StreamSections = stream_sections_ref.StreamSections
 
 
 def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
@@ -121,4 +128,4 @@ def publish_plane_class(name: str | None) -> tuple[api.PublishPlaneClass, str]:
 
 
 __all__ = ["IMPLEMENTATION", "ConfirmWindow", "DeliveryReader", "FrameScanner", "PublishPlane",
-           "Relay", "TransferWriter", "encode_disposition", "publish_plane_class"]
+           "Relay", "StreamSections", "TransferWriter", "encode_disposition", "publish_plane_class"]

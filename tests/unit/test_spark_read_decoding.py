@@ -60,14 +60,15 @@ def _chunk(messages: list[bytes]) -> bytes:
     return b"".join(len(m).to_bytes(4, "big") + m for m in messages)
 
 
-def _rows(batch: Any) -> list[tuple[Any, ...]]:
-    cols = batch.to_pydict()
+def _rows(batches: list[Any]) -> list[tuple[Any, ...]]:
     out = []
-    for i in range(batch.num_rows):
-        row = [cols[n][i] for n, _ in COLUMNS]
-        h = row[5]
-        row[5] = None if h is None else dict(h)
-        out.append(tuple(row))
+    for batch in batches:
+        cols = batch.to_pydict()
+        for i in range(batch.num_rows):
+            row = [cols[n][i] for n, _ in COLUMNS]
+            h = row[5]
+            row[5] = None if h is None else dict(h)
+            out.append(tuple(row))
     return out
 
 
@@ -102,7 +103,7 @@ def test_amqp10_rows_and_the_chunk_columns_agree() -> None:
     assert cols.done and len(cols) == 7
     expected = [row_of_amqp10(m, 5 + i, "st") for i, m in enumerate(messages)][1:8]
     assert _rows(cols.take()) == expected
-    # the next batch begins afresh, its known prefixes still known
+    # the next batch begins afresh
     cols = ChunkColumns("st", 0, 2)
     cols.add_chunk(_chunk([_BARE, _BARE, _BARE]), 0, 3)
     assert cols.done and _rows(cols.take()) == [row_of_amqp10(_BARE, i, "st") for i in (0, 1)]

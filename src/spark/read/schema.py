@@ -3,15 +3,17 @@
 ``headers`` is a ``map<string,string>``: string values as they are, byte strings decoded as
 UTF-8 (invalid bytes replaced), every other AMQP value (numbers, booleans, tables, arrays,
 timestamps) as JSON. A map is what Spark SQL filters on directly (``headers['tenant']``); JSON
-keeps the type for those who need it, and ``from_json`` reads it. The broker's own
-``x-stream-offset`` header is the ``offset`` column instead. Nothing here imports pyspark.
+keeps the type for those who need it, and ``from_json`` reads it (one definition,
+:func:`pumpd.dataplane.stream_sections_ref.header_text`, shared with the stream decoder). The
+broker's own ``x-stream-offset`` header is the ``offset`` column instead. Nothing here imports
+pyspark.
 """
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from typing import Any
+
+from ...dataplane.stream_sections_ref import header_text
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("body", "binary"),
@@ -40,22 +42,6 @@ SCHEMA_DDL = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
 
 PLAIN_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
           "message_id", "type", "user_id", "app_id", "cluster_id")
-
-
-def header_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    return json.dumps(value, default=_jsonable, separators=(",", ":"))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
 
 
 def headers_map(headers: dict[str, Any] | None) -> dict[str, str] | None:

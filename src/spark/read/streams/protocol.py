@@ -104,9 +104,9 @@ def read(options: ReadOptions, stream: str, start: int, end: int) -> Iterator[An
             credit.delivered(c.records, end - c.first - c.records)
             columns.add_chunk(c.frame, c.first, c.entries, c.data_at)
             if len(columns) >= BATCH_ROWS:
-                yield columns.take()
+                yield from columns.take()
         if len(columns):
-            yield columns.take()
+            yield from columns.take()
 
 
 class Credit:
