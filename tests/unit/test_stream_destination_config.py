@@ -86,7 +86,7 @@ def test_a_bad_clause_is_refused_by_name(shovel: dict[str, Any], where: str,
 
 def test_source_offset_ids_are_refused_for_a_queue_source_and_taken_for_a_declared_stream() -> None:
     queue_source = {k: v for k, v in STATIC.items() if k != "consumer_args"}
-    with pytest.raises(ConfigError, match="publishing_id.*needs a stream source"):
+    with pytest.raises(ConfigError, match=r"publishing_id.*needs a stream source"):
         _one({**queue_source, "publishing_id": "source-offset"})
     declared = _one({**queue_source, "publishing_id": "source-offset",
                      "sources": {"broker": "amqp://src", "declarations": [
@@ -96,6 +96,6 @@ def test_source_offset_ids_are_refused_for_a_queue_source_and_taken_for_a_declar
 
 
 def test_more_than_one_worker_on_a_stream_source_with_offset_ids_is_refused() -> None:
-    with pytest.raises(ConfigError, match="workers.*every worker every message"):
+    with pytest.raises(ConfigError, match=r"workers.*every worker every message"):
         _one({**STATIC, "workers": 2})
     assert _one({**STATIC, "workers": 2, "publishing_id": "none"}).workers == 2
