@@ -17,9 +17,7 @@ from typing import Any
 
 import pytest
 from pumpd.spark import register
-from pumpd.spark.read.read_options import parse_read_options
-from pumpd.spark.read.streams.protocol import StreamProbe
-from pumpd.spark.read.streams.wire import StreamsConnection, StreamsError
+from pumpd.spark.read.streams.wire import LAST, StreamsConnection, StreamsError
 from pumpd.spark.write.stream_messages import StreamMessages
 from pumpd.spark.write.stream_partition import producer_id
 from pumpd.testing.localnode import LocalNode
@@ -66,14 +64,16 @@ def _connection(node: LocalNode) -> StreamsConnection:
 
 
 def _tail(node: LocalNode, stream: str) -> int:
-    """The stream's next offset (how many messages it holds, none expired)."""
-    probe = StreamProbe(parse_read_options({"uri": node.uri(), "stream": stream,
-                                            "streamPort": node.stream_port,
-                                            "pollTimeoutMs": 500}))
-    try:
-        return probe.next_offset(stream) or 0
-    finally:
-        probe.close()
+    """The stream's next offset (how many messages it holds, none expired): after its last
+    chunk, which a subscription at ``last`` gets first (none within 2 s: empty)."""
+    with _connection(node) as conn:
+        conn.sock.settimeout(2.0)
+        conn.subscribe(stream, LAST, credit=1)
+        try:
+            c = conn.chunk()
+        except TimeoutError:
+            return 0
+        return c.first + c.records
 
 
 def _read_back(uri: str, stream: str, at_least: int, quiet: float = 1.5) -> list[Any]:
@@ -269,15 +269,17 @@ def test_stream_write_errors_name_the_stream_and_the_option(spark: Any, node: Lo
 # -- a streaming query killed and restarted -------------------------------------------------------
 
 
-def _query(node: LocalNode, source: str, out: str, checkpoint: Path, *,
+def _query(node: LocalNode, source: str, out: str, checkpoint: Path, log: Path, *,
            available_now: bool) -> subprocess.Popen[bytes]:
-    """tests/support/stream_write_query.py in a process group of its own (its JVM in it)."""
+    """tests/support/stream_write_query.py in a process group of its own (its JVM in it), its
+    output appended to ``log``."""
     cmd = [sys.executable, "-m", "tests.support.stream_write_query", node.uri(),
            str(node.stream_port), source, out, str(checkpoint)]
     if available_now:
         cmd.append("--available-now")
-    return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, env=os.environ.copy(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with log.open("ab") as out_file:
+        return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, env=os.environ.copy(),
+                                stdout=out_file, stderr=subprocess.STDOUT)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -290,34 +292,42 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def test_a_streaming_query_killed_and_restarted_writes_every_row_once(
         node: LocalNode, tmp_path: Path) -> None:
     uri, source, out = node.uri(), _name("src"), _name("dst")
-    rows = 30_000
+    rows = 10_000
     _stream(uri, source)
     _stream(uri, out)
-    with blocking_connection(uri) as c:
-        ch = c.channel()
-        ch.confirm_delivery()
-        for i in range(rows):
-            ch.basic_publish("", source, f"{i:08d}".encode() + b"." * 56)
-    checkpoint = tmp_path / "checkpoint"
+    with _connection(node) as conn:
+        conn.declare_publisher(source)
+        bodies = [f"{i:08d}".encode() + b"." * 56 for i in range(rows)]
+        for first in range(0, rows, 1000):
+            conn.publish(StreamMessages(source).entries(first + 1, bodies[first:first + 1000]),
+                         1000)
+        confirmed = 0
+        while confirmed < rows:
+            confirmed += conn.outcomes()[0]
+    started = time.monotonic()
+    checkpoint, log = tmp_path / "checkpoint", tmp_path / "query.log"
     kills = 0
-    for fraction in (0.2, 0.45, 0.7):
-        proc = _query(node, source, out, checkpoint, available_now=False)
+    # each micro-batch is 1,000 rows in two partitions: a kill once a batch's first partition is
+    # written leaves the batch part written, for the restart to replay
+    for threshold in (2_300, 5_300, 8_300):
+        proc = _query(node, source, out, checkpoint, log, available_now=False)
         try:
             deadline = time.monotonic() + 90
-            while _tail(node, out) < rows * fraction and time.monotonic() < deadline:
-                assert proc.poll() is None, proc.stderr.read().decode()[-3000:] \
-                    if proc.stderr else ""
-                time.sleep(0.1)
+            while _tail(node, out) < threshold and time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.5)
             assert time.monotonic() < deadline, "the query made no progress"
         finally:
             _kill(proc)
         kills += 1
-    proc = _query(node, source, out, checkpoint, available_now=True)
+        print(f"killed at {_tail(node, out)} of {rows} rows, {time.monotonic() - started:.0f} s")
+    proc = _query(node, source, out, checkpoint, log, available_now=True)
     try:
-        _, err = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
     finally:
         _kill(proc)
-    assert proc.returncode == 0, err.decode()[-3000:]
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    print(f"restarted to the end, {time.monotonic() - started:.0f} s")
     got = Counter(int(body[:8]) for _, body, _ in _read_back(uri, out, rows))
     assert kills == 3
     assert sorted(got) == list(range(rows))  # nothing lost

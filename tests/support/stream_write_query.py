@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     register(spark)
     df = (spark.readStream.format("pumpd").option("uri", uri).option("stream", source)
           .option("streamPort", stream_port).option("startingOffsets", "first")
-          .option("minPartitions", 2).option("maxRecordsPerTrigger", 1500).load())
+          .option("minPartitions", 2).option("maxRecordsPerTrigger", 1000).load())
     writer = (df.select("body").writeStream.format("pumpd").option("uri", uri)
               .option("stream", out).option("streamPort", stream_port)
               .option("checkpointLocation", checkpoint))
