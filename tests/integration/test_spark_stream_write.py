@@ -306,29 +306,30 @@ def test_a_streaming_query_killed_and_restarted_writes_every_row_once(
             confirmed += conn.outcomes()[0]
     started = time.monotonic()
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "query.log"
-    kills = 0
-    # each micro-batch is 1,000 rows in two partitions: a kill once a batch's first partition is
-    # written leaves the batch part written, for the restart to replay
+    # each micro-batch is 1,000 rows in two partitions, the second one slowed down: a kill once
+    # a batch's first partition is written leaves the batch part written, for the restart to
+    # replay (the broker drops what it holds of it)
+    killed_at = []
     for threshold in (2_300, 5_300, 8_300):
         proc = _query(node, source, out, checkpoint, log, available_now=False)
         try:
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + 240  # a loaded machine starts Spark slowly
             while _tail(node, out) < threshold and time.monotonic() < deadline:
                 assert proc.poll() is None, log.read_text()[-3000:]
-                time.sleep(0.5)
+                time.sleep(0.2)
             assert time.monotonic() < deadline, "the query made no progress"
         finally:
             _kill(proc)
-        kills += 1
-        print(f"killed at {_tail(node, out)} of {rows} rows, {time.monotonic() - started:.0f} s")
+        killed_at.append(_tail(node, out))
+        print(f"killed at {killed_at[-1]} of {rows} rows, {time.monotonic() - started:.0f} s")
     proc = _query(node, source, out, checkpoint, log, available_now=True)
     try:
-        proc.wait(timeout=120)
+        proc.wait(timeout=300)
     finally:
         _kill(proc)
     assert proc.returncode == 0, log.read_text()[-3000:]
     print(f"restarted to the end, {time.monotonic() - started:.0f} s")
     got = Counter(int(body[:8]) for _, body, _ in _read_back(uri, out, rows))
-    assert kills == 3
+    assert any(n % 1000 for n in killed_at), killed_at  # a micro-batch was cut at least once
     assert sorted(got) == list(range(rows))  # nothing lost
     assert set(got.values()) == {1}  # nothing twice

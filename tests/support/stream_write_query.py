@@ -1,5 +1,6 @@
 """A streaming query in a process of its own, for a test that SIGKILLs it with its JVM: a stream
-read with pumpd's reader and written unchanged to another stream (option ``stream``).
+read with pumpd's reader and written unchanged to another stream (option ``stream``). The second
+partition of each micro-batch is slowed down, so that for a while the batch is written in part.
 
 ``python -m tests.support.stream_write_query URI STREAM_PORT SOURCE OUT CHECKPOINT
 [--available-now]``: runs until killed, or with ``--available-now`` until the source's messages
@@ -10,6 +11,23 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+
+def _slow_second(column: Any) -> Any:
+    from pyspark.sql.functions import udf
+
+    @udf("binary")
+    def slow(body: bytes) -> bytes:
+        import time
+
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == 1:
+            time.sleep(0.003)
+        return body
+
+    return slow(column)
 
 
 def main(argv: list[str]) -> int:
@@ -28,7 +46,7 @@ def main(argv: list[str]) -> int:
     df = (spark.readStream.format("pumpd").option("uri", uri).option("stream", source)
           .option("streamPort", stream_port).option("startingOffsets", "first")
           .option("minPartitions", 2).option("maxRecordsPerTrigger", 1000).load())
-    writer = (df.select("body").writeStream.format("pumpd").option("uri", uri)
+    writer = (df.select(_slow_second(df.body).alias("body")).writeStream.format("pumpd").option("uri", uri)
               .option("stream", out).option("streamPort", stream_port)
               .option("checkpointLocation", checkpoint))
     writer = (writer.trigger(availableNow=True) if available_now
