@@ -125,9 +125,11 @@ def _response(key: int, corr: int, extra: bytes = b"") -> bytes:
     return struct.pack(">I", len(body)) + body
 
 
-def _hostile_streams_peer(after_login: bytes) -> tuple[int, threading.Thread]:
-    """A streams peer on loopback: it logs the client in, answers one request OK, then sends
-    ``after_login`` and waits for the client to hang up."""
+def _hostile_streams_peer(after_login: bytes, tunes: list[bytes] | None = None
+                          ) -> tuple[int, threading.Thread]:
+    """A streams peer on loopback: it logs the client in (keeping its tune frame in
+    ``tunes``), answers one request OK, then sends ``after_login`` and waits for the client to
+    hang up."""
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
 
@@ -149,9 +151,11 @@ def _hostile_streams_peer(after_login: bytes) -> tuple[int, threading.Thread]:
                 key, _, corr = struct.unpack_from(">HHI", f)
                 extra = struct.pack(">i", 0) if key in (0x11, 0x12) else b""
                 conn.sendall(_response(key, corr, extra))
-            tune = struct.pack(">HHII", 0x14, 1, 1 << 20, 0)
-            conn.sendall(struct.pack(">I", len(tune)) + tune)
-            read_frame(conn)  # the client's tune
+            offer = struct.pack(">HHII", 0x14, 1, 1 << 20, 60)
+            conn.sendall(struct.pack(">I", len(offer)) + offer)
+            tune = read_frame(conn)
+            if tunes is not None:
+                tunes.append(tune)
             f = read_frame(conn)  # open
             conn.sendall(_response(0x15, struct.unpack_from(">I", f, 4)[0]))
             f = read_frame(conn)  # declare publisher
@@ -179,3 +183,15 @@ def test_a_confirm_or_error_frame_counting_more_ids_than_it_holds_is_refused(
         with pytest.raises(StreamsError, match="cannot hold the"):
             conn.outcomes()
     t.join(5)
+
+
+def test_a_writer_asks_for_no_heartbeat_and_a_reader_takes_the_brokers() -> None:
+    for heartbeat, asked in ((0, 0), (None, 60)):
+        tunes: list[bytes] = []
+        port, t = _hostile_streams_peer(b"", tunes)
+        with StreamsConnection("127.0.0.1", port, "u", "p", "/", timeout=5,
+                               heartbeat=heartbeat) as conn:
+            conn.declare_publisher("s")
+            assert conn.tuned_frame_max == 1 << 20
+        t.join(5)
+        assert struct.unpack(">HHII", tunes[0]) == (0x14, 1, 1 << 20, asked)

@@ -52,7 +52,12 @@ PUBLISHER = 0  # the one publisher of a task's connection
 
 def connect(options: WriteOptions, name: str, timeout: float) -> StreamsConnection:
     """A streams connection at ``streamPort`` of the first URI's host that answers: over TLS
-    for an amqps URI, with the TLS settings the AMQP 0-9-1 side would use."""
+    for an amqps URI, with the TLS settings the AMQP 0-9-1 side would use.
+
+    It asks for no heartbeats: the task reads the socket only while it waits for confirms, and
+    between two Arrow batches Spark may compute for longer than the broker's heartbeat
+    timeout. A dead peer is noticed by a failed send, or by ``confirmTimeoutMs`` while
+    waiting."""
     failure: StreamsConnectError | None = None
     for text in options.connect_uris():
         u = parse_uri(text)
@@ -60,7 +65,8 @@ def connect(options: WriteOptions, name: str, timeout: float) -> StreamsConnecti
         try:
             return StreamsConnection(u.effective_host, options.stream_port, u.username,
                                      u.password, u.vhost, name=name, timeout=timeout, tls=tls,
-                                     server_hostname=tls_server_name(u) if tls else None)
+                                     server_hostname=tls_server_name(u) if tls else None,
+                                     heartbeat=0)
         except StreamsConnectError as exc:
             failure = exc
     assert failure is not None  # parse_options requires a URI

@@ -198,10 +198,12 @@ class StreamsConnection:
 
     def __init__(self, host: str, port: int, username: str, password: str, vhost: str,
                  name: str = "pumpd", timeout: float = 30.0,
-                 tls: ssl.SSLContext | None = None, server_hostname: str | None = None
-                 ) -> None:
+                 tls: ssl.SSLContext | None = None, server_hostname: str | None = None,
+                 heartbeat: int | None = None) -> None:
         """With ``tls``, the connection is TLS, verified against ``server_hostname`` when the
-        context checks host names (None: no SNI, as the AMQP side does with SNI disabled)."""
+        context checks host names (None: no SNI, as the AMQP side does with SNI disabled).
+        ``heartbeat``: the interval asked for in seconds, 0 for none (None: the broker's)."""
+        self._heartbeat = heartbeat
         self.address = f"{host}:{port}"
         self.username = username
         self.vhost = vhost
@@ -245,7 +247,9 @@ class StreamsConnection:
         if key != TUNE:
             raise StreamsError(f"{self.where}: cannot {self.step}: the broker sent "
                                f"{command_name(key)} instead")
-        self._send(TUNE, frame[8:16], correlated=False)
+        tune = frame[8:16] if self._heartbeat is None else frame[8:12] + struct.pack(
+            ">I", self._heartbeat)
+        self._send(TUNE, tune, correlated=False)
         # the frame size agreed (0: no limit), which a publisher's frames stay within
         self.tuned_frame_max = struct.unpack_from(">I", frame, 8)[0]
         self._request(OPEN, _string(vhost), f"open vhost {vhost!r}")
