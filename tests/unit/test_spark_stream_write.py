@@ -14,9 +14,9 @@ from pumpd.amqp10.mapping import to_amqp091
 from pumpd.amqp10.message import decode_message
 from pumpd.dataplane.properties import encode_properties, split_properties
 from pumpd.spark.read.streams.wire import StreamsConnection, StreamsError
-from pumpd.spark.write.partition import check_schema
+from pumpd.spark.write.partition import PartitionFailed, check_schema
 from pumpd.spark.write.stream_messages import RowRefused, StreamMessages
-from pumpd.spark.write.stream_partition import MAX_ROWS, producer_id
+from pumpd.spark.write.stream_partition import MAX_ROWS, StreamPartitionPublisher, producer_id
 from pumpd.spark.write.write_options import STREAM_IN_FLIGHT_MAX, parse_options
 
 URI = "amqp://guest@127.0.0.1:5672/%2F"
@@ -125,22 +125,29 @@ def _response(key: int, corr: int, extra: bytes = b"") -> bytes:
     return struct.pack(">I", len(body)) + body
 
 
-def _hostile_streams_peer(after_login: bytes, tunes: list[bytes] | None = None
-                          ) -> tuple[int, threading.Thread]:
+def _hostile_streams_peer(scripted: bytes, tunes: list[bytes] | None = None, *,
+                          to_publish: bool = False) -> tuple[int, threading.Thread]:
     """A streams peer on loopback: it logs the client in (keeping its tune frame in
-    ``tunes``), answers one request OK, then sends ``after_login`` and waits for the client to
-    hang up."""
+    ``tunes``) and answers its requests OK (a publisher's last id: 0), and sends ``scripted``
+    after the first declare-publisher request, or (``to_publish``) instead of confirming
+    each publish."""
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
 
     def read_frame(conn: socket.socket) -> bytes:
         size = b""
         while len(size) < 4:
-            size += conn.recv(4 - len(size))
+            got = conn.recv(4 - len(size))
+            if not got:
+                raise EOFError
+            size += got
         (n,) = struct.unpack(">I", size)
         body = b""
         while len(body) < n:
-            body += conn.recv(n - len(body))
+            got = conn.recv(n - len(body))
+            if not got:
+                raise EOFError
+            body += got
         return body
 
     def serve() -> None:
@@ -156,15 +163,22 @@ def _hostile_streams_peer(after_login: bytes, tunes: list[bytes] | None = None
             tune = read_frame(conn)
             if tunes is not None:
                 tunes.append(tune)
-            f = read_frame(conn)  # open
-            conn.sendall(_response(0x15, struct.unpack_from(">I", f, 4)[0]))
-            f = read_frame(conn)  # declare publisher
-            conn.sendall(_response(0x01, struct.unpack_from(">I", f, 4)[0]))
-            conn.sendall(after_login)
             try:
-                while conn.recv(65536):
-                    pass
-            except OSError:
+                while True:
+                    f = read_frame(conn)
+                    key = struct.unpack_from(">H", f)[0]
+                    if key == 0x02:  # publish
+                        if to_publish:
+                            conn.sendall(scripted)
+                        continue
+                    corr = struct.unpack_from(">I", f, 4)[0]
+                    conn.sendall(_response(key, corr, struct.pack(">Q", 0) if key == 0x05
+                                           else b""))
+                    if key == 0x01 and not to_publish:
+                        conn.sendall(scripted)
+                    if key == 0x16:  # close
+                        return
+            except (EOFError, OSError):
                 pass
 
     t = threading.Thread(target=serve, daemon=True)
@@ -195,3 +209,21 @@ def test_a_writer_asks_for_no_heartbeat_and_a_reader_takes_the_brokers() -> None
             assert conn.tuned_frame_max == 1 << 20
         t.join(5)
         assert struct.unpack(">HHII", tunes[0]) == (0x14, 1, 1 << 20, asked)
+
+
+def test_a_publish_error_fails_the_task_with_the_code_by_name() -> None:
+    error = struct.pack(">HHBiQH", 0x04, 1, 0, 1, (1 << 32) + 1, 18)
+    port, t = _hostile_streams_peer(struct.pack(">I", len(error)) + error, to_publish=True)
+    options = parse_options({"uri": f"amqp://u@127.0.0.1:{port}/%2F", "password": "s3cret-pw",
+                             "stream": "orders", "streamPort": str(port),
+                             "confirmTimeoutMs": "5000"})
+    pub = StreamPartitionPublisher(options, producer="job", batch=0, partition=3)
+    with pytest.raises(PartitionFailed) as info:
+        pub.publish_rows([{"body": b"a"}, {"body": b"b"}])
+        pub.finish()
+    pub.close()
+    t.join(5)
+    text = str(info.value)
+    assert "partition 3" in text and "'orders'" in text and "'job-3'" in text
+    assert "PUBLISHER_DOES_NOT_EXIST" in text and f"id {(1 << 32) + 1}" in text
+    assert "s3cret-pw" not in text
