@@ -2,13 +2,15 @@
 
 Driver: :meth:`PumpdDataSource.writer` / :meth:`~PumpdDataSource.streamWriter` check the
 options and the schema and open a test connection (declarations, then a passive declare of the
-target exchange, or of the queue a default-exchange routing key names), so a typo, a bad
-password or a missing exchange fails ``save()`` / ``start()`` before any task runs. The writer
+target exchange, or of the queue a default-exchange routing key names; with the option
+``stream``, a publisher declared and deleted on the stream), so a typo, a bad password or a
+missing exchange or stream fails ``save()`` / ``start()`` before any task runs. The writer
 Spark pickles holds options only, never a connection.
 
 Executors: ``write()`` gets Arrow record batches, publishes them through a
-:class:`~pumpd.spark.write.partition.PartitionPublisher` and returns once every row is confirmed, with
-the counts as its commit message; ``commit()`` / ``abort()`` on the driver log the totals.
+:class:`~pumpd.spark.write.partition.PartitionPublisher` (or, to a stream, a
+:class:`~pumpd.spark.write.stream_partition.StreamPartitionPublisher`) and returns once every row
+is confirmed, with the counts as its commit message; ``commit()`` / ``abort()`` on the driver log the totals.
 """
 
 from __future__ import annotations
