@@ -2,13 +2,15 @@
 
 Driver: :meth:`PumpdDataSource.writer` / :meth:`~PumpdDataSource.streamWriter` check the
 options and the schema and open a test connection (declarations, then a passive declare of the
-target exchange, or of the queue a default-exchange routing key names), so a typo, a bad
-password or a missing exchange fails ``save()`` / ``start()`` before any task runs. The writer
+target exchange, or of the queue a default-exchange routing key names; with the option
+``stream``, a publisher declared and deleted on the stream), so a typo, a bad password or a
+missing exchange or stream fails ``save()`` / ``start()`` before any task runs. The writer
 Spark pickles holds options only, never a connection.
 
 Executors: ``write()`` gets Arrow record batches, publishes them through a
-:class:`~pumpd.spark.write.partition.PartitionPublisher` and returns once every row is confirmed, with
-the counts as its commit message; ``commit()`` / ``abort()`` on the driver log the totals.
+:class:`~pumpd.spark.write.partition.PartitionPublisher` (or, to a stream, a
+:class:`~pumpd.spark.write.stream_partition.StreamPartitionPublisher`) and returns once every row
+is confirmed, with the counts as its commit message; ``commit()`` / ``abort()`` on the driver log the totals.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..config.model import Declaration
 from ..publishing.publisher import LinkError, Publisher
 from .redacted import redacting
 from .write.partition import PartitionCounts, PartitionPublisher, check_schema
+from .write.stream_partition import StreamPartitionPublisher, check_stream
 from .write.write_options import WriteOptions, parse_options
 
 log = logging.getLogger("pumpd.spark")
@@ -82,9 +85,11 @@ def _log_totals(what: str, messages: list[Any], batch: str = "") -> None:
     counts = [m.counts for m in messages if isinstance(m, PartitionCommit)]
     rows = sum(c.rows for c in counts)
     confirmed = sum(c.confirmed for c in counts)
-    retried = sum(1 for c in counts if c.attempt > 0)
+    skipped = sum(c.skipped for c in counts)
+    retried = sum(1 for c in counts if c.attempt > 0 and not c.deduplicated)
     line = (f"pumpd: {what}{batch}: {len(counts)} of {len(messages)} partitions reported, "
             f"{rows} rows published, {confirmed} confirmed"
+            + (f", {skipped} already in the stream (not sent again)" if skipped else "")
             + (f", {retried} partitions retried (their first attempts' confirmed rows are "
                "duplicates)" if retried else ""))
     if log.hasHandlers():
@@ -100,6 +105,41 @@ def _task() -> tuple[int, int, Any]:
     if ctx is None:
         return 0, 0, None
     return ctx.partitionId(), ctx.attemptNumber(), ctx
+
+
+def _micro_batch(ctx: Any) -> tuple[str, int]:
+    """The streaming query's id and the micro-batch's, which a restart from the checkpoint
+    keeps (a replayed micro-batch has its id again)."""
+    query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+    batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+    if not query or batch is None:
+        raise RuntimeError("pumpd: a streaming write to a stream needs the query id and the "
+                           "micro-batch id (a micro-batch query; continuous processing has "
+                           "no micro-batch id)")
+    return query, int(batch)
+
+
+def _write_stream(options: WriteOptions, batches: Iterator[Any], producer: str | None
+                  ) -> PartitionCommit:
+    """A task of a write to a stream: a batch write's ``producer`` made on the driver (or given
+    by the option producerName), a streaming write's (None) the query id."""
+    partition, attempt, ctx = _task()
+    batch = 0
+    if producer is None:
+        query, batch = _micro_batch(ctx)
+        producer = f"pumpd-{query}"
+    pub = StreamPartitionPublisher(options, producer=producer, batch=batch,
+                                   partition=partition, attempt=attempt)
+    try:
+        for b in batches:
+            if hasattr(b, "num_rows"):
+                pub.publish_arrow(b)
+            else:  # a Row (Spark 4.0 streaming writer)
+                pub.publish_rows([b, *batches])
+        return PartitionCommit(pub.finish())
+    except BaseException:
+        pub.close(abort=True)
+        raise
 
 
 def _write(options: WriteOptions, batches: Iterator[Any], id_prefix: str, streaming: bool,
@@ -135,6 +175,9 @@ class PumpdWriter(DataSourceArrowWriter):  # type: ignore[misc]
 
     @redacting
     def write(self, iterator: Iterator[Any]) -> PartitionCommit:
+        if self.options.stream:
+            return _write_stream(self.options, iterator,
+                                 self.options.producer_name or f"pumpd-{self.write_id}")
         return _write(self.options, iterator, f"{self.write_id}:0:", streaming=False)
 
     def commit(self, messages: list[Any]) -> None:
@@ -153,6 +196,8 @@ class PumpdStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
 
     @redacting
     def write(self, iterator: Iterator[Any]) -> PartitionCommit:
+        if self.options.stream:
+            return _write_stream(self.options, iterator, None)
         return _write(self.options, iterator, "", streaming=True)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
@@ -175,7 +220,10 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
                              'overwritten; use mode("append")')
         options = parse_options(dict(self.options))
         check_schema(_fields(schema), options)
-        check_connection(options, schema.names)
+        if options.stream:
+            check_stream(options)
+        else:
+            check_connection(options, schema.names)
         return options
 
     @redacting
@@ -184,7 +232,12 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
 
     @redacting
     def streamWriter(self, schema: StructType, overwrite: bool) -> PumpdStreamWriter:
-        return PumpdStreamWriter(self._prepare(schema, overwrite))
+        options = self._prepare(schema, overwrite)
+        if options.producer_name:
+            raise ValueError("pumpd option producerName: only for a batch write (a streaming "
+                             "write's producers are named by the query id, kept in the "
+                             "checkpoint)")
+        return PumpdStreamWriter(options)
 
     # -- reading: the options stream / queue choose the reader (pumpd.spark.read.reader_choice)
 

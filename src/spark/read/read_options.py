@@ -15,15 +15,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ...config.uri import parse_uri
-from ..write.write_options import CONNECTION_OPTIONS, SPARK_OPTIONS, option_bool, option_int
+from ..write.write_options import (
+    CONNECTION_OPTIONS,
+    SPARK_OPTIONS,
+    STREAM_PORT,
+    option_bool,
+    option_int,
+    stream_port,
+)
 
 Protocol = Literal["auto", "stream", "amqp"]
 PROTOCOLS: tuple[Protocol, ...] = ("auto", "stream", "amqp")
 # first / last / next are RabbitMQ's x-stream-offset words; earliest / latest are Kafka's
 STARTS = {"first": "first", "earliest": "first", "last": "last", "next": "next", "latest": "next"}
 
-# RabbitMQ's streams listeners: stream.listeners.tcp / stream.listeners.ssl
-STREAM_PORT, STREAM_TLS_PORT = 5552, 5551
 PREFETCH_MAX = 65535  # basic.qos's prefetch_count is 16 bits
 QUEUE_BATCH_MAX = PREFETCH_MAX // 2  # the queue reader's prefetch is twice its micro-batch
 
@@ -95,14 +100,6 @@ def _offset_spec(name: str, value: str, words: tuple[str, ...]) -> str:
     if n < 0:
         raise ValueError(f"pumpd option {name}: an offset must be at least 0, got {n}")
     return str(n)
-
-
-def _stream_port(opts: Mapping[str, str], uri: str) -> int:
-    """The option streamPort, else the streams TLS port for an amqps URI (the streams
-    connection is TLS exactly when the AMQP one would be), else the plain one."""
-    if "streamport" in opts:
-        return option_int("streamPort", opts["streamport"], 1, 65535)
-    return STREAM_TLS_PORT if parse_uri(uri).scheme == "amqps" else STREAM_PORT
 
 
 def _names(opts: Mapping[str, Any]) -> dict[str, str]:
@@ -180,7 +177,7 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         super_stream=super_stream,
         queue=queue,
         protocol=protocol,  # type: ignore[arg-type]  # checked against PROTOCOLS above
-        stream_port=_stream_port(opts, uris[0]),
+        stream_port=stream_port(opts, uris[0]),
         starting=_offset_spec("startingOffsets", opts.get("startingoffsets", "first"),
                               ("first", "last", "next")),
         starting_timestamp=None if ts is None else option_int("startingTimestamp", ts, 0, (1 << 63) - 1),

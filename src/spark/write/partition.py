@@ -38,6 +38,8 @@ class PartitionCounts:
     attempt: int
     rows: int
     confirmed: int
+    skipped: int = 0  # rows a stream already had from an earlier attempt or run: not sent
+    deduplicated: bool = False  # a stream write: the broker drops what is sent again
 
 
 class PartitionFailed(RuntimeError):
@@ -87,9 +89,27 @@ def check_schema(fields: Sequence[tuple[str, str]], options: WriteOptions) -> st
         if not ok:
             raise ValueError(f"pumpd: column {name!r} has type {t}, which AMQP's {name} cannot "
                              "carry (see the column table in docs/spark.md)")
+    if options.stream:
+        _check_stream_columns(names, options.stream)
     if options.message_id == "deterministic" and "message_id" in names:
         raise ValueError("pumpd: option messageId=deterministic and a message_id column: pick one")
     return body
+
+
+# Columns a stream write refuses: the exchange (it publishes to the stream itself), and the
+# properties that map to an AMQP 1.0 header section (durable, priority, ttl), which RabbitMQ
+# 3.x's AMQP 0-9-1 consumers of a stream cannot read (their channel fails)
+STREAM_REFUSED_COLUMNS = ("exchange", "delivery_mode", "priority", "expiration")
+
+
+def _check_stream_columns(names: Sequence[str], stream: str) -> None:
+    refused = [n for n in STREAM_REFUSED_COLUMNS if n in names]
+    if refused:
+        raise ValueError(
+            f"pumpd: column{'s' if len(refused) > 1 else ''} {', '.join(map(repr, refused))} "
+            f"with option stream {stream!r}: a stream write publishes to the stream itself, "
+            "and a message in a stream has no delivery mode, priority or expiration that RabbitMQ "
+            "3.x's AMQP 0-9-1 consumers of the stream can read (drop the column)")
 
 
 # -- publishing -----------------------------------------------------------------------------------

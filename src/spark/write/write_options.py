@@ -45,7 +45,18 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "declarations": ("declarations", "[]"),
     "ignoreunknowncolumns": ("ignoreUnknownColumns", "false"),
     "checktarget": ("checkTarget", "true"),
+    "stream": ("stream", '""'),
+    "streamport": ("streamPort", "5552 (5551 for amqps)"),
+    "producername": ("producerName", "(one per write)"),
 }
+
+# RabbitMQ's streams listeners: stream.listeners.tcp / stream.listeners.ssl
+STREAM_PORT, STREAM_TLS_PORT = 5552, 5551
+# The streams protocol's limit on a producer's reference (in bytes); pumpd appends the partition
+PRODUCER_NAME_MAX = 200
+# maxInFlight when writing to a stream: the broker's confirms of that many messages (8 bytes
+# each) must fit the sockets' buffers while the task is still sending
+STREAM_IN_FLIGHT_MAX = 65_536
 
 # Spark's own options, which it hands to the data source too
 SPARK_OPTIONS = ("checkpointlocation", "queryname", "__checkpointlocation")
@@ -76,6 +87,9 @@ class WriteOptions:
     ignore_unknown_columns: bool = False
     check_target: bool = True
     password: str | None = None
+    stream: str = ""  # a stream written over the streams protocol, effectively once
+    stream_port: int = STREAM_PORT
+    producer_name: str = ""  # a batch write's producer names, instead of one made per write
 
     def __post_init__(self) -> None:
         for u in self.uris:
@@ -191,9 +205,11 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
                          f"got {opts['messageid']!r}")
     exchange = opts.get("exchange", "")
     routing_key = opts.get("routingkey", "")
-    for name, value in (("exchange", exchange), ("routingKey", routing_key)):
+    stream = opts.get("stream", "").strip()
+    for name, value in (("exchange", exchange), ("routingKey", routing_key), ("stream", stream)):
         if len(value.encode()) > 255:
             raise ValueError(f"pumpd option {name}: longer than 255 bytes")
+    _check_stream_options(opts, stream)
     return WriteOptions(
         uris=uris,
         exchange=exchange,
@@ -209,7 +225,49 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
                                      opts.get("ignoreunknowncolumns", "false")),
         check_target=option_bool("checkTarget", opts.get("checktarget", "true")),
         password=password,
+        stream=stream,
+        stream_port=stream_port(opts, uris[0]),
+        producer_name=opts.get("producername", "").strip(),
     )
+
+
+# the options of an AMQP 0-9-1 publish that a stream write has no use for, and why
+_QUEUE_ONLY = {
+    "exchange": "publishes to the stream itself",
+    "mandatory": "publishes to the stream itself",
+    "declarations": "declares nothing",
+    "persistent": "keeps every message on disk already (and RabbitMQ 3.x's AMQP 0-9-1 "
+                  "consumers of a stream fail on the AMQP 1.0 header that would say so)",
+}
+
+
+def _check_stream_options(opts: Mapping[str, str], stream: str) -> None:
+    """A stream write takes no exchange options; the streams options need a stream."""
+    if not stream:
+        for name in ("streamport", "producername"):
+            if name in opts:
+                raise ValueError(f"pumpd option {OPTIONS[name][0]}: only for a stream write "
+                                 "(option stream)")
+        return
+    for name, why in _QUEUE_ONLY.items():
+        if name in opts:
+            raise ValueError(f"pumpd option {OPTIONS[name][0]}: not for a stream write (a write "
+                             f"to stream {stream!r} {why})")
+    producer = opts.get("producername", "")
+    if len(producer.encode()) > PRODUCER_NAME_MAX:
+        raise ValueError(f"pumpd option producerName: longer than {PRODUCER_NAME_MAX} bytes")
+    if "maxinflight" in opts and option_int("maxInFlight", opts["maxinflight"], 1,
+                                            MAX_IN_FLIGHT) > STREAM_IN_FLIGHT_MAX:
+        raise ValueError(f"pumpd option maxInFlight: at most {STREAM_IN_FLIGHT_MAX} for a stream "
+                         f"write, got {opts['maxinflight'].strip()}")
+
+
+def stream_port(opts: Mapping[str, str], uri: str) -> int:
+    """The option streamPort, else the streams TLS port for an amqps URI (the streams
+    connection is TLS exactly when the AMQP one would be), else the plain one."""
+    if "streamport" in opts:
+        return option_int("streamPort", opts["streamport"], 1, 65535)
+    return STREAM_TLS_PORT if parse_uri(uri).scheme == "amqps" else STREAM_PORT
 
 
 _warned_uri_password = False

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from ....streams.codes import (
     CLOSE,
+    COMMANDS,
     CREDIT,
     DELIVER,
     HEARTBEAT,
@@ -48,6 +49,16 @@ from ....streams.codes import (
     refusal,
 )
 
+# the publishing commands, by their names in the protocol
+_KEYS = {name: key for key, name in COMMANDS.items()}
+DECLARE_PUBLISHER = _KEYS["DECLARE_PUBLISHER"]
+PUBLISH = _KEYS["PUBLISH"]
+PUBLISH_CONFIRM = _KEYS["PUBLISH_CONFIRM"]
+PUBLISH_ERROR = _KEYS["PUBLISH_ERROR"]
+QUERY_PUBLISHER_SEQUENCE = _KEYS["QUERY_PUBLISHER_SEQUENCE"]
+DELETE_PUBLISHER = _KEYS["DELETE_PUBLISHER"]
+METADATA_UPDATE = _KEYS["METADATA_UPDATE"]
+
 # offset specifications of subscribe
 FIRST, LAST, NEXT, OFFSET, TIMESTAMP = 1, 2, 3, 4, 5
 
@@ -58,6 +69,10 @@ _HEAD = struct.Struct(">IHH")  # size, key, version
 # publishers made it.
 LOGIN_FRAME_MAX = 1 << 20
 _RESPONSE_HEAD = 14  # a response's size, key, version, correlation id and code
+_PUBLISH_HEAD = struct.Struct(">IHHBi")  # size, key, version, publisher id, message count
+# a publish frame's bytes besides its messages, and each message's (publishing id, length)
+PUBLISH_OVERHEAD = _PUBLISH_HEAD.size
+ENTRY_OVERHEAD = 12
 _CHUNK = struct.Struct(">BbbHIqQQIII")  # Deliver v1: subscription id, then the chunk header
 DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (after 4 reserved)
 
@@ -183,10 +198,12 @@ class StreamsConnection:
 
     def __init__(self, host: str, port: int, username: str, password: str, vhost: str,
                  name: str = "pumpd", timeout: float = 30.0,
-                 tls: ssl.SSLContext | None = None, server_hostname: str | None = None
-                 ) -> None:
+                 tls: ssl.SSLContext | None = None, server_hostname: str | None = None,
+                 heartbeat: int | None = None) -> None:
         """With ``tls``, the connection is TLS, verified against ``server_hostname`` when the
-        context checks host names (None: no SNI, as the AMQP side does with SNI disabled)."""
+        context checks host names (None: no SNI, as the AMQP side does with SNI disabled).
+        ``heartbeat``: the interval asked for in seconds, 0 for none (None: the broker's)."""
+        self._heartbeat = heartbeat
         self.address = f"{host}:{port}"
         self.username = username
         self.vhost = vhost
@@ -197,6 +214,7 @@ class StreamsConnection:
         self._corr = 0
         self._tls = tls is not None
         self._frame_max: int | None = LOGIN_FRAME_MAX
+        self.tuned_frame_max = 0
         try:
             self._login(username, password, vhost, name)
             self._frame_max = None
@@ -229,7 +247,11 @@ class StreamsConnection:
         if key != TUNE:
             raise StreamsError(f"{self.where}: cannot {self.step}: the broker sent "
                                f"{command_name(key)} instead")
-        self._send(TUNE, frame[8:16], correlated=False)
+        tune = frame[8:16] if self._heartbeat is None else frame[8:12] + struct.pack(
+            ">I", self._heartbeat)
+        self._send(TUNE, tune, correlated=False)
+        # the frame size agreed (0: no limit), which a publisher's frames stay within
+        self.tuned_frame_max = struct.unpack_from(">I", frame, 8)[0]
         self._request(OPEN, _string(vhost), f"open vhost {vhost!r}")
 
     def __enter__(self) -> StreamsConnection:
@@ -370,6 +392,66 @@ class StreamsConnection:
                 self.credit(owed)
                 owed = 0
             yield c
+
+    # -- publishing: a named producer (its reference) is what the broker deduplicates by
+
+    def declare_publisher(self, stream: str, reference: str = "", publisher: int = 0) -> None:
+        """Declare publisher ``publisher`` of ``stream`` on this connection; with a
+        ``reference``, the broker drops its messages whose publishing id is not above the last
+        one it stored for that reference."""
+        as_named = f" as producer {reference!r}" if reference else ""
+        self._request(DECLARE_PUBLISHER, struct.pack(">B", publisher) + _string(reference)
+                      + _string(stream), f"write to stream {stream!r}{as_named}")
+
+    def query_publisher_sequence(self, stream: str, reference: str) -> int:
+        """The last publishing id the broker stored for producer ``reference`` of ``stream``
+        (0 when it knows none)."""
+        step = f"ask stream {stream!r} for the last publishing id of producer {reference!r}"
+        frame = self._request(QUERY_PUBLISHER_SEQUENCE, _string(reference) + _string(stream),
+                              step)
+        if len(frame) < _RESPONSE_HEAD + 8:
+            raise StreamsError(f"{self.where}: the broker's answer (to {step}) is "
+                               f"{len(frame)} bytes, too short for a publishing id")
+        sequence: int = struct.unpack_from(">Q", frame, _RESPONSE_HEAD)[0]
+        return sequence
+
+    def delete_publisher(self, publisher: int = 0) -> None:
+        self._request(DELETE_PUBLISHER, struct.pack(">B", publisher),
+                      f"end publisher {publisher}")
+
+    def publish(self, entries: list[bytes], count: int, publisher: int = 0) -> None:
+        """One PUBLISH frame of ``count`` messages: ``entries`` joined are each one's
+        publishing id (8 bytes), length (4 bytes) and AMQP 1.0 message; the caller keeps the
+        frame within :attr:`tuned_frame_max`."""
+        size = sum(map(len, entries))
+        self.sock.sendall(_PUBLISH_HEAD.pack(PUBLISH_OVERHEAD - 4 + size, PUBLISH, 1, publisher,
+                                             count) + b"".join(entries))
+
+    def outcomes(self, publisher: int = 0) -> tuple[int, list[tuple[int, int]]]:
+        """Wait for the next confirm or error frame of ``publisher``: the number of messages it
+        confirms, and the (publishing id, code) of each message it refuses.
+
+        :raises TimeoutError: nothing came within the socket's timeout
+        :raises StreamsError: a frame whose counts its size does not hold, or the stream gone
+        """
+        while True:
+            frame = self._frame()
+            key = _HEAD.unpack_from(frame)[1]
+            if key == METADATA_UPDATE:
+                raise StreamsError(f"{self.where}: the broker says the stream written to was "
+                                   "deleted or has no leader any more (METADATA_UPDATE)")
+            if key not in (PUBLISH_CONFIRM, PUBLISH_ERROR) or len(frame) < 13:
+                continue  # answers to nothing in flight: a late credit error, a heartbeat's
+            got, count = struct.unpack_from(">Bi", frame, 8)
+            width = 8 if key == PUBLISH_CONFIRM else 10
+            if count < 0 or 13 + count * width > len(frame):
+                raise StreamsError(f"{self.where}: a {command_name(key)} frame of {len(frame)} "
+                                   f"bytes cannot hold the {count} publishing ids it counts")
+            if got != publisher:
+                continue
+            if key == PUBLISH_CONFIRM:
+                return count, []
+            return 0, [struct.unpack_from(">QH", frame, 13 + i * 10) for i in range(count)]
 
     def close(self) -> None:
         try:

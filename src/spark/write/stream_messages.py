@@ -1,0 +1,121 @@
+"""Rows as AMQP 1.0 messages for a stream, each already framed as a PUBLISH frame's entry.
+
+A row is the AMQP 0-9-1 message the queue writer would publish for it (its properties and
+headers from the columns, the exchange ``""`` and the routing key of a publish to the stream
+through the default exchange), mapped to AMQP 1.0 by :mod:`pumpd.amqp10.mapping`: the same
+message a consumer gets when that row is published over AMQP 0-9-1, so a row reads back alike
+whichever writer put it in the stream.
+
+Everything but the body is the same for every row of a write without per-row columns, so it is
+encoded once: such a row costs its publishing id, its length, a cached head that ends with the
+data section's own head, and its body. A row with per-row columns is mapped whole, with its
+encoded head cached by the row's properties.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...amqp10.mapping import UnmappableMessage, from_amqp091
+from ...amqp10.message import encode_message
+from ...dataplane.properties import encode_properties, encode_rows
+
+# A data section holding an empty body: what ends the encoding of a message mapped from an
+# empty body, cut off to make the head every body is appended to
+_EMPTY_DATA = b"\x00\x53\x75\xa0\x00"
+_DATA8 = b"\x00\x53\x75\xa0"  # a data section of up to 255 bytes (vbin8)
+_DATA32 = b"\x00\x53\x75\xb0"  # ... of more (vbin32)
+_ENTRY = struct.Struct(">QI")  # publishing id, message length
+# distinct property lists whose heads are kept (per-row columns, repeated values)
+HEAD_CACHE = 4096
+
+
+class RowRefused(ValueError):
+    """A row that has no AMQP 1.0 message (see :class:`pumpd.amqp10.mapping.UnmappableMessage`);
+    ``row`` is its index in the rows given."""
+
+    def __init__(self, row: int, why: str) -> None:
+        super().__init__(why)
+        self.row = row
+
+
+class StreamMessages:
+    """The entries (publishing id, length, message) of the rows of one write to ``stream``.
+
+    :param routing_key: the x-routing-key of a row without its own (default: the stream's name)
+    :param properties: the basic properties every row has (``delivery_mode`` for persistent)
+    """
+
+    def __init__(self, stream: str, routing_key: str = "",
+                 properties: Mapping[str, Any] | None = None) -> None:
+        self.routing_key = (routing_key or stream).encode()
+        self.properties = dict(properties or {})
+        self._heads: dict[tuple[bytes, bytes], bytes] = {}
+        head = self.head(encode_properties(self.properties), self.routing_key)
+        # the head followed by each short body's data-section head, by the body's length
+        self._short = [head + _DATA8 + bytes((n,)) for n in range(256)]
+        self._long = head + _DATA32
+        self._head_size = len(head)
+
+    def head(self, properties: bytes, routing_key: bytes) -> bytes:
+        """The encoded message up to its body's data section, for raw 0-9-1 ``properties``.
+
+        :raises UnmappableMessage: naming the property the mapping cannot carry
+        """
+        key = (properties, routing_key)
+        got = self._heads.get(key)
+        if got is None:
+            message = from_amqp091(b"", routing_key, properties, b"")
+            if message.header is not None:
+                raise UnmappableMessage(
+                    "header", "a stream write sends no AMQP 1.0 header section (durable, "
+                    "priority, ttl, first-acquirer, delivery-count): RabbitMQ 3.x's AMQP 0-9-1 "
+                    "consumers of a stream fail on one")
+            whole = encode_message(message)
+            if not whole.endswith(_EMPTY_DATA):  # the mapping of a plain body ends so
+                raise AssertionError("an empty body's message does not end in an empty data "
+                                     "section")
+            got = whole[:-len(_EMPTY_DATA)]
+            if len(self._heads) >= HEAD_CACHE:
+                self._heads.clear()
+            self._heads[key] = got
+        return got
+
+    def entries(self, first_id: int, bodies: Sequence[bytes]) -> list[bytes]:
+        """``bodies[i]`` with publishing id ``first_id + i``, every other part the write's."""
+        pack, short, long_head, size = _ENTRY.pack, self._short, self._long, self._head_size
+        out = []
+        pid = first_id
+        for b in bodies:
+            n = len(b)
+            if n < 256:
+                out.append(pack(pid, size + 5 + n) + short[n] + b)
+            else:
+                out.append(pack(pid, size + 8 + n) + long_head + n.to_bytes(4, "big") + b)
+            pid += 1
+        return out
+
+    def entries_of_rows(self, first_id: int, bodies: Sequence[bytes],
+                        columns: Mapping[str, Sequence[Any]],
+                        ids: Sequence[bytes] | None = None,
+                        routing_keys: Sequence[str | None] | None = None) -> list[bytes]:
+        """Rows with per-row properties (``columns``: a basic property's name -> a value per
+        row, None keeping the write's), message ids and routing keys.
+
+        :raises RowRefused: naming the row and the field the mapping cannot carry
+        """
+        raws = encode_rows(len(bodies), self.properties, columns, ids)
+        pack = _ENTRY.pack
+        out = []
+        for i, b in enumerate(bodies):
+            rk = routing_keys[i] if routing_keys is not None else None
+            try:
+                head = self.head(raws[i], self.routing_key if rk is None else rk.encode())
+            except UnmappableMessage as exc:
+                raise RowRefused(i, f"no AMQP 1.0 message has it: {exc}") from None
+            n = len(b)
+            data = _DATA8 + bytes((n,)) if n < 256 else _DATA32 + n.to_bytes(4, "big")
+            out.append(pack(first_id + i, len(head) + len(data) + n) + head + data + b)
+        return out

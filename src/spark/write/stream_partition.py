@@ -1,0 +1,303 @@
+"""One Spark partition written to a stream over the streams protocol, effectively once.
+
+The task publishes as a *named producer*: the broker stores, per producer reference, the last
+publishing id it wrote, and drops a message whose id is not above it. The reference and the ids
+are functions of the write and the partition's rows, so a retried task, a replayed micro-batch
+or a rerun job publishes the same rows under the same ids:
+
+* reference: ``{producer}-{partition}``, the producer the query id (streaming: kept in the
+  checkpoint), one id made on the driver per batch write, or the option ``producerName``;
+* publishing id: ``(batch + 1) << 32 | (row + 1)``, ``batch`` the micro-batch id (0 for a batch
+  write) and ``row`` the row's place in the partition: increasing within a partition and from one
+  micro-batch to the next.
+
+At the start the task asks the broker for the reference's last id and does not send the rows up
+to it (the broker would drop them anyway); :meth:`StreamPartitionPublisher.finish` returns once
+every row sent is confirmed. A refused message, a lost connection or no confirm within
+``confirmTimeoutMs`` raises :class:`~pumpd.spark.write.partition.PartitionFailed`, and Spark's
+retry sends only what the broker lacks. This holds only when a retry or replay of a partition
+has the same rows in the same order (docs/spark.md says what breaks it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from ...config.tls import ssl_context, tls_server_name
+from ...config.uri import parse_uri
+from ..read.streams.codes import code_name
+from ..read.streams.wire import (
+    ENTRY_OVERHEAD,
+    PUBLISH_OVERHEAD,
+    StreamsConnectError,
+    StreamsConnection,
+    StreamsError,
+)
+from .partition import PartitionCounts, PartitionFailed
+from .stream_messages import RowRefused, StreamMessages
+from .write_options import BODY_COLUMNS, KNOWN_COLUMNS, WriteOptions
+
+log = logging.getLogger("pumpd.spark")
+
+ROW_BITS = 32  # a partition's rows are numbered 1 .. 2**32 - 1 in the low bits of an id
+MAX_ROWS = (1 << ROW_BITS) - 1
+MAX_BATCH = (1 << (64 - ROW_BITS)) - 2  # (batch + 1) << 32 must stay within 64 bits
+# the largest PUBLISH frame sent, below the broker's frame size when that is larger: one frame
+# is one write of the broker's, and larger ones only delay the first confirm
+FRAME_BYTES = 1 << 20
+PUBLISHER = 0  # the one publisher of a task's connection
+
+
+def connect(options: WriteOptions, name: str, timeout: float) -> StreamsConnection:
+    """A streams connection at ``streamPort`` of the first URI's host that answers: over TLS
+    for an amqps URI, with the TLS settings the AMQP 0-9-1 side would use.
+
+    It asks for no heartbeats: the task reads the socket only while it waits for confirms, and
+    between two Arrow batches Spark may compute for longer than the broker's heartbeat
+    timeout. A dead peer is noticed by a failed send, or by ``confirmTimeoutMs`` while
+    waiting."""
+    failure: StreamsConnectError | None = None
+    for text in options.connect_uris():
+        u = parse_uri(text)
+        tls = ssl_context(u) if u.scheme == "amqps" else None
+        try:
+            return StreamsConnection(u.effective_host, options.stream_port, u.username,
+                                     u.password, u.vhost, name=name, timeout=timeout, tls=tls,
+                                     server_hostname=tls_server_name(u) if tls else None,
+                                     heartbeat=0)
+        except StreamsConnectError as exc:
+            failure = exc
+    assert failure is not None  # parse_options requires a URI
+    raise failure
+
+
+def check_stream(options: WriteOptions) -> None:
+    """On the driver: the stream exists and the user may write to it (a publisher declared
+    and deleted), so that a typo fails ``save()`` / ``start()`` before any task runs.
+
+    :raises ValueError: naming the stream and the broker's reason
+    """
+    try:
+        with connect(options, "pumpd spark write check", options.confirm_timeout) as conn:
+            conn.declare_publisher(options.stream)
+            conn.delete_publisher()
+    except (StreamsError, StreamsConnectError, ConnectionError, TimeoutError) as exc:
+        raise ValueError(f"pumpd option stream {options.stream!r}: {exc}") from None
+
+
+def producer_id(batch: int, row: int) -> int:
+    """The publishing id of the partition's row ``row`` (from 0) in micro-batch ``batch``."""
+    return ((batch + 1) << ROW_BITS) | (row + 1)
+
+
+class StreamPartitionPublisher:
+    """Publishes one partition to ``options.stream``; see the module docstring.
+
+    :param producer: the write's producer name (the partition is appended)
+    :param batch: the micro-batch id (0 for a batch write)
+    """
+
+    def __init__(self, options: WriteOptions, *, producer: str, batch: int,
+                 partition: int = 0, attempt: int = 0) -> None:
+        if not 0 <= batch <= MAX_BATCH:
+            raise ValueError(f"pumpd: micro-batch id {batch} is beyond what a stream write's "
+                             f"publishing ids hold (0 to {MAX_BATCH})")
+        self.options = options
+        self.stream = options.stream
+        self.partition = partition
+        self.attempt = attempt
+        self.reference = f"{producer}-{partition}"
+        self.batch = batch
+        self.rows = 0  # the partition's rows seen so far
+        self.skipped = 0  # ... of which the broker had already
+        self.sent = 0
+        self.confirmed = 0
+        self._id_prefix = f"{self.reference}:{batch}:".encode()
+        self._messages = StreamMessages(self.stream, options.routing_key)
+        self.conn: StreamsConnection | None = None
+        try:
+            self.conn = connect(options, f"pumpd spark write {self.stream}",
+                                options.confirm_timeout)
+            self.conn.declare_publisher(self.stream, self.reference, PUBLISHER)
+            self.last = self.conn.query_publisher_sequence(self.stream, self.reference)
+        except (StreamsError, StreamsConnectError, ConnectionError, TimeoutError) as exc:
+            self.close()
+            raise self._failed(str(exc)) from None
+        frame_max = self.conn.tuned_frame_max or FRAME_BYTES
+        self._frame_bytes = min(frame_max, FRAME_BYTES) - PUBLISH_OVERHEAD
+        self._frame_max = frame_max
+
+    # -- failures -------------------------------------------------------------------------------
+
+    def _failed(self, why: str) -> PartitionFailed:
+        return PartitionFailed(
+            f"pumpd: partition {self.partition} (attempt {self.attempt}) to stream "
+            f"{self.stream!r} as producer {self.reference!r}: {self.confirmed} of {self.sent} "
+            f"rows sent confirmed, then: {why} (a retry sends only what the stream lacks)")
+
+    def close(self, *, abort: bool = False) -> None:
+        """Close the connection; the broker forgets the publisher with it (and keeps the
+        producer's last id, which the next attempt asks for)."""
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:  # closing after a failure must not hide the failure
+                log.debug("closing a streams connection failed", exc_info=True)
+            self.conn = None
+
+    # -- rows -----------------------------------------------------------------------------------
+
+    def _take(self, n: int) -> tuple[int, int]:
+        """Number ``n`` more rows: (the first one's row index, how many of them to skip)."""
+        if self.rows + n > MAX_ROWS:
+            raise ValueError(f"pumpd: partition {self.partition} has more than {MAX_ROWS} rows, "
+                             "more than a stream write numbers (repartition into more "
+                             "partitions)")
+        first = self.rows
+        self.rows += n
+        skip = min(max(self.last - producer_id(self.batch, first) + 1, 0), n)
+        self.skipped += skip
+        return first, skip
+
+    def _ids(self, first: int, n: int) -> list[bytes] | None:
+        if self.options.message_id != "deterministic":
+            return None
+        return [self._id_prefix + str(r).encode() for r in range(first, first + n)]
+
+    def publish_arrow(self, batch: Any) -> None:
+        """Publish one ``pyarrow.RecordBatch`` (columns as :func:`check_schema` allows)."""
+        import pyarrow as pa
+
+        cols = {name.lower(): batch.column(i) for i, name in enumerate(batch.schema.names)}
+        body = cols["body"] if "body" in cols else cols["value"]
+        first, skip = self._take(len(body))
+        if skip == len(body):
+            return
+        if skip:
+            body = body.slice(skip)
+            cols = {k: v.slice(skip) for k, v in cols.items()}
+        if pa.types.is_string(body.type) or pa.types.is_large_string(body.type):
+            body = body.cast(pa.large_binary() if pa.types.is_large_string(body.type)
+                             else pa.binary())
+        if body.null_count:
+            body = body.fill_null(b"")
+        per_row = {k: cols[k].to_pylist() for k in KNOWN_COLUMNS
+                   if k in cols and (k != "message_id" or self.options.message_id != "none")}
+        self._publish(first + skip, body.to_pylist(), per_row)
+
+    def publish_rows(self, rows: Iterable[Any], chunk: int = 10_000) -> None:
+        """Publish ``pyspark.sql.Row`` objects or mappings (Spark 4.0's streaming writer)."""
+        bodies: list[bytes] = []
+        columns: dict[str, list[Any]] = {}
+        for row in rows:
+            d = row.asDict() if hasattr(row, "asDict") else dict(row)
+            d = {str(k).lower(): v for k, v in d.items()}
+            b = next((d.pop(k) for k in BODY_COLUMNS if k in d), None)
+            bodies.append(b"" if b is None else b.encode() if isinstance(b, str) else bytes(b))
+            for k, v in d.items():
+                if k in KNOWN_COLUMNS:
+                    columns.setdefault(k, [None] * (len(bodies) - 1)).append(v)
+            for values in columns.values():
+                if len(values) < len(bodies):
+                    values.append(None)
+            if len(bodies) >= chunk:
+                self._publish_chunk(bodies, columns)
+                bodies, columns = [], {}
+        if bodies:
+            self._publish_chunk(bodies, columns)
+
+    def _publish_chunk(self, bodies: list[bytes], columns: dict[str, list[Any]]) -> None:
+        first, skip = self._take(len(bodies))
+        if skip < len(bodies):
+            self._publish(first + skip, bodies[skip:],
+                          {k: v[skip:] for k, v in columns.items()})
+
+    def _publish(self, first: int, bodies: list[bytes], per_row: dict[str, list[Any]]) -> None:
+        """Rows ``first`` .. of the partition, none of them skipped."""
+        per_row.pop("exchange", None)  # check_schema refuses it for a stream write
+        routing_keys = per_row.pop("routing_key", None)
+        if self.options.message_id == "none":
+            per_row.pop("message_id", None)
+        if "headers" in per_row:  # Arrow maps arrive as (key, value) lists
+            per_row["headers"] = [dict(v) if isinstance(v, list) else v
+                                  for v in per_row["headers"]]
+        ids = self._ids(first, len(bodies))
+        pid = producer_id(self.batch, first)
+        try:
+            if per_row or ids is not None or routing_keys is not None:
+                entries = self._messages.entries_of_rows(pid, bodies, per_row, ids, routing_keys)
+            else:
+                entries = self._messages.entries(pid, bodies)
+        except RowRefused as exc:
+            raise ValueError(f"pumpd: partition {self.partition}, row {first + exc.row}: "
+                             f"{exc}") from None
+        self._send(entries, first)
+
+    # -- the wire -------------------------------------------------------------------------------
+
+    def _send(self, entries: list[bytes], first: int) -> None:
+        """PUBLISH frames of whole entries within the frame size, no more than ``maxInFlight``
+        unconfirmed at any time."""
+        conn = self.conn
+        assert conn is not None
+        window = self.options.max_in_flight
+        limit = self._frame_bytes
+        start, size, n = 0, 0, len(entries)
+        for i in range(n + 1):
+            length = len(entries[i]) if i < n else 0
+            if i < n and length + PUBLISH_OVERHEAD > self._frame_max:
+                raise ValueError(
+                    f"pumpd: partition {self.partition}, row {first + i}: a message of "
+                    f"{length - ENTRY_OVERHEAD} bytes is larger than the broker's frame size "
+                    f"({self._frame_max} bytes) allows")
+            if i == n or (i > start and (size + length > limit or i - start >= window)):
+                if i > start:
+                    self._wait(window - (i - start))
+                    try:
+                        conn.publish(entries[start:i], i - start, PUBLISHER)
+                    except OSError as exc:
+                        raise self._failed(f"the connection failed: {exc}") from None
+                    self.sent += i - start
+                start, size = i, 0
+            size += length
+
+    def _wait(self, most: int) -> None:
+        """Read confirms until no more than ``most`` messages are unconfirmed.
+
+        :raises PartitionFailed: a message refused (its code by name), the connection lost, or
+            nothing confirmed within ``confirmTimeoutMs``
+        """
+        conn = self.conn
+        assert conn is not None
+        while self.sent - self.confirmed > most:
+            try:
+                confirmed, errors = conn.outcomes(PUBLISHER)
+            except TimeoutError:
+                raise self._failed(f"no confirm within confirmTimeoutMs "
+                                   f"({self.options.confirm_timeout:g} s)") from None
+            except (StreamsError, ConnectionError, OSError) as exc:
+                raise self._failed(str(exc)) from None
+            if errors:
+                pid, code = errors[0]
+                raise self._failed(f"the broker refused {len(errors)} message"
+                                   f"{'s' if len(errors) > 1 else ''}, the first with publishing "
+                                   f"id {pid} ({code_name(code)})")
+            self.confirmed += confirmed
+
+    def finish(self) -> PartitionCounts:
+        """Wait for every confirm; then end the publisher and close.
+
+        :raises PartitionFailed: when a row sent was not confirmed
+        """
+        self._wait(0)
+        conn = self.conn
+        assert conn is not None
+        try:
+            conn.delete_publisher(PUBLISHER)
+        except (StreamsError, ConnectionError, OSError, TimeoutError):
+            log.debug("ending a confirmed publisher failed", exc_info=True)
+        self.close()
+        return PartitionCounts(self.partition, self.attempt, self.rows, self.confirmed,
+                               skipped=self.skipped, deduplicated=True)

@@ -1,0 +1,335 @@
+"""Writing into a stream with the data source ``pumpd`` (option ``stream``), effectively once,
+against a private node with the stream plugin; read back over AMQP 0-9-1 (``x-stream-offset``),
+not with pumpd's own reader."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pumpd.spark import register
+from pumpd.spark.read.streams.wire import LAST, StreamsConnection, StreamsError
+from pumpd.spark.write.stream_messages import StreamMessages
+from pumpd.spark.write.stream_partition import producer_id
+from pumpd.testing.localnode import LocalNode
+from pyspark import cloudpickle
+
+from tests.support import spark_helpers
+from tests.support.amqp_helpers import blocking_connection
+from tests.support.spark_helpers import Trigger, pull
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+cloudpickle.register_pickle_by_value(spark_helpers)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = spark_helpers.spark_session()
+    register(session)
+    yield session
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[LocalNode]:
+    with LocalNode(plugins=["rabbitmq_stream"]) as n:
+        yield n
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _stream(uri: str, name: str) -> None:
+    with blocking_connection(uri) as c:
+        c.channel().queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
+
+
+def _connection(node: LocalNode) -> StreamsConnection:
+    assert node.stream_port is not None
+    return StreamsConnection("127.0.0.1", node.stream_port, "guest", "guest", "/")
+
+
+def _tail(node: LocalNode, stream: str) -> int:
+    """The stream's next offset (how many messages it holds, none expired): after its last
+    chunk, which a subscription at ``last`` gets first (none within 2 s: empty)."""
+    with _connection(node) as conn:
+        conn.sock.settimeout(2.0)
+        conn.subscribe(stream, LAST, credit=1)
+        try:
+            c = conn.chunk()
+        except TimeoutError:
+            return 0
+        return c.first + c.records
+
+
+def _read_back(uri: str, stream: str, at_least: int, quiet: float = 1.5) -> list[Any]:
+    """Every message of ``stream`` as (properties, body, routing key), over AMQP 0-9-1: until
+    ``at_least`` came and then nothing more for ``quiet`` seconds."""
+    got: list[Any] = []
+
+    def take(ch: Any, m: Any, p: Any, body: bytes) -> None:
+        got.append((p, body, m.routing_key))
+        ch.basic_ack(m.delivery_tag)
+
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.basic_qos(prefetch_count=1000)
+        ch.basic_consume(stream, take, arguments={"x-stream-offset": "first"})
+        deadline = time.monotonic() + 60
+        last_len, last_change = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            c.process_data_events(time_limit=0.1)
+            if len(got) != last_len:
+                last_len, last_change = len(got), time.monotonic()
+            elif len(got) >= at_least and time.monotonic() - last_change >= quiet:
+                break
+        c._impl.close()  # no cancel: pika's cancel rejects, which a stream refuses
+    return got
+
+
+def _numbered(spark: Any, rows: int, partitions: int, *, fault: Any = None) -> Any:
+    """``body``: the row's number in 8 digits and dots, ``rows`` rows in ``partitions``
+    partitions made in the task, which calls ``fault(attempt, row)`` before each row."""
+    per = rows // partitions
+
+    def gen(it: Iterator[int]) -> Iterator[tuple[str]]:
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        for p in it:
+            for k in range(per):
+                if fault is not None:
+                    fault(attempt, k)
+                yield (f"{p * per + k:08d}" + "." * 56,)
+
+    rdd = spark.sparkContext.parallelize(range(partitions), partitions).mapPartitions(gen)
+    return spark.createDataFrame(rdd, "body string")
+
+
+def _write(df: Any, node: LocalNode, stream: str, **options: Any) -> None:
+    w = (df.write.format("pumpd").option("uri", node.uri()).option("stream", stream)
+         .option("streamPort", node.stream_port))
+    for k, v in options.items():
+        w = w.option(k, v)
+    w.mode("append").save()
+
+
+# -- the client's publishing commands ------------------------------------------------------------
+
+
+def test_a_named_producer_is_deduplicated_by_publishing_id(node: LocalNode) -> None:
+    s = _name("dedup")
+    _stream(node.uri(), s)
+    messages = StreamMessages(s)
+    with _connection(node) as conn:
+        assert conn.query_publisher_sequence(s, "p") == 0
+        conn.declare_publisher(s, "p")
+        conn.publish(messages.entries(1, [b"m%d" % i for i in range(1, 11)]), 10)
+        assert conn.outcomes() == (10, [])
+        # ids 5 to 15 again: the broker confirms them all and stores only 11 to 15
+        conn.publish(messages.entries(5, [b"m%d" % i for i in range(5, 16)]), 11)
+        confirmed = 0
+        while confirmed < 11:
+            n, errors = conn.outcomes()
+            assert errors == []
+            confirmed += n
+        assert conn.query_publisher_sequence(s, "p") == 15
+        conn.delete_publisher()
+    got = _read_back(node.uri(), s, 15)
+    assert [body for _, body, _ in got] == [b"m%d" % i for i in range(1, 16)]
+    assert {rk for _, _, rk in got} == {s}  # a publish to the stream through the default exchange
+
+
+def test_a_missing_stream_is_refused_by_name(node: LocalNode) -> None:
+    with _connection(node) as conn, pytest.raises(StreamsError) as caught:
+        conn.declare_publisher("no-such-stream", "p")
+    assert "no-such-stream" in str(caught.value)
+    assert "STREAM_DOES_NOT_EXIST" in str(caught.value)
+
+
+# -- batch writes ---------------------------------------------------------------------------------
+
+
+def test_batch_write_into_a_stream_reads_back_every_row_once_and_exact(
+        spark: Any, node: LocalNode) -> None:
+    s = _name("out")
+    _stream(node.uri(), s)
+    df = spark.createDataFrame(
+        [(f"body{i}".encode(), f"id{i}", "text/plain", {"n": str(i), "k": "v"})
+         for i in range(300)],
+        "body binary, message_id string, content_type string, headers map<string,string>")
+    _write(df.repartition(3), node, s)
+    got = _read_back(node.uri(), s, 300)
+    assert len(got) == 300
+    by_id = {p.message_id: (p, body) for p, body, _ in got}
+    assert sorted(by_id) == sorted(f"id{i}" for i in range(300))
+    for i in (0, 17, 299):
+        p, body = by_id[f"id{i}"]
+        assert body == f"body{i}".encode()
+        assert p.content_type == "text/plain"
+        assert {k: p.headers[k] for k in ("n", "k")} == {"n": str(i), "k": "v"}
+
+
+def test_a_body_only_write_of_long_and_short_bodies_is_exact(spark: Any, node: LocalNode
+                                                             ) -> None:
+    s = _name("sizes")
+    _stream(node.uri(), s)
+    bodies = [b"x" * n for n in (0, 1, 255, 256, 70_000)]
+    df = spark.createDataFrame([(b,) for b in bodies], "body binary")
+    _write(df.coalesce(1), node, s)
+    got = _read_back(node.uri(), s, len(bodies))
+    assert sorted(body for _, body, _ in got) == sorted(bodies)
+
+
+def test_a_task_retried_after_publishing_part_of_its_rows_adds_no_duplicate(
+        spark: Any, node: LocalNode) -> None:
+    s, producer = _name("retry"), _name("job")
+    _stream(node.uri(), s)
+    rows, fail_at = 50_000, 20_000
+
+    def published_some() -> None:
+        """The first attempt waits here until its first Arrow batches (10,000 rows each) are
+        confirmed, then fails."""
+        deadline = time.monotonic() + 60
+        with _connection(node) as conn:
+            while (conn.query_publisher_sequence(s, f"{producer}-0") < producer_id(0, 9_999)
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+
+    trigger = Trigger(published_some)
+    port = trigger.port
+
+    def fault(attempt: int, row: int) -> None:
+        if attempt == 0 and row == fail_at:
+            from pyspark import TaskContext
+
+            if TaskContext.get().partitionId() == 0:
+                pull(port)
+                raise RuntimeError("the first attempt fails after publishing")
+
+    try:
+        _write(_numbered(spark, rows, 2, fault=fault), node, s, producerName=producer)
+    finally:
+        trigger.close()
+    assert trigger.calls == 1
+    got = Counter(int(body[:8]) for _, body, _ in _read_back(node.uri(), s, rows))
+    assert sorted(got) == list(range(rows))
+    assert set(got.values()) == {1}
+
+
+def test_a_rerun_with_the_same_producer_name_adds_nothing(spark: Any, node: LocalNode) -> None:
+    s, producer = _name("rerun"), _name("job")
+    _stream(node.uri(), s)
+    df = _numbered(spark, 4000, 2)
+    _write(df, node, s, producerName=producer)
+    _write(df, node, s, producerName=producer)
+    assert _tail(node, s) == 4000
+    _write(df, node, s)  # another write: other producers, the rows again
+    assert _tail(node, s) == 8000
+
+
+def test_stream_write_errors_name_the_stream_and_the_option(spark: Any, node: LocalNode
+                                                            ) -> None:
+    df = spark.createDataFrame([(b"x",)], "body binary")
+    with pytest.raises(Exception) as caught:
+        _write(df, node, "no-such-stream-here")
+    assert "no-such-stream-here" in str(caught.value)
+    assert "STREAM_DOES_NOT_EXIST" in str(caught.value)
+    for bad, words in (({"exchange": "x"}, "option exchange"),
+                       ({"persistent": "true"}, "option persistent"),
+                       ({"maxInFlight": "100000"}, "option maxInFlight"),
+                       ({"streamPort": "0"}, "option streamPort")):
+        with pytest.raises(Exception) as caught:
+            _write(df, node, "whatever", **bad)
+        assert words in str(caught.value)
+    with pytest.raises(Exception) as caught:
+        (spark.createDataFrame([(b"x", "e")], "body binary, exchange string").write
+         .format("pumpd").option("uri", node.uri()).option("stream", "s").mode("append").save())
+    assert "column 'exchange'" in str(caught.value)
+    with pytest.raises(Exception) as caught:
+        (spark.createDataFrame([(b"x", 2)], "body binary, delivery_mode int").write
+         .format("pumpd").option("uri", node.uri()).option("stream", "s").mode("append").save())
+    assert "column 'delivery_mode'" in str(caught.value)
+
+
+# -- a streaming query killed and restarted -------------------------------------------------------
+
+
+def _query(node: LocalNode, source: str, out: str, checkpoint: Path, log: Path, *,
+           available_now: bool) -> subprocess.Popen[bytes]:
+    """tests/support/stream_write_query.py in a process group of its own (its JVM in it), its
+    output appended to ``log``."""
+    cmd = [sys.executable, "-m", "tests.support.stream_write_query", node.uri(),
+           str(node.stream_port), source, out, str(checkpoint)]
+    if available_now:
+        cmd.append("--available-now")
+    with log.open("ab") as out_file:
+        return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, env=os.environ.copy(),
+                                stdout=out_file, stderr=subprocess.STDOUT)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.mark.slow
+def test_a_streaming_query_killed_and_restarted_writes_every_row_once(
+        node: LocalNode, tmp_path: Path) -> None:
+    uri, source, out = node.uri(), _name("src"), _name("dst")
+    rows = 10_000
+    _stream(uri, source)
+    _stream(uri, out)
+    with _connection(node) as conn:
+        conn.declare_publisher(source)
+        bodies = [f"{i:08d}".encode() + b"." * 56 for i in range(rows)]
+        for first in range(0, rows, 1000):
+            conn.publish(StreamMessages(source).entries(first + 1, bodies[first:first + 1000]),
+                         1000)
+        confirmed = 0
+        while confirmed < rows:
+            confirmed += conn.outcomes()[0]
+    started = time.monotonic()
+    checkpoint, log = tmp_path / "checkpoint", tmp_path / "query.log"
+    # each micro-batch is 1,000 rows in two partitions, the second one slowed down: a kill once
+    # a batch's first partition is written leaves the batch part written, for the restart to
+    # replay (the broker drops what it holds of it)
+    killed_at = []
+    for threshold in (2_300, 5_300, 8_300):
+        proc = _query(node, source, out, checkpoint, log, available_now=False)
+        try:
+            deadline = time.monotonic() + 240  # a loaded machine starts Spark slowly
+            while _tail(node, out) < threshold and time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.2)
+            assert time.monotonic() < deadline, "the query made no progress"
+        finally:
+            _kill(proc)
+        killed_at.append(_tail(node, out))
+        print(f"killed at {killed_at[-1]} of {rows} rows, {time.monotonic() - started:.0f} s")
+    proc = _query(node, source, out, checkpoint, log, available_now=True)
+    try:
+        proc.wait(timeout=300)
+    finally:
+        _kill(proc)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    print(f"restarted to the end, {time.monotonic() - started:.0f} s")
+    got = Counter(int(body[:8]) for _, body, _ in _read_back(uri, out, rows))
+    assert any(n % 1000 for n in killed_at), killed_at  # a micro-batch was cut at least once
+    assert sorted(got) == list(range(rows))  # nothing lost
+    assert set(got.values()) == {1}  # nothing twice
