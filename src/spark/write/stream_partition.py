@@ -27,7 +27,7 @@ from typing import Any
 
 from ...config.tls import ssl_context, tls_server_name
 from ...config.uri import parse_uri
-from ..read.streams.codes import code_name
+from ...streams.codes import code_name
 from ..read.streams.wire import (
     ENTRY_OVERHEAD,
     PUBLISH_OVERHEAD,
