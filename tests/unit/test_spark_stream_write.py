@@ -10,14 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pumpd.amqp10.mapping import to_amqp091
 from pumpd.amqp10.message import decode_message
-from pumpd.dataplane.properties import encode_properties, split_properties
+from pumpd.dataplane.properties import encode_properties
 from pumpd.spark.read.streams.wire import StreamsConnection, StreamsError
 from pumpd.spark.write.partition import PartitionFailed, check_schema
 from pumpd.spark.write.stream_messages import RowRefused, StreamMessages
 from pumpd.spark.write.stream_partition import MAX_ROWS, StreamPartitionPublisher, producer_id
 from pumpd.spark.write.write_options import STREAM_IN_FLIGHT_MAX, parse_options
+from pumpd.streams.amqp091_form import stored_form
 
 URI = "amqp://guest@127.0.0.1:5672/%2F"
 
@@ -50,12 +50,12 @@ def test_stream_options_and_the_tls_port_by_default() -> None:
     assert parse_options({"uri": URI, "stream": "s", "streamPort": "6000"}).stream_port == 6000
 
 
-@pytest.mark.parametrize("column", ["exchange", "delivery_mode", "priority", "expiration"])
-def test_columns_a_stream_write_cannot_carry_are_refused_by_name(column: str) -> None:
-    kind = "int" if column in ("delivery_mode", "priority") else "string"
-    with pytest.raises(ValueError, match=f"column '{column}' with option stream 's'"):
-        check_schema([("body", "binary"), (column, kind)], parse_options({"uri": URI,
-                                                                           "stream": "s"}))
+def test_the_exchange_column_is_refused_by_name_and_the_basic_properties_taken() -> None:
+    options = parse_options({"uri": URI, "stream": "s"})
+    with pytest.raises(ValueError, match="column 'exchange' with option stream 's'"):
+        check_schema([("body", "binary"), ("exchange", "string")], options)
+    check_schema([("body", "binary"), ("delivery_mode", "int"), ("priority", "int"),
+                  ("expiration", "string")], options)
 
 
 # -- publishing ids -------------------------------------------------------------------------------
@@ -72,49 +72,49 @@ def test_publishing_ids_grow_within_a_partition_and_across_micro_batches() -> No
 # -- rows as AMQP 1.0 messages --------------------------------------------------------------------
 
 
-def _entries(raw: list[bytes]) -> Iterator[tuple[int, Any]]:
-    """(publishing id, the message mapped back to AMQP 0-9-1) of each entry."""
+def _entries(raw: list[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(publishing id, the message's bytes) of each entry."""
     for e in raw:
         pid, size = struct.unpack_from(">QI", e)
         assert size == len(e) - 12
-        yield pid, to_amqp091(decode_message(e[12:]))
+        yield pid, e[12:]
 
 
 @pytest.mark.parametrize("size", [0, 1, 255, 256, 70_000])
-def test_a_body_only_row_is_the_mapping_of_a_publish_to_the_stream(size: int) -> None:
+def test_a_body_only_row_is_stored_as_rabbitmq_stores_a_publish_to_the_stream(size: int) -> None:
     body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     [(pid, m)] = list(_entries(StreamMessages("orders").entries(42, [body])))
-    assert (pid, m.routing_key, m.body) == (42, b"orders", body)
-    assert m.properties == encode_properties({})
+    assert (pid, m) == (42, stored_form(b"", b"orders", encode_properties({}), body))
 
 
-def test_the_cached_head_and_the_whole_mapping_agree() -> None:
+def test_the_cached_head_and_the_whole_form_agree() -> None:
     messages = StreamMessages("orders", routing_key="rk")
     bodies = [b"a", b"b" * 300]
     assert messages.entries(7, bodies) == messages.entries_of_rows(7, bodies, {})
 
 
-def test_per_row_properties_headers_ids_and_routing_keys_map_exactly() -> None:
+def test_per_row_properties_headers_ids_and_routing_keys_are_stored_exactly() -> None:
     messages = StreamMessages("orders")
     columns = {"content_type": ["text/plain", None],
                "headers": [{"n": "1", "k": "v"}, None],
-               "correlation_id": [None, "c2"]}
+               "correlation_id": [None, "c2"],
+               "delivery_mode": [2, None], "priority": [None, 7], "expiration": ["60000", None]}
     got = list(_entries(messages.entries_of_rows(
         100, [b"one", b"two"], columns, ids=[b"id-0", b"id-1"], routing_keys=["r0", None])))
     (p0, m0), (p1, m1) = got
     assert (p0, p1) == (100, 101)
-    assert (m0.routing_key, m1.routing_key) == (b"r0", b"orders")
-    assert split_properties(m0.properties) == split_properties(encode_properties(
-        {"content_type": "text/plain", "headers": {"n": "1", "k": "v"}, "message_id": "id-0"}))
-    assert split_properties(m1.properties) == split_properties(encode_properties(
-        {"correlation_id": "c2", "message_id": "id-1"}))
+    assert decode_message(m0) == decode_message(stored_form(b"", b"r0", encode_properties(
+        {"content_type": "text/plain", "headers": {"n": "1", "k": "v"}, "message_id": "id-0",
+         "delivery_mode": 2, "expiration": "60000"}), b"one"))
+    assert decode_message(m1) == decode_message(stored_form(b"", b"orders", encode_properties(
+        {"correlation_id": "c2", "message_id": "id-1", "priority": 7}), b"two"))
 
 
-def test_a_row_that_needs_a_header_section_is_refused_naming_the_row() -> None:
+def test_a_row_a_stream_cannot_store_is_refused_naming_the_row_and_the_field() -> None:
     with pytest.raises(RowRefused) as info:
-        StreamMessages("s").entries_of_rows(1, [b"a", b"b"], {"priority": [None, 3]})
+        StreamMessages("s").entries_of_rows(1, [b"a", b"b"], {"cluster_id": [None, "c"]})
     assert info.value.row == 1
-    assert "header" in str(info.value)
+    assert "cluster_id" in str(info.value)
 
 
 # -- a peer that miscounts ------------------------------------------------------------------------

@@ -96,10 +96,8 @@ def check_schema(fields: Sequence[tuple[str, str]], options: WriteOptions) -> st
     return body
 
 
-# Columns a stream write refuses: the exchange (it publishes to the stream itself), and the
-# properties that map to an AMQP 1.0 header section (durable, priority, ttl), which RabbitMQ
-# 3.x's AMQP 0-9-1 consumers of a stream cannot read (their channel fails)
-STREAM_REFUSED_COLUMNS = ("exchange", "delivery_mode", "priority", "expiration")
+# Columns a stream write refuses: the exchange (it publishes to the stream itself)
+STREAM_REFUSED_COLUMNS = ("exchange",)
 
 
 def _check_stream_columns(names: Sequence[str], stream: str) -> None:
@@ -107,9 +105,8 @@ def _check_stream_columns(names: Sequence[str], stream: str) -> None:
     if refused:
         raise ValueError(
             f"pumpd: column{'s' if len(refused) > 1 else ''} {', '.join(map(repr, refused))} "
-            f"with option stream {stream!r}: a stream write publishes to the stream itself, "
-            "and a message in a stream has no delivery mode, priority or expiration that RabbitMQ "
-            "3.x's AMQP 0-9-1 consumers of the stream can read (drop the column)")
+            f"with option stream {stream!r}: a stream write publishes to the stream itself "
+            "(drop the column)")
 
 
 # -- publishing -----------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 A row is the AMQP 0-9-1 message the queue writer would publish for it (its properties and
 headers from the columns, the exchange ``""`` and the routing key of a publish to the stream
-through the default exchange), mapped to AMQP 1.0 by :mod:`pumpd.amqp10.mapping`: the same
-message a consumer gets when that row is published over AMQP 0-9-1, so a row reads back alike
-whichever writer put it in the stream.
+through the default exchange), in the AMQP 1.0 form RabbitMQ 3.x stores such a publish in a
+stream (:func:`pumpd.streams.amqp091_form.stored_form`): a row reads back alike whichever writer
+put it in the stream.
 
 Everything but the body is the same for every row of a write without per-row columns, so it is
 encoded once: such a row costs its publishing id, its length, a cached head that ends with the
@@ -18,12 +18,11 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...amqp10.mapping import UnmappableMessage, from_amqp091
-from ...amqp10.message import encode_message
 from ...dataplane.properties import encode_properties, encode_rows
+from ...streams.amqp091_form import UnstorableMessage, stored_form
 
-# A data section holding an empty body: what ends the encoding of a message mapped from an
-# empty body, cut off to make the head every body is appended to
+# A data section holding an empty body: what ends the stored form of an empty body, cut off to
+# make the head every body is appended to
 _EMPTY_DATA = b"\x00\x53\x75\xa0\x00"
 _DATA8 = b"\x00\x53\x75\xa0"  # a data section of up to 255 bytes (vbin8)
 _DATA32 = b"\x00\x53\x75\xb0"  # ... of more (vbin32)
@@ -33,7 +32,7 @@ HEAD_CACHE = 4096
 
 
 class RowRefused(ValueError):
-    """A row that has no AMQP 1.0 message (see :class:`pumpd.amqp10.mapping.UnmappableMessage`);
+    """A row a stream cannot store (see :class:`pumpd.streams.amqp091_form.UnstorableMessage`);
     ``row`` is its index in the rows given."""
 
     def __init__(self, row: int, why: str) -> None:
@@ -62,19 +61,13 @@ class StreamMessages:
     def head(self, properties: bytes, routing_key: bytes) -> bytes:
         """The encoded message up to its body's data section, for raw 0-9-1 ``properties``.
 
-        :raises UnmappableMessage: naming the property the mapping cannot carry
+        :raises UnstorableMessage: naming the property a stream cannot store
         """
         key = (properties, routing_key)
         got = self._heads.get(key)
         if got is None:
-            message = from_amqp091(b"", routing_key, properties, b"")
-            if message.header is not None:
-                raise UnmappableMessage(
-                    "header", "a stream write sends no AMQP 1.0 header section (durable, "
-                    "priority, ttl, first-acquirer, delivery-count): RabbitMQ 3.x's AMQP 0-9-1 "
-                    "consumers of a stream fail on one")
-            whole = encode_message(message)
-            if not whole.endswith(_EMPTY_DATA):  # the mapping of a plain body ends so
+            whole = stored_form(b"", routing_key, properties, b"")
+            if not whole.endswith(_EMPTY_DATA):  # the stored form of a body ends so
                 raise AssertionError("an empty body's message does not end in an empty data "
                                      "section")
             got = whole[:-len(_EMPTY_DATA)]
@@ -113,8 +106,8 @@ class StreamMessages:
             rk = routing_keys[i] if routing_keys is not None else None
             try:
                 head = self.head(raws[i], self.routing_key if rk is None else rk.encode())
-            except UnmappableMessage as exc:
-                raise RowRefused(i, f"no AMQP 1.0 message has it: {exc}") from None
+            except UnstorableMessage as exc:
+                raise RowRefused(i, f"a stream cannot store it: {exc}") from None
             n = len(b)
             data = _DATA8 + bytes((n,)) if n < 256 else _DATA32 + n.to_bytes(4, "big")
             out.append(pack(first_id + i, len(head) + len(data) + n) + head + data + b)

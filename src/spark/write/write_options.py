@@ -236,8 +236,7 @@ _QUEUE_ONLY = {
     "exchange": "publishes to the stream itself",
     "mandatory": "publishes to the stream itself",
     "declarations": "declares nothing",
-    "persistent": "keeps every message on disk already (and RabbitMQ 3.x's AMQP 0-9-1 "
-                  "consumers of a stream fail on the AMQP 1.0 header that would say so)",
+    "persistent": "keeps every message on disk already",
 }
 
 
