@@ -113,14 +113,15 @@ def test_lag_rises_while_the_destination_is_down_and_falls_back_after(
                    "messages confirmed again")
         forwarding = time.monotonic()
         # it drains the backlog in well under a second at this rate; the next backlog reading
-        # (at most BACKLOG_EVERY later) counts what had arrived, and once that is forwarded the
-        # next tick covers the instant it was asked
+        # (at most BACKLOG_EVERY later: a session's first reading does not stretch the next)
+        # counts what had arrived, and once that is forwarded the next counter tick (at most
+        # 2 s) covers the instant it was asked; the rest is slack for a loaded machine
         d.wait_for(lambda: (figure(d, "pumpd_lag_seconds") or 99) <= 2.0,
-                   BACKLOG_EVERY + 4, "the lag back near 0")
+                   2 * BACKLOG_EVERY + 4, "the lag back near 0")
         fell = time.monotonic() - forwarding
         # back to nothing behind but what a sample finds in flight: one publish at most
         d.wait_for(lambda: (figure(d, "pumpd_lag_messages") or 99) <= RATE // 10,
-                   BACKLOG_EVERY + 4, "no message behind")
+                   2 * BACKLOG_EVERY + 4, "no message behind")
         assert pub.error is None, pub.error
     doc = d.shovel("orders")
     assert doc is not None and doc["lag_seconds"] is not None
