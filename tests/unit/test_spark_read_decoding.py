@@ -160,6 +160,13 @@ def test_a_queue_micro_batch_travels_in_partitions_within_their_bound() -> None:
     assert [sum(b.num_rows for b in rows_of(p))
             for p in arrow_parts(deliveries_batch(_deliveries(3, 50_000), "q"), 1_000)] == [1, 1, 1]
     assert len(arrow_parts(deliveries_batch(_deliveries(5), "q"))) == 1
+    # routing keys and exchanges are checked as UTF-8 a column at a time; invalid ones replaced
+    odd = deliveries_batch([(1, True, b"ex\xff", b"r\xc3", b"\x00\x00", b"x"),
+                            (2, False, b"", "žluť".encode(), b"\x00\x00", b"y")], "q")
+    assert odd.column("routing_key").to_pylist() == ["r\ufffd", "žluť"]
+    assert odd.column("exchange").to_pylist() == ["ex\ufffd", ""]
+    assert odd.column("stream").to_pylist() == ["q", "q"]
+    assert odd.column("redelivered").to_pylist() == [True, False]
 
 
 def test_the_queue_reader_pickles_without_its_consumer_and_replays_nothing() -> None:

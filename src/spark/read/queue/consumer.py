@@ -133,12 +133,13 @@ class QueueConsumer:
         reader = self._reader
         return int(reader.pending) if reader is not None else 0
 
-    def take(self, most: int) -> list[Delivery]:
-        """The first ``most`` deliveries that arrived (fewer when fewer did), in order."""
+    def take(self, most: int, max_bytes: int = BATCH_BYTES) -> list[Delivery]:
+        """The first ``most`` deliveries that arrived (fewer when fewer did), in order, no more
+        once their bodies reach ``max_bytes`` (but always one, however large)."""
         if self._reader is None:
             return []
         with self._lock:
-            batch: list[Delivery] = self._reader.take(most, BATCH_BYTES)
+            batch: list[Delivery] = self._reader.take(most, max(max_bytes, 1))
         # whether there is room now is decided on the loop's thread, which reads the socket
         if self._link is not None and self._link.reading_paused:
             try:

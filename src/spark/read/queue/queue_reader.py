@@ -5,10 +5,12 @@ from; what Spark replays must be what this consumer holds unacknowledged. So the
 the one Python process Spark keeps beside the driver for a stream reader's offsets and commits,
 for the life of the query: one connection, one consumer, reading on its own thread
 (:class:`~pumpd.spark.read.queue.consumer.QueueConsumer`) while Spark works.
-``latestOffset()`` takes the deliveries that arrived (see :data:`QUEUE_BATCH_DEFAULT` for the
-bound; it waits up to ``pollTimeoutMs`` for the first), builds their Arrow record batch and
-answers the count of deliveries handed to Spark so far; ``partitions()`` hands that batch to
-the read tasks inside their partitions, as Arrow IPC bytes of at most :data:`PART_BYTES` each;
+``latestOffset()`` takes the deliveries that arrive, up to the micro-batch's bound (see
+:data:`~pumpd.spark.read.read_options.QUEUE_BATCH_DEFAULT`; it waits up to ``pollTimeoutMs``
+for the first), building their Arrow record batches a chunk at a time while the next chunk
+arrives, and answers the count of deliveries handed to Spark so far; ``partitions()`` hands
+those batches to the read tasks inside their partitions, as LZ4-compressed Arrow IPC bytes of
+at most :data:`PART_BYTES` each before compression;
 ``commit(end)`` runs after Spark has committed the micro-batch to the sink and checkpoint, and
 sends one ``basic.ack(multiple=true)`` for its last delivery tag. A crash, a failed batch or
 ``query.stop()`` before that closes the connection with the deliveries unacknowledged: the
@@ -49,13 +51,16 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from ....dataplane.api import Delivery
 from ..arrow import deliveries_batch
 from ..read_options import QUEUE_BATCH_DEFAULT, ReadOptions
-from .consumer import QueueConsumer
+from .consumer import BATCH_BYTES, QueueConsumer
 
 # After the first delivery of a micro-batch, stop waiting for more once they pause this long
 # (longer than the broker's own hiccups under load: a batch cut at a hiccup costs Spark a
 # micro-batch's fixed cost). With a backlog the wait ends at the bound: the consumer goes on
 # reading while Spark runs the batch, so Spark's time hides behind the reading's.
 _PAUSE = 0.25
+# a micro-batch is taken and built into Arrow in chunks of this many deliveries while the rest
+# arrive, so only its last chunk's building is left when it is complete
+CHUNK = 50_000
 # the most Arrow IPC bytes one partition carries to its read task (Spark sends a task whole;
 # a cluster refuses tasks over spark.rpc.message.maxSize, 128 MiB by default)
 PART_BYTES = 16 * 1024 * 1024
@@ -72,16 +77,18 @@ class QueueRows(InputPartition):  # type: ignore[misc]
 
 def arrow_parts(batch: Any, most_bytes: int = PART_BYTES) -> list[QueueRows]:
     """``batch`` (an Arrow record batch) as partitions of about ``most_bytes`` or less each
-    (at least one row each, however large)."""
+    before compression (at least one row each, however large). LZ4-compressed when pyarrow
+    has it: the columns a queue leaves null shrink to nearly nothing on their way to a task."""
     import pyarrow as pa
 
     n = batch.num_rows
     parts = max(1, min(n, -(-batch.nbytes // most_bytes)))
+    options = pa.ipc.IpcWriteOptions(compression="lz4" if pa.Codec.is_available("lz4") else None)
     out: list[QueueRows] = []
     for i in range(parts):
         first, last = i * n // parts, (i + 1) * n // parts
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, batch.schema) as writer:
+        with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
             writer.write_batch(batch.slice(first, last - first))
         out.append(QueueRows(sink.getvalue().to_pybytes()))
     return out
@@ -164,15 +171,33 @@ class PumpdQueueReader(DataSourceStreamReader):  # type: ignore[misc]
         if consumer is None:
             time.sleep(self.options.poll_timeout)  # not a busy loop of connection attempts
             return {"delivered": a}
-        consumer.wait(self.batch_max, _PAUSE, self.options.poll_timeout)
-        batch: list[Delivery] = consumer.take(self.batch_max)
-        if not batch:  # a consumer whose connection failed is opened again at the next trigger
+        parts, count, tag = self._gather(consumer)
+        if not count:  # a consumer whose connection failed is opened again at the next trigger
             return {"delivered": a}
-        end = a + len(batch)
-        self._batches[end] = (a, arrow_parts(deliveries_batch(batch, self.options.queue)),
-                              batch[-1][0])
+        end = a + count
+        self._batches[end] = (a, parts, tag)
         self._delivered = end
         return {"delivered": end}
+
+    def _gather(self, consumer: QueueConsumer) -> tuple[list[QueueRows], int, int]:
+        """A micro-batch's partitions, its count of deliveries and its last delivery tag: up
+        to ``batch_max`` deliveries and ``BATCH_BYTES`` of bodies, each chunk built while the
+        next arrives; it ends early once deliveries pause for ``_PAUSE``."""
+        parts: list[QueueRows] = []
+        count = size = tag = 0
+        while count < self.batch_max and size < BATCH_BYTES:
+            most = min(CHUNK, self.batch_max - count)
+            consumer.wait(most, _PAUSE, _PAUSE if count else self.options.poll_timeout)
+            chunk: list[Delivery] = consumer.take(most, BATCH_BYTES - size)
+            if not chunk:
+                break
+            parts += arrow_parts(deliveries_batch(chunk, self.options.queue))
+            count += len(chunk)
+            size += sum(len(d[5]) for d in chunk)
+            tag = chunk[-1][0]
+            if len(chunk) < most:  # they paused, or the bytes are reached
+                break
+        return parts, count, tag
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[QueueRows]:
         a, e = int(start["delivered"]), int(end["delivered"])
