@@ -133,13 +133,15 @@ class QueueConsumer:
         reader = self._reader
         return int(reader.pending) if reader is not None else 0
 
-    def take(self, most: int, max_bytes: int = BATCH_BYTES) -> list[Delivery]:
+    def take(self, most: int, max_bytes: int | None = None) -> list[Delivery]:
         """The first ``most`` deliveries that arrived (fewer when fewer did), in order, no more
-        once their bodies reach ``max_bytes`` (but always one, however large)."""
+        once their bodies reach ``max_bytes`` (default ``BATCH_BYTES``; but always one, however
+        large)."""
         if self._reader is None:
             return []
+        bound = BATCH_BYTES if max_bytes is None else max(max_bytes, 1)
         with self._lock:
-            batch: list[Delivery] = self._reader.take(most, max(max_bytes, 1))
+            batch: list[Delivery] = self._reader.take(most, bound)
         # whether there is room now is decided on the loop's thread, which reads the socket
         if self._link is not None and self._link.reading_paused:
             try:
