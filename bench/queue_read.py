@@ -4,8 +4,8 @@ reading process's CPU per message, reading the same classic queue of 64 B bodies
 - ``pika``: pika's BlockingConnection consumer, prefetch 2,000, one ``basic.ack(multiple)``
   per 1,000 (``stream_clients.read_pika``, the yardstick of ``spark_read.py``);
 - ``pumpd-consumer``: :class:`pumpd.spark.read.queue.consumer.QueueConsumer` (engine link + the
-  data plane's delivery reader on a thread), no ``basic.qos`` and a read-ahead of 200,000,
-  taking up to 200,000 at a time and acking each take, as the queue reader does by default;
+  data plane's delivery reader on a thread), no ``basic.qos`` and a read-ahead of 100,000,
+  taking up to 100,000 at a time and acking each take, as the queue reader does by default;
 - ``pumpd-consumer-arrow``: the same, each take turned into an Arrow record batch.
 
 CPU is this process's (``time.process_time``: both threads), not the broker's. Results: JSON

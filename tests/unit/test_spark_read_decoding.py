@@ -180,10 +180,10 @@ def test_the_queue_reader_pickles_without_its_consumer_and_replays_nothing() -> 
     from pumpd.spark.read.queue.queue_reader import PumpdQueueReader
 
     reader = PumpdQueueReader(parse_read_options({"uri": "amqp://u:p@h/v", "queue": "q"}))
-    assert (reader.batch_max, reader.qos) == (200_000, 0)
+    assert (reader.batch_max, reader.qos) == (100_000, 0)
     reader._batches[5] = (0, [], 5)
     copy = pickle.loads(pickle.dumps(reader))
-    assert copy._batches == {} and copy._consumer is None and copy.batch_max == 200_000
+    assert copy._batches == {} and copy._consumer is None and copy.batch_max == 100_000
     replayed = reader.partitions({"delivered": 100}, {"delivered": 120})
     assert [list(reader.read(p)) for p in replayed] == [[]]
     assert reader.partitions({"delivered": 120}, {"delivered": 120}) == []
