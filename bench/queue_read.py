@@ -4,8 +4,8 @@ reading process's CPU per message, reading the same classic queue of 64 B bodies
 - ``pika``: pika's BlockingConnection consumer, prefetch 2,000, one ``basic.ack(multiple)``
   per 1,000 (``stream_clients.read_pika``, the yardstick of ``spark_read.py``);
 - ``pumpd-consumer``: :class:`pumpd.spark.read.queue.consumer.QueueConsumer` (engine link + the
-  data plane's delivery reader on a thread), prefetch 65,534, taking 32,767 at a time and
-  acking each take, as the queue reader does;
+  data plane's delivery reader on a thread), no ``basic.qos`` and a read-ahead of 100,000,
+  taking up to 100,000 at a time and acking each take, as the queue reader does by default;
 - ``pumpd-consumer-arrow``: the same, each take turned into an Arrow record batch.
 
 CPU is this process's (``time.process_time``: both threads), not the broker's. Results: JSON
@@ -28,6 +28,7 @@ import orjson
 import pika
 from pumpd.spark.read.arrow import deliveries_batch
 from pumpd.spark.read.queue.consumer import QueueConsumer
+from pumpd.spark.read.read_options import QUEUE_BATCH_DEFAULT
 from pumpd.testing.localnode import LocalNode
 
 import stream_clients
@@ -35,7 +36,7 @@ from common import common_fields
 
 QUEUE = "bench-queue-read"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-TAKE = 32_767
+TAKE = QUEUE_BATCH_DEFAULT
 
 
 def fill(uri: str, n: int) -> None:
@@ -45,7 +46,7 @@ def fill(uri: str, n: int) -> None:
 
 
 def consumer(uri: str, n: int, arrow: bool) -> int:
-    c = QueueConsumer(uri, QUEUE, prefetch=2 * TAKE)
+    c = QueueConsumer(uri, QUEUE, prefetch=0, read_ahead=TAKE)
     got = 0
     try:
         while got < n:

@@ -15,8 +15,8 @@ Queue (``--queue-messages`` bodies of 64 B in a classic queue; an untimed query 
 warms Spark's Python worker, as the stream runs are warmed):
 
 - ``pumpd-queue-reader``: ``readStream`` with option ``queue`` (acks on commit, its default
-  micro-batch of 32,767 rows) into ``noop``, timed from ``start()`` until every row went
-  through (the query's start-up included);
+  micro-batch bound of 100,000 rows, no ``basic.qos``) into ``noop``, timed from ``start()``
+  until every row went through (the query's start-up included);
 - ``pika-batch-ack``: pika's BlockingConnection consumer, prefetch 2,000, one
   ``basic.ack(multiple)`` per 1,000.
 

@@ -256,7 +256,3 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
 
         return stream_reader(dict(self.options))
 
-    def simpleStreamReader(self, schema: StructType) -> Any:
-        from .read.reader_choice import queue_reader
-
-        return queue_reader(dict(self.options))

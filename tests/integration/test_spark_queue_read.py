@@ -1,6 +1,7 @@
 """The queue reader's own consumer (pumpd's delivery reader under an engine link, on a thread)
 against pika's view of the same messages, published by another client (aio-pika, whose codec is
-pamqp's), and the reader in Spark surviving a connection closed by the broker.
+pamqp's), and the reader in Spark surviving a connection closed by the broker and a read task
+retried.
 
 The ack-on-commit behaviour is tested in tests/integration/test_spark_read.py.
 """
@@ -185,6 +186,36 @@ def test_the_consumer_bounds_its_read_ahead_and_a_micro_batch_by_bytes(
         consumer.close()
 
 
+def test_the_consumer_without_basic_qos_bounds_its_read_ahead_in_messages(
+        node: LocalNode) -> None:
+    """No basic.qos (the queue reader's default): the broker would send all 40 at once, and the
+    consumer stops reading at its read-ahead of 5, reading again as they are taken."""
+    uri, q = node.uri(), f"ahead-{uuid.uuid4().hex[:8]}"
+    with blocking_connection(uri) as c:
+        ch = c.channel()
+        ch.queue_declare(q)
+        ch.confirm_delivery()
+        for i in range(40):
+            ch.basic_publish("", q, bytes([i]) * 30_000)
+    consumer = QueueConsumer(uri, q, prefetch=0, read_ahead=5)
+    try:
+        time.sleep(1.0)
+        waiting = consumer.pending()
+        # the hold comes after the read that crossed the bound: at most one read beyond it
+        assert 5 <= waiting < 40
+        seen: list[int] = []
+        while len(seen) < 40:
+            consumer.wait(5, pause=0.5, timeout=10.0)
+            batch = consumer.take(5)
+            assert batch, f"nothing more after {len(seen)} of 40"
+            seen += [d[5][0] for d in batch]
+        consumer.ack(batch[-1][0])
+        assert seen == list(range(40))  # in order, each once: reading resumed every time
+    finally:
+        consumer.close()
+    assert _depth(uri, q) == 0  # one ack for all: none requeued when the connection closed
+
+
 def test_a_missing_queue_or_a_wrong_password_is_said_without_the_password(
         node: LocalNode) -> None:
     from pumpd.engine.link_errors import LinkError
@@ -235,6 +266,37 @@ def _ids_read(spark: Any, query: Any, table: str, n: int, deadline: float) -> se
     return ids
 
 
+def test_a_read_task_that_fails_is_retried_with_the_same_rows(
+        spark: Any, node: LocalNode) -> None:
+    """The micro-batch travels in its partitions: Spark's retry of a failed task reads the
+    same rows again, none lost, none twice, and nothing requeued meanwhile."""
+    from pyspark import TaskContext
+    from pyspark.sql.functions import udf
+
+    @udf("string")
+    def flaky(message_id):  # type: ignore[no-untyped-def]  # pyspark warns at plain hints
+        if TaskContext.get().attemptNumber() == 0:
+            raise RuntimeError("task down on its first attempt")
+        return message_id
+
+    uri = node.uri()
+    q = f"q-{uuid.uuid4().hex[:8]}"
+    _publish(uri, q, 0, 60)
+    table = f"t_{q.replace('-', '_')}"
+    query = (spark.readStream.format("pumpd").option("uri", uri).option("queue", q)
+             .option("maxRecordsPerTrigger", 25).load()
+             .select(flaky("message_id").alias("message_id"), "redelivered")
+             .writeStream.format("memory").queryName(table)
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        ids = _ids_read(spark, query, table, 60, time.monotonic() + 120)
+        assert ids == {f"id{i}" for i in range(60)}
+        rows = spark.table(table).collect()
+        assert len(rows) == 60 and not any(r.redelivered for r in rows)
+    finally:
+        query.stop()
+
+
 def test_the_queue_reader_goes_on_after_the_broker_closes_its_connection(
         spark: Any, node: LocalNode) -> None:
     uri = node.uri()
@@ -276,3 +338,4 @@ def test_the_queue_reader_waits_out_a_broker_killed_and_restarted(
     finally:
         query.stop()
         node.ensure_running()
+

@@ -23,14 +23,23 @@ def test_read_options_are_checked_and_named() -> None:
     with pytest.raises(ValueError, match="maxRecordsPerTrigger: must be from 1 to 1000000000, got 0"):
         parse_read_options({**base, "stream": "s", "maxRecordsPerTrigger": "0"})
     with pytest.raises(ValueError, match=r"maxRecordsPerTrigger: at most 32767 when reading a "
-                                         r"queue .*, got 50000"):
-        parse_read_options({**base, "queue": "q", "maxRecordsPerTrigger": "50000"})
+                                         r"queue with the option prefetch .*, got 50000"):
+        parse_read_options({**base, "queue": "q", "maxRecordsPerTrigger": "50000",
+                            "prefetch": "100"})
+    with pytest.raises(ValueError, match=r"prefetch: at most 32767 when reading a queue .*, "
+                                         r"got 40000"):
+        parse_read_options({**base, "queue": "q", "prefetch": "40000"})
+    with pytest.raises(ValueError, match=r"maxRecordsPerTrigger: at most 1000000 when reading a "
+                                         r"queue .*, got 1000001"):
+        parse_read_options({**base, "queue": "q", "maxRecordsPerTrigger": "1000001"})
+    assert parse_read_options({**base, "queue": "q", "maxRecordsPerTrigger": "1000000"}
+                              ).max_records_per_trigger == 1_000_000
     with pytest.raises(ValueError, match=r"prefetch: at most 65535 \(basic.qos\), got 70000"):
         parse_read_options({**base, "stream": "s", "prefetch": "70000"})
     assert parse_read_options({**base, "stream": "s", "maxRecordsPerTrigger": "50000"}
                               ).max_records_per_trigger == 50000
-    # a queue's micro-batch is the prefetch unless bounded: the largest allowed by default
-    assert parse_read_options({**base, "queue": "q"}).prefetch == 32767
+    # a queue has no basic.qos unless the option prefetch sets one
+    assert parse_read_options({**base, "queue": "q"}).prefetch == 0
     assert parse_read_options({**base, "queue": "q", "prefetch": "500"}).prefetch == 500
     assert parse_read_options({**base, "stream": "s"}).prefetch == 1000
     with pytest.raises(ValueError, match="unknown read option 'strem'"):
@@ -124,3 +133,62 @@ def test_a_sub_entry_batch_is_read_plain_and_gzipped() -> None:
         assert _rows(cols.take()) == [row_of_amqp10(m, i + 1, "st")
                                       for i, m in enumerate([_RICH, _BARE, _RICH])]
 
+
+
+def _deliveries(n: int, size: int = 10) -> list[Any]:
+    return [(i + 1, False, b"ex", f"rk.{i}".encode(), b"\x00\x00", bytes([i % 256]) * size)
+            for i in range(n)]
+
+
+def test_a_queue_micro_batch_travels_in_partitions_within_their_bound() -> None:
+    """The rows a micro-batch hands to its read tasks come out of the partitions as they went
+    in, in order, each partition within the bound (a row larger than it alone)."""
+    pytest.importorskip("pyspark")
+    pa = pytest.importorskip("pyarrow")
+    import pickle
+
+    from pumpd.spark.read.arrow import deliveries_batch
+    from pumpd.spark.read.queue.queue_reader import arrow_parts, rows_of
+
+    batch = deliveries_batch(_deliveries(1000, 1000), "q")
+    parts = arrow_parts(batch, 100_000)
+    assert len(parts) > 1 and all(len(p.arrow) < 2 * 100_000 for p in parts)
+    back = [pickle.loads(pickle.dumps(p)) for p in parts]  # as Spark sends them to a task
+    rows = pa.Table.from_batches([b for p in back for b in rows_of(p)])
+    assert rows.to_pylist() == pa.Table.from_batches([batch]).to_pylist()
+    assert rows.schema == batch.schema
+    # one row over the bound: a partition of its own, not an empty one
+    assert [sum(b.num_rows for b in rows_of(p))
+            for p in arrow_parts(deliveries_batch(_deliveries(3, 50_000), "q"), 1_000)] == [1, 1, 1]
+    assert len(arrow_parts(deliveries_batch(_deliveries(5), "q"))) == 1
+    # routing keys and exchanges are checked as UTF-8 a column at a time; invalid ones replaced
+    odd = deliveries_batch([(1, True, b"ex\xff", b"r\xc3", b"\x00\x00", b"x"),
+                            (2, False, b"", "žluť".encode(), b"\x00\x00", b"y")], "q")
+    assert odd.column("routing_key").to_pylist() == ["r\ufffd", "žluť"]
+    assert odd.column("exchange").to_pylist() == ["ex\ufffd", ""]
+    assert odd.column("stream").to_pylist() == ["q", "q"]
+    assert odd.column("redelivered").to_pylist() == [True, False]
+
+
+def test_the_queue_reader_pickles_without_its_consumer_and_replays_nothing() -> None:
+    """A read task gets the reader without the driver's connection or batches; a range Spark
+    replays from its checkpoint (its messages requeued when the old connection closed) reads
+    nothing; a range at its own end only says where Spark restarted."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    import pickle
+
+    from pumpd.spark.read.queue.queue_reader import PumpdQueueReader
+
+    reader = PumpdQueueReader(parse_read_options({"uri": "amqp://u:p@h/v", "queue": "q"}))
+    assert (reader.batch_max, reader.qos) == (100_000, 0)
+    reader._batches[5] = (0, [], 5)
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._batches == {} and copy._consumer is None and copy.batch_max == 100_000
+    replayed = reader.partitions({"delivered": 100}, {"delivered": 120})
+    assert [list(reader.read(p)) for p in replayed] == [[]]
+    assert reader.partitions({"delivered": 120}, {"delivered": 120}) == []
+    assert reader._delivered == 120
+    bounded = PumpdQueueReader(parse_read_options({"uri": "amqp://u:p@h/v", "queue": "q",
+                                                   "prefetch": "300"}))
+    assert (bounded.batch_max, bounded.qos) == (300, 600)

@@ -51,6 +51,17 @@ def properties_of(deliveries: Sequence[Delivery]) -> list[Any] | None:
     return [_decoded(d[4], seen) for d in deliveries]
 
 
+def _text(values: list[bytes]) -> Any:
+    """A string column of UTF-8 bytes, checked at once by Arrow; with invalid UTF-8 in it,
+    decoded a value at a time, each invalid sequence replaced (U+FFFD)."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([v.decode("utf-8", "replace") for v in values], pa.string())
+
+
 def deliveries_batch(deliveries: Sequence[Delivery], source: str,
                      props: list[Any] | None = None,
                      offsets: Sequence[int] | None = None) -> Any:
@@ -63,13 +74,14 @@ def deliveries_batch(deliveries: Sequence[Delivery], source: str,
     n = len(deliveries)
     if props is None:
         props = properties_of(deliveries)
-    values: dict[str, list[Any]] = {
-        "body": [d[5] for d in deliveries],
-        "routing_key": [d[3].decode("utf-8", "replace") for d in deliveries],
-        "exchange": [d[2].decode("utf-8", "replace") for d in deliveries],
-        "stream": [source] * n,
-        "redelivered": [d[1] for d in deliveries],
+    columns: dict[str, Any] = {
+        "body": pa.array([d[5] for d in deliveries], pa.binary()),
+        "routing_key": _text([d[3] for d in deliveries]),
+        "exchange": _text([d[2] for d in deliveries]),
+        "stream": pa.repeat(pa.scalar(source, pa.string()), n),
+        "redelivered": pa.array([d[1] for d in deliveries], pa.bool_()),
     }
+    values: dict[str, list[Any]] = {}
     if offsets is not None:
         values["offset"] = list(offsets)
     if props is not None:
@@ -82,6 +94,9 @@ def deliveries_batch(deliveries: Sequence[Delivery], source: str,
         for name in (*PLAIN_PROPERTIES, "delivery_mode", "priority"):
             values[name] = [getattr(p, name) for p in props]
     schema = arrow_schema()
+    for f in schema:
+        if f.name in values:
+            columns[f.name] = pa.array(values[f.name], type=f.type)
     return pa.RecordBatch.from_arrays(
-        [pa.array(values[f.name], type=f.type) if f.name in values else pa.nulls(n, f.type)
-         for f in schema], schema=schema)
+        [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schema],
+        schema=schema)

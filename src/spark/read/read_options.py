@@ -30,7 +30,14 @@ PROTOCOLS: tuple[Protocol, ...] = ("auto", "stream", "amqp")
 STARTS = {"first": "first", "earliest": "first", "last": "last", "next": "next", "latest": "next"}
 
 PREFETCH_MAX = 65535  # basic.qos's prefetch_count is 16 bits
-QUEUE_BATCH_MAX = PREFETCH_MAX // 2  # the queue reader's prefetch is twice its micro-batch
+QUEUE_BATCH_MAX = PREFETCH_MAX // 2  # with the option prefetch, basic.qos is twice a micro-batch
+# A queue's micro-batch bound without the option prefetch (no basic.qos: the reader bounds its
+# read-ahead by it): large, as each micro-batch costs Spark a fixed few hundred ms that the
+# reading of the next must hide; not larger, as a backlog's last micro-batch is Spark's alone,
+# and acks come a micro-batch at a time. At most QUEUE_BATCH_LIMIT, as up to three
+# micro-batches of deliveries are held at once.
+QUEUE_BATCH_DEFAULT = 100_000
+QUEUE_BATCH_LIMIT = 1_000_000
 
 # name (lower case) -> (the documented spelling, default shown in errors and docs/spark.md)
 READ_OPTIONS: dict[str, tuple[str, str]] = {
@@ -46,7 +53,7 @@ READ_OPTIONS: dict[str, tuple[str, str]] = {
     "maxrecordspertrigger": ("maxRecordsPerTrigger", "(none)"),
     "failondataloss": ("failOnDataLoss", "true"),
     "minpartitions": ("minPartitions", "1"),
-    "prefetch": ("prefetch", "1000 (32767 for a queue)"),
+    "prefetch": ("prefetch", "1000 (none for a queue)"),
     "pollTimeoutMs".lower(): ("pollTimeoutMs", "1000"),
 }
 
@@ -70,7 +77,7 @@ class ReadOptions:
     max_records_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     min_partitions: int = 1
-    prefetch: int = 1000
+    prefetch: int = 1000  # 0: none (a queue's default: no basic.qos)
     poll_timeout: float = 1.0
 
     @property
@@ -157,20 +164,23 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
                          f"{opts['protocol']!r}")
     max_records = opts.get("maxrecordspertrigger")
     ts = opts.get("startingtimestamp")
-    # a queue's micro-batch is bounded by the prefetch when maxRecordsPerTrigger is not given,
-    # and each costs Spark a few hundred ms whatever its size: the largest by default
-    prefetch = option_int("prefetch", opts.get("prefetch", str(QUEUE_BATCH_MAX) if queue
-                                               else "1000"), 1, 1 << 31)
+    # a queue has no basic.qos unless the option prefetch is given (0: none; see queue_reader.py)
+    prefetch = 0 if queue and "prefetch" not in opts else option_int(
+        "prefetch", opts.get("prefetch", "1000"), 1, 1 << 31)
     if prefetch > PREFETCH_MAX:
         raise ValueError(f"pumpd option prefetch: at most {PREFETCH_MAX} (basic.qos), got "
                          f"{prefetch}")
     per_trigger = None if max_records is None else option_int(
         "maxRecordsPerTrigger", max_records, 1, 1_000_000_000)
-    if queue and (per_trigger or prefetch) > QUEUE_BATCH_MAX:
+    if queue and prefetch and (per_trigger or prefetch) > QUEUE_BATCH_MAX:
         name = "maxRecordsPerTrigger" if per_trigger else "prefetch"
         raise ValueError(f"pumpd option {name}: at most {QUEUE_BATCH_MAX} when reading a queue "
-                         f"(the consumer's basic.qos is twice it, at most {PREFETCH_MAX}), got "
-                         f"{per_trigger or prefetch}")
+                         f"with the option prefetch (the consumer's basic.qos is twice it, at "
+                         f"most {PREFETCH_MAX}), got {per_trigger or prefetch}")
+    if queue and per_trigger and per_trigger > QUEUE_BATCH_LIMIT:
+        raise ValueError(f"pumpd option maxRecordsPerTrigger: at most {QUEUE_BATCH_LIMIT} when "
+                         f"reading a queue (up to three micro-batches are held unacknowledged), "
+                         f"got {per_trigger}")
     return ReadOptions(
         uris=uris,
         streams=streams,

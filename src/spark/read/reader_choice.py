@@ -1,9 +1,8 @@
 """Which reader Spark gets for ``format("pumpd")``: the options ``stream`` / ``queue`` decide.
 
 :class:`~pumpd.spark.source.PumpdDataSource` calls these from its ``reader`` /
-``streamReader`` / ``simpleStreamReader`` methods. Spark asks ``streamReader`` first and falls
-back to ``simpleStreamReader`` when it raises ``PySparkNotImplementedError``: a queue answers so,
-since its reader must run in one process (see :mod:`pumpd.spark.read.queue.queue_reader`). Imports pyspark.
+``streamReader`` methods: a stream's reader or a queue's (see
+:mod:`pumpd.spark.read.queue.queue_reader`). Imports pyspark.
 """
 
 from __future__ import annotations
@@ -11,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
-
-from pyspark.errors import PySparkNotImplementedError
 
 from .read_options import ReadOptions, parse_read_options
 
@@ -53,16 +50,11 @@ def batch_reader(options: Mapping[str, Any]) -> Any:
 
 
 def stream_reader(options: Mapping[str, Any]) -> Any:
-    from .streams.stream_reader import PumpdStreamReader
-
     parsed = _options(options)
     if parsed.queue:
-        raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
-                                         messageParameters={"feature": "streamReader (queue)"})
+        from .queue.queue_reader import PumpdQueueReader
+
+        return PumpdQueueReader(parsed)
+    from .streams.stream_reader import PumpdStreamReader
+
     return PumpdStreamReader(parsed)
-
-
-def queue_reader(options: Mapping[str, Any]) -> Any:
-    from .queue.queue_reader import PumpdQueueReader
-
-    return PumpdQueueReader(_options(options))

@@ -51,9 +51,14 @@ class QueueConsumer:
 
     def __init__(self, uri: str, queue: str, prefetch: int,
                  client_name: str = "pumpd spark queue reader",
-                 arguments: Mapping[str, Any] | None = None) -> None:
-        """:param arguments: basic.consume's (``x-stream-offset`` for a stream)"""
+                 arguments: Mapping[str, Any] | None = None,
+                 read_ahead: int | None = None) -> None:
+        """:param prefetch: basic.qos's prefetch count; 0 sets none (then bound ``read_ahead``)
+        :param arguments: basic.consume's (``x-stream-offset`` for a stream)
+        :param read_ahead: the most deliveries gathered and not yet taken: past it the socket is
+            not read (TCP holds the broker back) until half of them are taken"""
         self.queue = queue
+        self._read_ahead = read_ahead
         self._arguments = dict(arguments) if arguments else None
         self._lock = threading.Lock()
         self._reader: Any = None  # a DeliveryReader once the channel is open
@@ -88,7 +93,8 @@ class QueueConsumer:
         try:
             self._reader = DeliveryReader(link.channel_number, link.frame_max)
             link.intercept(self._feed)
-            await link.qos(prefetch)
+            if prefetch:
+                await link.qos(prefetch)
             await link.consume(self.queue, no_ack=False, arguments=self._arguments)
             self._opened.set()
             stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
@@ -104,7 +110,8 @@ class QueueConsumer:
     def _feed(self, data: bytes) -> bytes:
         with self._lock:
             rest: bytes = self._reader.feed(data)
-            full = self._reader.pending_bytes > READ_AHEAD_BYTES
+            full = self._reader.pending_bytes > READ_AHEAD_BYTES or (
+                self._read_ahead is not None and self._reader.pending > self._read_ahead)
         if full and self._link is not None and not self._link.reading_paused:
             self._link.pause_reading(True, _HOLD)
         return rest
@@ -112,8 +119,10 @@ class QueueConsumer:
     def _read_again(self) -> None:
         """On the loop's thread: read the socket again once the read-ahead has room."""
         link = self._link
+        reader = self._reader
         if link is not None and link.reading_paused and \
-                self._reader.pending_bytes <= READ_AHEAD_BYTES // 2:
+                reader.pending_bytes <= READ_AHEAD_BYTES // 2 and \
+                (self._read_ahead is None or reader.pending <= self._read_ahead // 2):
             link.pause_reading(False, _HOLD)
 
     @property
@@ -124,12 +133,15 @@ class QueueConsumer:
         reader = self._reader
         return int(reader.pending) if reader is not None else 0
 
-    def take(self, most: int) -> list[Delivery]:
-        """The first ``most`` deliveries that arrived (fewer when fewer did), in order."""
+    def take(self, most: int, max_bytes: int | None = None) -> list[Delivery]:
+        """The first ``most`` deliveries that arrived (fewer when fewer did), in order, no more
+        once their bodies reach ``max_bytes`` (default ``BATCH_BYTES``; but always one, however
+        large)."""
         if self._reader is None:
             return []
+        bound = BATCH_BYTES if max_bytes is None else max(max_bytes, 1)
         with self._lock:
-            batch: list[Delivery] = self._reader.take(most, BATCH_BYTES)
+            batch: list[Delivery] = self._reader.take(most, bound)
         # whether there is room now is decided on the loop's thread, which reads the socket
         if self._link is not None and self._link.reading_paused:
             try:

@@ -1,58 +1,130 @@
 """The queue reader (classic and quorum queues): at-least-once, acknowledged on ``commit()``.
 
-Where the consumer lives: a queue, unlike a stream, has no offsets to hand to executors; what
-Spark replays must be what this consumer holds unacknowledged. So the reader is Spark's *simple*
-stream reader, which runs in one Python process beside the driver for the life of the query:
-it holds one connection and one consumer, which reads on its own thread
-(:class:`~pumpd.spark.read.queue.consumer.QueueConsumer`) while Spark works. ``read()`` takes the
-deliveries that arrived (up to ``maxRecordsPerTrigger``, or ``prefetch``; it waits up to
-``pollTimeoutMs`` for the first) and returns them as the micro-batch, one Arrow record batch,
-its offset being the count of deliveries handed to Spark so far; ``commit(end)`` runs after
-Spark has committed the micro-batch to the sink and checkpoint, and sends one
-``basic.ack(multiple=true)`` for its last delivery tag. A crash, a failed batch or ``query.stop()`` before that closes the connection with
-the deliveries unacknowledged: the broker requeues them (``redelivered`` is then true), and the
-next run reads them again (at-least-once; a batch replayed from the checkpoint by a new process
-is empty, since its messages are back in the queue).
+Where the consumer lives: a queue, unlike a stream, has no offsets a read task could start
+from; what Spark replays must be what this consumer holds unacknowledged. So the consumer runs in
+the one Python process Spark keeps beside the driver for a stream reader's offsets and commits,
+for the life of the query: one connection, one consumer, reading on its own thread
+(:class:`~pumpd.spark.read.queue.consumer.QueueConsumer`) while Spark works.
+``latestOffset()`` takes the deliveries that arrive, up to the micro-batch's bound (see
+:data:`~pumpd.spark.read.read_options.QUEUE_BATCH_DEFAULT`; it waits up to ``pollTimeoutMs``
+for the first), building their Arrow record batches a chunk at a time while the next chunk
+arrives, and answers the count of deliveries handed to Spark so far; ``partitions()`` hands
+those batches to the read tasks inside their partitions, as LZ4-compressed Arrow IPC bytes of
+at most :data:`PART_BYTES` each before compression;
+``commit(end)`` runs after Spark has committed the micro-batch to the sink and checkpoint, and
+sends one ``basic.ack(multiple=true)`` for its last delivery tag. A crash, a failed batch or
+``query.stop()`` before that closes the connection with the deliveries unacknowledged: the
+broker requeues them (``redelivered`` is then true), and the next run reads them again
+(at-least-once; a batch replayed from the checkpoint by a new process is empty, since its
+messages are back in the queue).
 
-Limits: one consumer, so one core's worth of reading (pika's parsing), and every row passes
-through the driver's Python worker; order is the queue's, except that requeued messages come back ahead of newer ones
-(classic) or behind them (quorum). Spark commits a micro-batch only when it plans the next one
-with data, so ``basic.qos`` is twice the micro-batch's bound (room for the next one while this
-one waits for its ack), and the last micro-batch before a quiet spell stays unacknowledged until
-more messages come: stopping the query then requeues it (read twice: at-least-once).
+Why the rows travel in the partitions rather than through Spark's simple stream reader, whose
+rows the driver stores in its block manager: that store serialises and copies every row, which
+cost Spark more per row than reading the queue did; a read task's Arrow batches go to the JVM as
+columns.
+
+Why no ``basic.qos`` by default: Spark acknowledges a micro-batch only when it plans the next
+one with data, so a prefetch of a batch or two kept the broker waiting for acks while Spark
+worked, and ``basic.qos`` cannot exceed 65,535. Instead the consumer stops reading its socket
+while a micro-batch's bound of deliveries (or ``READ_AHEAD_BYTES`` of bodies) waits untaken, and
+TCP holds the broker back. What is unacknowledged at once is then at most three micro-batches:
+the one Spark runs, the one it has not yet committed, and the read-ahead. With the option
+``prefetch``, it is ``basic.qos`` (twice the micro-batch's bound), as before.
+
+Limits: one consumer, so one core's worth of reading, and every delivery passes through that
+one process; order is the queue's, except that requeued messages come back ahead of newer ones
+(classic) or behind them (quorum). The last micro-batch before a quiet spell stays
+unacknowledged until more messages come: stopping the query then requeues it (read twice:
+at-least-once).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import SimpleDataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from ....dataplane.api import Delivery
 from ..arrow import deliveries_batch
-from ..read_options import ReadOptions
-from .consumer import QueueConsumer
+from ..read_options import QUEUE_BATCH_DEFAULT, ReadOptions
+from .consumer import BATCH_BYTES, QueueConsumer
 
-# after the first delivery of a micro-batch, stop waiting for more once they pause this long
-# (longer than the broker's own hiccups under load, 50 to 100 ms here: each micro-batch costs
-# Spark a few hundred ms whatever its size, so a batch cut at a hiccup is expensive)
+# After the first delivery of a micro-batch, stop waiting for more once they pause this long
+# (longer than the broker's own hiccups under load: a batch cut at a hiccup costs Spark a
+# micro-batch's fixed cost). With a backlog the wait ends at the bound: the consumer goes on
+# reading while Spark runs the batch, so Spark's time hides behind the reading's.
 _PAUSE = 0.25
+# a micro-batch is taken and built into Arrow in chunks of this many deliveries while the rest
+# arrive, so only its last chunk's building is left when it is complete
+CHUNK = 50_000
+# the most Arrow IPC bytes one partition carries to its read task (Spark sends a task whole;
+# a cluster refuses tasks over spark.rpc.message.maxSize, 128 MiB by default)
+PART_BYTES = 16 * 1024 * 1024
 # how long the reader tries to connect again after its connection failed, before the query fails
 RECONNECT_SECONDS = 60.0
 
 
-class PumpdQueueReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
-    """``spark.readStream.format("pumpd").option("queue", ...)``: see the module docstring."""
+@dataclass(frozen=True)
+class QueueRows(InputPartition):  # type: ignore[misc]
+    """A read task's share of a micro-batch: its rows as an Arrow IPC stream (empty: none)."""
+
+    arrow: bytes
+
+
+def arrow_parts(batch: Any, most_bytes: int = PART_BYTES) -> list[QueueRows]:
+    """``batch`` (an Arrow record batch) as partitions of about ``most_bytes`` or less each
+    before compression (at least one row each, however large). LZ4-compressed when pyarrow
+    has it: the columns a queue leaves null shrink to nearly nothing on their way to a task."""
+    import pyarrow as pa
+
+    n = batch.num_rows
+    parts = max(1, min(n, -(-batch.nbytes // most_bytes)))
+    options = pa.ipc.IpcWriteOptions(compression="lz4" if pa.Codec.is_available("lz4") else None)
+    out: list[QueueRows] = []
+    for i in range(parts):
+        first, last = i * n // parts, (i + 1) * n // parts
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
+            writer.write_batch(batch.slice(first, last - first))
+        out.append(QueueRows(sink.getvalue().to_pybytes()))
+    return out
+
+
+def rows_of(part: QueueRows) -> Iterator[Any]:
+    """A partition's Arrow record batches, as the read task hands them to Spark."""
+    if not part.arrow:
+        return iter(())
+    import pyarrow as pa
+
+    return iter(list(pa.ipc.open_stream(part.arrow)))
+
+
+class PumpdQueueReader(DataSourceStreamReader):  # type: ignore[misc]
+    """``spark.readStream.format("pumpd").option("queue", ...)``: see the module docstring.
+
+    Spark makes one in the process beside the driver (offsets, partitions, commits: it holds
+    the consumer) and pickles another into each read task, which only unpacks its partition."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self.batch_max = options.max_records_per_trigger or options.prefetch
+        self.batch_max = (options.max_records_per_trigger or options.prefetch
+                          or QUEUE_BATCH_DEFAULT)
+        # basic.qos: the option prefetch's, else none (the read-ahead bounds what waits here)
+        self.qos = 2 * self.batch_max if options.prefetch else 0
         self._consumer: QueueConsumer | None = None
         self._failing_since: float | None = None  # when reconnecting began to fail
-        # end offset (deliveries handed to Spark) -> the last delivery tag of that batch
-        self._tags: dict[int, int] = {}
+        self._delivered = 0  # the offset: deliveries handed to Spark
+        # end offset -> (start offset, the batch's partitions, its last delivery tag)
+        self._batches: dict[int, tuple[int, list[QueueRows], int]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a read task needs none of the driver's state (a consumer's thread cannot be pickled)
+        return {"options": self.options, "batch_max": self.batch_max, "qos": self.qos,
+                "_consumer": None, "_failing_since": None, "_delivered": 0, "_batches": {}}
 
     def _consuming(self) -> QueueConsumer | None:
         """The consumer, opened again if its connection failed. The first connection's failure
@@ -63,12 +135,10 @@ class PumpdQueueReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
             return self._consumer
         had_one = self._consumer is not None or self._failing_since is not None
         self._close()
-        self._tags.clear()  # the old connection's deliveries are back in the queue
+        self._forget()  # the old connection's deliveries are back in the queue
         try:
-            # Spark commits a micro-batch when it plans the next one: the prefetch must leave
-            # room for that next one while this one waits for its ack
             self._consumer = QueueConsumer(self.options.uri, self.options.queue,
-                                           prefetch=2 * self.batch_max)
+                                           prefetch=self.qos, read_ahead=self.batch_max)
         except Exception as exc:
             now = time.monotonic()
             self._failing_since = self._failing_since or now
@@ -80,40 +150,78 @@ class PumpdQueueReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
         self._failing_since = None
         return self._consumer
 
+    def _forget(self) -> None:
+        """Drop the batches not yet committed: their rows stay readable by the tasks that
+        were planned (they are in their partitions), and nothing will acknowledge them."""
+        self._batches = {e: (s, parts, 0) for e, (s, parts, _) in self._batches.items()}
+
     def initialOffset(self) -> dict[str, int]:
         # the consumer starts now, so the first micro-batch arrives while Spark plans it
         self._consuming()
         return {"delivered": 0}
 
-    def read(self, start: dict[str, int]) -> tuple[Iterator[Any], dict[str, int]]:
-        a = int(start["delivered"])
+    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None
+                     ) -> dict[str, int]:
+        """The micro-batch: whatever arrived, up to its bound (Spark >= 4.2 gives ``start``;
+        before, the offset it restarted from comes through ``partitions(at, at)``)."""
+        if start is not None:
+            self._delivered = max(self._delivered, int(start["delivered"]))
+        a = self._delivered
         consumer = self._consuming()
         if consumer is None:
             time.sleep(self.options.poll_timeout)  # not a busy loop of connection attempts
-            return iter(()), start
-        consumer.wait(self.batch_max, _PAUSE, self.options.poll_timeout)
-        batch = consumer.take(self.batch_max)
-        if not batch:  # a consumer whose connection failed is opened again at the next trigger
-            return iter(()), start
-        end = a + len(batch)
-        self._tags[end] = batch[-1][0]
-        # a list's iterator: Spark copies it (copy.copy) to replay its cache; a generator
-        # could not be copied
-        return iter([deliveries_batch(batch, self.options.queue)]), {"delivered": end}
+            return {"delivered": a}
+        parts, count, tag = self._gather(consumer)
+        if not count:  # a consumer whose connection failed is opened again at the next trigger
+            return {"delivered": a}
+        end = a + count
+        self._batches[end] = (a, parts, tag)
+        self._delivered = end
+        return {"delivered": end}
 
-    def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]
-                           ) -> Iterator[Any]:
-        # A batch replayed after a restart: its messages went back to the queue when the old
-        # connection closed, and later batches read them again.
-        return iter(())
+    def _gather(self, consumer: QueueConsumer) -> tuple[list[QueueRows], int, int]:
+        """A micro-batch's partitions, its count of deliveries and its last delivery tag: up
+        to ``batch_max`` deliveries and ``BATCH_BYTES`` of bodies, each chunk built while the
+        next arrives; it ends early once deliveries pause for ``_PAUSE``."""
+        parts: list[QueueRows] = []
+        count = size = tag = 0
+        while count < self.batch_max and size < BATCH_BYTES:
+            most = min(CHUNK, self.batch_max - count)
+            consumer.wait(most, _PAUSE, _PAUSE if count else self.options.poll_timeout)
+            chunk: list[Delivery] = consumer.take(most, BATCH_BYTES - size)
+            if not chunk:
+                break
+            parts += arrow_parts(deliveries_batch(chunk, self.options.queue))
+            count += len(chunk)
+            size += sum(len(d[5]) for d in chunk)
+            tag = chunk[-1][0]
+            if len(chunk) < most:  # they paused, or the bytes are reached
+                break
+        return parts, count, tag
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[QueueRows]:
+        a, e = int(start["delivered"]), int(end["delivered"])
+        if a == e:  # Spark restarting from its checkpoint says where it is
+            self._delivered = max(self._delivered, e)
+            return []
+        held = self._batches.get(e)
+        if held is None or held[0] != a:
+            # a batch replayed after a restart: its messages went back to the queue when the
+            # old connection closed, and later batches read them again
+            return [QueueRows(b"")]
+        return held[1]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, QueueRows)
+        return rows_of(partition)
 
     def commit(self, end: dict[str, int]) -> None:
         e = int(end["delivered"])
-        tag = self._tags.pop(e, None)
-        for k in [k for k in self._tags if k < e]:
-            del self._tags[k]
-        if tag is not None and self._consumer is not None:
-            self._consumer.ack(tag)
+        held = self._batches.pop(e, None)
+        for k in [k for k in self._batches if k < e]:
+            del self._batches[k]
+        if held is not None and held[2] and self._consumer is not None:
+            self._consumer.ack(held[2])
 
     def _close(self) -> None:
         if self._consumer is not None:
