@@ -73,21 +73,26 @@ spark-pipeline-demo: install
 # reading), the latency benchmark, the failover benchmarks, then the PySpark report (about 60 minutes on 2 cores). The install step brings the bench extra (pyspark, pyarrow, matplotlib, aio-pika);
 # the analysis needs a JRE 17+. A benchmark with a failed run still goes on to the report.
 bench: install
-	@echo "== 1/7 shovel benchmark: bench/shovel.py (about 12 minutes)"
+	@echo "== 1/9 shovel benchmark: bench/shovel.py (about 12 minutes)"
 	-$(VPY) bench/shovel.py
-	@echo "== 2/7 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
+	@echo "== 2/9 confirm-strategy benchmark: bench/confirms.py --persistent (about 10 minutes)"
 	-$(VPY) bench/confirms.py --persistent
-	@echo "== 3/7 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
+	@echo "== 3/9 PySpark data source against foreachPartition + pika: bench/spark.py --rows 300000 (about 5 minutes)"
 	-$(VPY) bench/spark.py --rows 300000 --individual-rows 3000
-	@echo "== 4/7 Spark readers (streams, queues) against rstream and pika: bench/spark_read.py, then rows/s against a super stream's partitions: --partitions 1,2,4 (about 16 minutes)"
+	@echo "== 4/9 Spark readers (streams, queues) against rstream and pika: bench/spark_read.py, then rows/s against a super stream's partitions: --partitions 1,2,4 (about 16 minutes)"
 	-$(VPY) bench/spark_read.py
 	-$(VPY) bench/spark_read.py --partitions 1,2,4 --reps 3
-	@echo "== 5/7 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
+	@echo "== 5/9 latency: no shovel, the plugin and pumpd at paced rates: bench/latency.py (about 8 minutes)"
 	-$(VPY) bench/latency.py
-	@echo "== 6/7 failover: a broker of the list down (bench/broker_failover.py), a member of a group killed and frozen (bench/failover.py) (about 4 minutes)"
+	@echo "== 6/9 failover: a broker of the list down (bench/broker_failover.py), a member of a group killed and frozen (bench/failover.py) (about 4 minutes)"
 	-$(VPY) bench/broker_failover.py --reps 1
 	-$(VPY) bench/failover.py
-	@echo "== 7/7 analysis in PySpark: bench/analyse.py"
+	@echo "== 7/9 stream to stream with and without deduplication against the plugin: bench/stream_shovel.py (about 4 minutes)"
+	-$(VPY) bench/stream_shovel.py
+	@echo "== 8/9 Spark into a stream, a queue and rstream's producer; one stream read task against rstream with varied metadata: bench/spark_stream_write.py, bench/stream_task.py (about 8 minutes)"
+	-$(VPY) bench/spark_stream_write.py
+	-$(VPY) bench/stream_task.py --reps 3 --metadata varied --systems raw-rstream,pumpd-task
+	@echo "== 9/9 analysis in PySpark: bench/analyse.py"
 	$(VPY) bench/analyse.py
 	@echo "the report: bench/report/README.md"
 

@@ -41,8 +41,10 @@ import orjson
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 REPORT_DIR = BENCH_DIR / "report"
-# "spark_read" before "spark": a file of either is named by the first that starts its name
-BENCHES = ("shovel", "workers", "confirms", "spark_read", "spark")
+# "spark_read" and "spark-stream-write" before "spark": a file of any is named by the first that
+# starts its name
+BENCHES = ("shovel", "workers", "confirms", "stream_shovel", "stream_task", "spark_read",
+           "spark-stream-write", "spark")
 CURVE = "super stream "  # how the cases of bench/spark_read.py --partitions begin
 # The publisher-confirms tutorial's Java figures for 50,000 messages, in ms: (strategy, where, ms).
 TUTORIAL_FIGURES = [("individual", "local", 5549.0), ("batch", "local", 2331.0), ("async", "local", 4054.0),
@@ -83,6 +85,8 @@ def normalise(rec: dict[str, Any], file: str) -> dict[str, Any] | None:
     if bench not in BENCHES or msg_s is None:
         return None
     case = rec.get("case")
+    if rec.get("metadata"):  # the stream read task's fills: identical or varied metadata
+        case = f"{case}, {rec['metadata']} metadata"
     if case is None and bench == "workers":
         case = f"{rec.get('layout')} x{rec.get('processes')}"
     rep = rec.get("rep")
@@ -90,7 +94,7 @@ def normalise(rec: dict[str, Any], file: str) -> dict[str, Any] | None:
         "file": file, "bench": bench, "case": str(case), "system": str(rec.get("system") or "pumpd"),
         "rep": int(rep) if rep is not None else None, "msg_s": float(msg_s),
         "client_us": _float(_first(rec, "client_us_per_msg", "pump_cpu_us_per_msg",
-                                   "pumpd_cpu_us_per_msg")),
+                                   "pumpd_cpu_us_per_msg", "cpu_us_per_msg")),
         "broker_us": _float(rec.get("broker_us_per_msg", rec.get("broker_cpu_us_per_msg"))),
         "strategy": rec.get("strategy"), "rtt_ms": _float(rec.get("rtt_ms")),
         "persistent": rec.get("persistent"), "messages": rec.get("messages"),
