@@ -308,7 +308,9 @@ def test_a_streaming_query_killed_and_restarted_writes_every_row_once(
     # a batch's first partition is written leaves the batch part written, for the restart to
     # replay (the broker drops what it holds of it)
     killed_at = []
-    for threshold in (2_300, 5_300, 8_300):
+    # PUMPD_QUERY_KILLS=5 for a longer run; each kill lands 300 rows into a micro-batch
+    kills = int(os.environ.get("PUMPD_QUERY_KILLS", "3"))
+    for threshold in [(k + 1) * rows // (kills + 1) // 1000 * 1000 + 300 for k in range(kills)]:
         proc = _query(node, source, out, checkpoint, log, available_now=False)
         try:
             deadline = time.monotonic() + 240  # a loaded machine starts Spark slowly
