@@ -26,7 +26,7 @@ unexpected bodies, order.
   in order.
 - A queue source with ``publishing_id: "none"``: nothing missing; a fault may store again what
   was published and not yet confirmed, which is at most the prefetch window, so the duplicates
-  are bounded by ``prefetch × faults``.
+  are bounded by ``prefetch * faults``.
 
 A JSON line goes to ``bench/results/stream_faults-<time>.jsonl``; the exit status is 0 when the
 check passed.
