@@ -12,11 +12,12 @@ Both sides go through a :class:`~pumpd.testing.proxy.TcpProxy` of their own, so 
 connections can be reset and stalled.
 
 While it runs, ``--faults`` faults are injected when the destination's length crosses evenly
-spaced marks, cycling through the kinds in :data:`KINDS`: kill -9 of the worker process, kill -9
-of the whole daemon (then started again), a destination node restart, a source node restart, a
-reset of the destination's connections, a stall of the destination's connections longer than
-the heartbeat and stall timeouts, a reset of the source's connections. Each fault is logged with
-its time and the destination's length then.
+spaced marks, each once the previous one is over and pumpd stores again, cycling through the
+kinds in :data:`KINDS`: kill -9 of the worker process, kill -9 of the whole daemon (then started
+again), a destination node restart, a source node restart, a reset of the destination's
+connections, a stall of the destination's connections longer than the heartbeat and stall
+timeouts, a reset of the source's connections. Each fault is logged with its time and the
+destination's length then.
 
 At the end the whole destination stream is read over the streams protocol (not pumpd's
 counters) and checked against the source's sequence numbers: count, duplicates, missing,
@@ -401,12 +402,19 @@ def watch(args: argparse.Namespace, daemon: Daemon, faults: Faults, dest: Stream
     last_length, last_change = -1, time.monotonic()
     last_growth = last_change
     kinds = itertools.cycle(KINDS)
+    over_at: int | None = None  # the length when the last fault was over
     while True:
         length = dest.length()
         now = time.monotonic()
         if length != last_length:
             last_length, last_change, last_growth = length, now, now
-        if len(log) < len(marks) and length >= marks[len(log)] and faults.ready():
+        if log and over_at is None and faults.ready():
+            over_at = length
+        # The next fault waits for pumpd to be at work again: more stored since the last fault
+        # was over than what was in flight then (or nothing left to store).
+        armed = not log or (over_at is not None and (length > over_at + args.prefetch
+                                                     or length >= args.messages))
+        if len(log) < len(marks) and length >= marks[len(log)] and armed:
             kind = next(kinds)
             t = now - began
             # a queue source's duplicates count in the length: ask the queue what is left
@@ -419,6 +427,7 @@ def watch(args: argparse.Namespace, daemon: Daemon, faults: Faults, dest: Stream
             log.append({"kind": kind, "t_s": round(t, 1), "length": length, "done": what,
                         "mid_run": mid_run})
             last_change = time.monotonic()  # a restarted daemon is given its time
+            over_at = None
             continue
         if len(log) == len(marks) and length >= args.messages and faults.ready():
             settled = now - last_change >= SETTLE_SECONDS
