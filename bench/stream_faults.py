@@ -242,11 +242,11 @@ class Faults:
         self.busy: threading.Thread | None = None
         self.failure: BaseException | None = None
 
-    def _in_background(self, restart: Callable[[], object]) -> None:
-        """A node restart takes seconds; the run is watched meanwhile."""
+    def _in_background(self, fault: Callable[[], object]) -> None:
+        """A node restart or a stall takes seconds; the run is watched meanwhile."""
         def run() -> None:
             try:
-                restart()
+                fault()
             except BaseException as exc:
                 self.failure = exc
         self.busy = threading.Thread(target=run, name="node restart", daemon=True)
@@ -258,7 +258,7 @@ class Faults:
         :raises RuntimeError: the node did not start again
         """
         if self.failure is not None:
-            raise RuntimeError(f"a node did not restart: {self.failure}")
+            raise RuntimeError(f"a fault did not end: {self.failure}")
         return self.busy is None or not self.busy.is_alive()
 
     def inject(self, kind: str) -> str:
@@ -282,6 +282,7 @@ class Faults:
         if kind == "destination-stall":
             held = self.destination_proxy.connections
             self.destination_proxy.stall(STALL_SECONDS)
+            self._in_background(lambda: time.sleep(STALL_SECONDS))  # over when it ends
             return f"{held} destination connection(s) stalled for {STALL_SECONDS} s"
         if kind == "source-reset":
             return f"{self.source_proxy.reset_all()} source connection(s) reset"
