@@ -312,7 +312,7 @@ def check(sequences: list[int], messages: int) -> dict[str, Any]:
     seen: set[int] = set()
     firsts = []
     for s in sequences:
-        if s not in seen:
+        if 0 <= s < messages and s not in seen:
             seen.add(s)
             firsts.append(s)
     return {
