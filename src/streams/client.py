@@ -364,7 +364,9 @@ class StreamsClient(asyncio.Protocol):
         waiting: set[asyncio.Future[object]] = {answer, self.closed}  # type: ignore[arg-type]
         done, _ = await asyncio.wait(waiting, timeout=self.step_timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
-        if answer in done:
+        # A lost connection cancels the answers it leaves waiting in the same step that it
+        # completes ``closed``: both come back done, and the loss is the outcome to raise.
+        if answer in done and not answer.cancelled():
             return answer.result()
         if self.closed.done():
             error = self.closed.result()

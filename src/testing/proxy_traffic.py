@@ -193,7 +193,10 @@ class Direction:
             self.queue.clear()
             assert self.dst.transport is not None
             if self.dst.transport.can_write_eof():
-                self.dst.transport.write_eof()
+                try:
+                    self.dst.transport.write_eof()
+                except OSError:
+                    pass  # the other side is gone already (ENOTCONN): nothing to tell it
             self.pair.maybe_finish()
             return
         self.schedule()

@@ -185,6 +185,30 @@ def test_a_destination_connection_reset_still_stores_every_offset_once(node: Loc
     _exactly_once(uri, dst, n)
 
 
+def test_a_destination_connection_reset_during_its_handshake_is_retried_by_the_same_pump(
+        node: LocalNode) -> None:
+    """A proxy or load balancer that accepts and then resets (its broker is down) loses the
+    connection while the client waits for an answer: a destination failure to reconnect
+    from, not an end of the pump."""
+    uri = node.uri()
+    assert node.stream_port is not None
+    src, dst = _stream(uri), _stream(uri)
+    n = 100
+    _publish(uri, src, 0, n)
+    with TcpProxy("127.0.0.1", node.stream_port) as proxy:
+        proxy.set_mode("reset-on-accept")
+        cfg = shovel("handshake", **stream_shovel("handshake", uri, src, uri, dst, proxy.port,
+                                                  reconnect_delay=0.2))
+        with running(cfg) as pumps:
+            pumps.wait_for(lambda: proxy.accepted >= 3, 30, "three destination connections")
+            assert any("destination" in (why or "") for _state, why in
+                       pumps.history["handshake"]), pumps.history["handshake"]
+            proxy.set_mode("pass")
+            pumps.wait_for(lambda: len(read_stream(uri, dst, n, timeout=2)) >= n, 60,
+                           f"{n} in the destination stream")
+    _exactly_once(uri, dst, n)
+
+
 def test_a_destination_node_restart_still_stores_every_offset_once(
         node: LocalNode, other_node: LocalNode) -> None:
     src_uri, dst_uri = node.uri(), other_node.uri()
