@@ -7,7 +7,6 @@ stream source's figures."""
 from __future__ import annotations
 
 import re
-import threading
 import time
 from typing import Any
 
@@ -18,46 +17,12 @@ from pumpd.engine.session_watch import BACKLOG_EVERY
 from pumpd.engine.status import lag_seconds
 from pumpd.testing.localnode import LocalNode
 
+from tests.support.amqp_helpers import SteadyPublisher
 from tests.support.daemon_helpers import Daemon, running_state, shovel_def
 from tests.support.harness import running, shovel
 
 OUTAGE = 30.0  # seconds the destination node is down
 RATE = 100  # messages a second the publisher sends the source queue
-
-
-class SteadyPublisher:
-    """Publishes to a queue at about :data:`RATE` messages a second, in a thread."""
-
-    def __init__(self, uri: str, queue: str) -> None:
-        self.uri, self.queue = uri, queue
-        self._stop = threading.Event()
-        self.sent = 0
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"publish {queue}", daemon=True)
-
-    def __enter__(self) -> SteadyPublisher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        try:
-            conn = pika.BlockingConnection(pika.URLParameters(self.uri))
-            try:
-                ch = conn.channel()
-                ch.queue_declare(self.queue, durable=True)
-                while not self._stop.is_set():
-                    for _ in range(RATE // 10):
-                        ch.basic_publish("", self.queue, b"m%d" % self.sent)
-                        self.sent += 1
-                    conn.process_data_events(0.1)
-            finally:
-                conn.close()
-        except BaseException as exc:
-            self.error = exc
 
 
 def figure(d: Daemon, name: str) -> float | None:
@@ -80,7 +45,7 @@ def test_lag_rises_while_the_destination_is_down_and_falls_back_after(
     src, dst = node_a.uri(vhost_a), node_b.uri(vhost_b)
     d = pumpd_daemon({"orders": shovel_def(src, "orders", dst, "orders-copy",
                                          reconnect_delay=1)})
-    with SteadyPublisher(src, "orders") as pub:
+    with SteadyPublisher(src, ["orders"], RATE, declare=True) as pub:
         d.wait_for(lambda: running_state(d, "orders"), 30, "the shovel running")
         # caught up: the backlog read as 0, nothing unconfirmed for long
         d.wait_for(lambda: (figure(d, "pumpd_lag_seconds") or 99) <= 1.0

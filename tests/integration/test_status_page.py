@@ -9,17 +9,16 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-import pika
 import pytest
 from pumpd.testing.localnode import LocalNode
 
+from tests.support.amqp_helpers import SteadyPublisher
 from tests.support.daemon_helpers import Daemon, running_state, shovel_def
 
 CHROMIUM = "/usr/bin/chromium"
@@ -68,40 +67,6 @@ def _has_selenium() -> bool:
     except ImportError:
         return False
     return True
-
-
-class Publisher:
-    """Publishes small messages to a queue at a steady pace in a thread, so a shovel has a rate
-    to show for as long as the test runs."""
-
-    def __init__(self, uri: str, queue: str) -> None:
-        self.uri, self.queue = uri, queue
-        self._stop = threading.Event()
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"publish {queue}", daemon=True)
-
-    def __enter__(self) -> Publisher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        try:
-            conn = pika.BlockingConnection(pika.URLParameters(self.uri))
-            try:
-                ch = conn.channel()
-                ch.queue_declare(self.queue, durable=True)
-                while not self._stop.is_set():
-                    for i in range(20):
-                        ch.basic_publish("", self.queue, b"m%d" % i)
-                    conn.process_data_events(0.05)
-            finally:
-                conn.close()
-        except BaseException as exc:
-            self.error = exc
 
 
 # What the page shows, read from its DOM in one go (it is rebuilt on every poll).
@@ -174,7 +139,8 @@ def test_page_follows_the_daemon_live(pumpd_daemon, browser: Any, node_a: LocalN
                           {"src-uri": src, "src-queue": "audit", "dest-uri": dst,
                            "dest-queue": "audit-copy"})
     assert status == 201
-    with Publisher(src, "orders") as p1, Publisher(src, "audit") as p2:
+    with SteadyPublisher(src, ["orders"], 400, declare=True) as p1, \
+            SteadyPublisher(src, ["audit"], 400, declare=True) as p2:
         browser.get(f"http://127.0.0.1:{d.port}/")
         assert browser.title == "pumpd shovels"
         give_token(browser, d.token())

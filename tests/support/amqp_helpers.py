@@ -283,10 +283,12 @@ def raw_get(port: int, vhost: str, queue: str, n: int) -> list[tuple[bytes, byte
 class SteadyPublisher:
     """Numbered messages (``b"0"``, ``b"1"``, ...) at a steady pace, round robin over
     ``queues``, persistent and confirmed, from a thread, until stopped (``with`` or
-    :meth:`stop`, which returns how many were sent and raises what the thread raised)."""
+    :meth:`stop`, which returns how many were sent and raises what the thread raised). With
+    ``declare`` the queues are declared durable first."""
 
-    def __init__(self, uri: str, queues: list[str], per_second: int = 200) -> None:
-        self.uri, self.queues, self.per_second = uri, queues, per_second
+    def __init__(self, uri: str, queues: list[str], per_second: int = 200, *,
+                 declare: bool = False) -> None:
+        self.uri, self.queues, self.per_second, self.declare = uri, queues, per_second, declare
         self.sent = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -296,6 +298,8 @@ class SteadyPublisher:
         try:
             conn = pika.BlockingConnection(pika.URLParameters(self.uri))
             ch = conn.channel()
+            for queue in self.queues if self.declare else ():
+                ch.queue_declare(queue, durable=True)
             ch.confirm_delivery()
             props = pika.BasicProperties(delivery_mode=2)
             start = time.monotonic()
@@ -328,4 +332,5 @@ class SteadyPublisher:
 def via(node: Any, vhost: str, proxy: Any, query: str = "") -> str:
     """``node``'s URI for ``vhost``, through ``proxy`` (a :class:`pumpd.testing.TcpProxy`)."""
     return node.uri(vhost).replace(f":{node.amqp_port}/", f":{proxy.port}/") + query
+
 

@@ -18,7 +18,7 @@ cost a Python list per column and a property encoding per row.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -110,6 +110,36 @@ def _check_stream_columns(names: Sequence[str], stream: str) -> None:
 
 
 # -- publishing -----------------------------------------------------------------------------------
+
+
+def row_chunks(rows: Iterable[Any], chunk: int, ignore_unknown: bool
+               ) -> Iterator[tuple[list[bytes], dict[str, list[Any]]]]:
+    """``pyspark.sql.Row`` objects or mappings as (bodies, a known column's name -> a value per
+    row, None where a row has none), ``chunk`` rows at a time.
+
+    :raises ValueError: for an unknown column, unless ``ignore_unknown``
+    """
+    bodies: list[bytes] = []
+    columns: dict[str, list[Any]] = {}
+    for row in rows:
+        d = row.asDict() if hasattr(row, "asDict") else dict(row)
+        d = {str(k).lower(): v for k, v in d.items()}
+        b = next((d.pop(k) for k in BODY_COLUMNS if k in d), None)
+        bodies.append(b"" if b is None else b.encode() if isinstance(b, str) else bytes(b))
+        for k, v in d.items():
+            if k in KNOWN_COLUMNS:
+                columns.setdefault(k, [None] * (len(bodies) - 1)).append(v)
+            elif not ignore_unknown:
+                raise ValueError(f"pumpd: unknown column {k!r} (option "
+                                 "ignoreUnknownColumns=true skips it)")
+        for values in columns.values():
+            if len(values) < len(bodies):
+                values.append(None)
+        if len(bodies) >= chunk:
+            yield bodies, columns
+            bodies, columns = [], {}
+    if bodies:
+        yield bodies, columns
 
 
 class PartitionPublisher:
@@ -208,26 +238,7 @@ class PartitionPublisher:
 
     def publish_rows(self, rows: Iterable[Any], chunk: int = 10_000) -> None:
         """Publish ``pyspark.sql.Row`` objects or mappings (the foreachPartition helper)."""
-        bodies: list[bytes] = []
-        columns: dict[str, list[Any]] = {}
-        for row in rows:
-            d = row.asDict() if hasattr(row, "asDict") else dict(row)
-            d = {str(k).lower(): v for k, v in d.items()}
-            b = d.pop("body", None) if "body" in d else d.pop("value", None)
-            bodies.append(b"" if b is None else b.encode() if isinstance(b, str) else bytes(b))
-            for k, v in d.items():
-                if k in KNOWN_COLUMNS:
-                    columns.setdefault(k, [None] * (len(bodies) - 1)).append(v)
-                elif not self.options.ignore_unknown_columns:
-                    raise ValueError(f"pumpd: unknown column {k!r} (option "
-                                     "ignoreUnknownColumns=true skips it)")
-            for values in columns.values():
-                if len(values) < len(bodies):
-                    values.append(None)
-            if len(bodies) >= chunk:
-                self._publish_columns(bodies, columns)
-                bodies, columns = [], {}
-        if bodies:
+        for bodies, columns in row_chunks(rows, chunk, self.options.ignore_unknown_columns):
             self._publish_columns(bodies, columns)
 
     def _publish_columns(self, bodies: list[bytes], per_row: dict[str, list[Any]]) -> None:

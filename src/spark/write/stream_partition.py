@@ -35,9 +35,9 @@ from ..read.streams.wire import (
     StreamsConnection,
     StreamsError,
 )
-from .partition import PartitionCounts, PartitionFailed
+from .partition import PartitionCounts, PartitionFailed, row_chunks
 from .stream_messages import RowRefused, StreamMessages
-from .write_options import BODY_COLUMNS, KNOWN_COLUMNS, WriteOptions
+from .write_options import KNOWN_COLUMNS, WriteOptions
 
 log = logging.getLogger("pumpd.spark")
 
@@ -189,23 +189,7 @@ class StreamPartitionPublisher:
 
     def publish_rows(self, rows: Iterable[Any], chunk: int = 10_000) -> None:
         """Publish ``pyspark.sql.Row`` objects or mappings (Spark 4.0's streaming writer)."""
-        bodies: list[bytes] = []
-        columns: dict[str, list[Any]] = {}
-        for row in rows:
-            d = row.asDict() if hasattr(row, "asDict") else dict(row)
-            d = {str(k).lower(): v for k, v in d.items()}
-            b = next((d.pop(k) for k in BODY_COLUMNS if k in d), None)
-            bodies.append(b"" if b is None else b.encode() if isinstance(b, str) else bytes(b))
-            for k, v in d.items():
-                if k in KNOWN_COLUMNS:
-                    columns.setdefault(k, [None] * (len(bodies) - 1)).append(v)
-            for values in columns.values():
-                if len(values) < len(bodies):
-                    values.append(None)
-            if len(bodies) >= chunk:
-                self._publish_chunk(bodies, columns)
-                bodies, columns = [], {}
-        if bodies:
+        for bodies, columns in row_chunks(rows, chunk, self.options.ignore_unknown_columns):
             self._publish_chunk(bodies, columns)
 
     def _publish_chunk(self, bodies: list[bytes], columns: dict[str, list[Any]]) -> None:
