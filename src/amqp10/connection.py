@@ -36,6 +36,7 @@ from ..dataplane.amqp10_frames_ref import PROTOCOL_HEADER
 from ..dataplane.amqp10_frames_ref import FramingError as ScanError
 from ..dataplane.api import FrameScanner, TransferWriter
 from ..dataplane.implementation import FrameScanner as FrameScannerImpl
+from ..dataplane.read_holds import ReadHolds
 from .codec import DecodeError
 from .errors import (
     DECODE_ERROR,
@@ -221,7 +222,7 @@ class Connection(asyncio.Protocol):
         # reading
         self._heard = False  # since the last idle tick
         self._silent_ticks = 0
-        self._read_holds: set[str] = set()
+        self._read_holds = ReadHolds()
         self._on_write_pressure: Callable[[bool], None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
         # sessions: by our channel, by the peer's
@@ -642,19 +643,8 @@ class Connection(asyncio.Protocol):
         """Stop reading this connection for ``reason`` (``paused``), or drop that reason; the
         transport reads again once no reason is left. Our idle-time-out does not count while
         reading is paused."""
-        was_paused = bool(self._read_holds)
-        if paused:
-            self._read_holds.add(reason)
-        else:
-            self._read_holds.discard(reason)
-        now_paused = bool(self._read_holds)
-        t = self._transport
-        if now_paused != was_paused and t is not None and not t.is_closing():
-            if now_paused:
-                t.pause_reading()
-            else:
-                self._silent_ticks = 0
-                t.resume_reading()
+        if self._read_holds.hold(self._transport, paused, reason):
+            self._silent_ticks = 0
 
     @property
     def reading_paused(self) -> bool:

@@ -30,6 +30,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, TypeVar, cast
 
+from ..dataplane.read_holds import ReadHolds
 from .codes import (
     CLOSE,
     DECLARE_PUBLISHER,
@@ -145,7 +146,7 @@ class StreamsClient(asyncio.Protocol):
         self._queued: dict[int, list[tuple[int, bytes]]] = {}
         self._out: list[bytes] = []
         self._flush_scheduled = False
-        self._read_holds: set[str] = set()
+        self._read_holds = ReadHolds()
         self._on_write_pressure: Callable[[bool], None] | None = None
         self._on_metadata_update: Callable[[str, int], None] | None = None
         self._heard = False
@@ -199,18 +200,7 @@ class StreamsClient(asyncio.Protocol):
     def pause_reading(self, paused: bool, reason: str = "write-pressure") -> None:
         """Stop reading for ``reason``, or drop that reason; reading resumes once none is left.
         The peer's silence is not held against it while reading is paused."""
-        was = bool(self._read_holds)
-        if paused:
-            self._read_holds.add(reason)
-        else:
-            self._read_holds.discard(reason)
-        now = bool(self._read_holds)
-        t = self._transport
-        if now != was and t is not None and not t.is_closing():
-            if now:
-                t.pause_reading()
-            else:
-                t.resume_reading()
+        self._read_holds.hold(self._transport, paused, reason)
 
     def on_metadata_update(self, callback: Callable[[str, int], None]) -> None:
         """``callback(stream, code)`` when the broker says a stream changed (deleted, its leader
