@@ -25,6 +25,12 @@ OUTAGE = 30.0  # seconds the destination node is down
 RATE = 100  # messages a second the publisher sends the source queue
 
 
+def at_most(d: Daemon, name: str, bound: float) -> bool:
+    """Whether the figure ``name`` is known and at most ``bound`` (0 is a value, not absence)."""
+    value = figure(d, name)
+    return value is not None and value <= bound
+
+
 def figure(d: Daemon, name: str) -> float | None:
     """The value of ``name`` for the shovel's worker 0 in ``/metrics``; None when absent."""
     status, text = d.request("GET", "/metrics")
@@ -48,7 +54,7 @@ def test_lag_rises_while_the_destination_is_down_and_falls_back_after(
     with SteadyPublisher(src, ["orders"], RATE, declare=True) as pub:
         d.wait_for(lambda: running_state(d, "orders"), 30, "the shovel running")
         # caught up: the backlog read as 0, nothing unconfirmed for long
-        d.wait_for(lambda: (figure(d, "pumpd_lag_seconds") or 99) <= 1.0
+        d.wait_for(lambda: at_most(d, "pumpd_lag_seconds", 1.0)
                    and figure(d, "pumpd_lag_messages") is not None, 30,
                    "the shovel caught up")
 
@@ -81,11 +87,11 @@ def test_lag_rises_while_the_destination_is_down_and_falls_back_after(
         # (at most BACKLOG_EVERY later: a session's first reading does not stretch the next)
         # counts what had arrived, and once that is forwarded the next counter tick (at most
         # 2 s) covers the instant it was asked; the rest is slack for a loaded machine
-        d.wait_for(lambda: (figure(d, "pumpd_lag_seconds") or 99) <= 2.0,
+        d.wait_for(lambda: at_most(d, "pumpd_lag_seconds", 2.0),
                    2 * BACKLOG_EVERY + 4, "the lag back near 0")
         fell = time.monotonic() - forwarding
         # back to nothing behind but what a sample finds in flight: one publish at most
-        d.wait_for(lambda: (figure(d, "pumpd_lag_messages") or 99) <= RATE // 10,
+        d.wait_for(lambda: at_most(d, "pumpd_lag_messages", RATE // 10),
                    2 * BACKLOG_EVERY + 4, "no message behind")
         assert pub.error is None, pub.error
     doc = d.shovel("orders")
