@@ -155,9 +155,10 @@ def spark_session() -> Any:
 
 
 def load(spark: Any, rows: list[dict[str, Any]], latest_only: bool = True) -> Any:
-    """The rows as a DataFrame; with ``latest_only``, only the newest file of each benchmark,
-    the super-stream curve of ``spark_read`` counting as a benchmark of its own (it runs alone,
-    ``--partitions``, so the newest file of the other readers need not hold it). The curve is
+    """The rows as a DataFrame; with ``latest_only``, only the newest file of each benchmark and
+    kind, the super-stream curve of ``spark_read``, its queue and stream runs, a shovel route and
+    a read task's metadata each counting as a kind of its own (each may run alone, so the newest
+    file of the others need not hold it). The curve is
     the reader's with its own split, one task per partition: a curve run with
     ``--min-partitions`` above 1 (more tasks than partitions) is left out of it."""
     from pyspark.sql import functions as F
@@ -167,7 +168,13 @@ def load(spark: Any, rows: list[dict[str, Any]], latest_only: bool = True) -> An
     if latest_only:
         split = df.where(F.col("case").startswith(CURVE) & (F.col("tasks") > F.col("partitions")))
         df = df.join(split.select("file").distinct(), "file", "left_anti")
-        df = df.withColumn("kind", F.col("case").startswith(CURVE))
+        # a benchmark's runs of one kind come from one file, the newest that has that kind:
+        # the curve, a shovel route (``@10-10``), queues or streams, a read task's metadata
+        df = df.withColumn("kind", F.concat(
+            F.col("case").startswith(CURVE).cast("string"),
+            F.regexp_extract("case", r"^(queue|stream)", 1),
+            F.regexp_extract("case", r"(@\S+)$", 1),
+            F.regexp_extract("case", r"(, \w+ metadata)$", 1)))
         newest = df.groupBy("bench", "kind").agg(F.max("file").alias("file"))
         df = df.join(newest, ["bench", "kind", "file"]).drop("kind")
     return df
