@@ -1,13 +1,13 @@
 """Which partition of a super stream a message goes to, as RabbitMQ's stream clients choose it:
-the 32-bit MurmurHash3 (x86) of its routing key, seed 104729, unsigned, modulo the number of
+the 32-bit MurmurHash3 (x86) of its routing key, started from 104729, unsigned, modulo the number of
 partitions (in the order ``partitions`` lists them)."""
 
 from __future__ import annotations
 
-__all__ = ["SEED", "murmur3_32", "partition"]
+__all__ = ["HASH_START", "murmur3_32", "partition"]
 
-#: the seed RabbitMQ's stream clients hash routing keys with
-SEED = 104729
+#: the value RabbitMQ's stream clients start the hash of a routing key from
+HASH_START = 104729
 _C1, _C2 = 0xCC9E2D51, 0x1B873593
 _MASK = 0xFFFFFFFF
 
@@ -16,9 +16,9 @@ def _rotl(x: int, r: int) -> int:
     return ((x << r) | (x >> (32 - r))) & _MASK
 
 
-def murmur3_32(data: bytes, seed: int = SEED) -> int:
-    """MurmurHash3's x86 32-bit hash of ``data``, unsigned."""
-    h = seed & _MASK
+def murmur3_32(data: bytes, start: int = HASH_START) -> int:
+    """MurmurHash3's x86 32-bit hash of ``data`` from ``start``, unsigned."""
+    h = start & _MASK
     n = len(data)
     whole = n - n % 4
     for i in range(0, whole, 4):

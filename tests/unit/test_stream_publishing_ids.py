@@ -13,7 +13,7 @@ from pumpd.engine.endpoint import Unforwardable
 from pumpd.engine.queue_names import producer_reference
 from pumpd.engine.streams.publishing_ids import PublishingIds, parse_mode
 from pumpd.streams.amqp091_form import UnstorableMessage, stored_form
-from pumpd.streams.routing import SEED, murmur3_32, partition
+from pumpd.streams.routing import HASH_START, murmur3_32, partition
 
 
 def _delivered(**props: object) -> Delivered:
@@ -98,8 +98,8 @@ def test_what_a_3x_stream_cannot_store_is_refused_by_name(headers: dict[str, obj
                                  bytes(range(37))])
 def test_the_routing_hash_is_the_one_rabbitmqs_stream_clients_use(key: bytes) -> None:
     mmh3 = pytest.importorskip("mmh3")  # rstream's dependency: the clients' own hash
-    assert murmur3_32(key) == mmh3.hash(key, SEED, signed=False)
-    assert partition(key, 3) == mmh3.hash(key, SEED, signed=False) % 3
+    assert murmur3_32(key) == mmh3.hash(key, HASH_START, signed=False)
+    assert partition(key, 3) == mmh3.hash(key, HASH_START, signed=False) % 3
 
 
 def test_the_producer_name_is_the_positions_and_fits_255_bytes() -> None:
