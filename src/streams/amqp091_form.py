@@ -25,7 +25,8 @@ from ..amqp10.message import Message, Properties, encode_message
 from ..amqp10.values import Byte, Float, Int, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort
 from ..dataplane.properties import FrameError, split_properties, table_entries
 
-__all__ = ["OFFSET_HEADER", "StoredForms", "UnstorableMessage", "stored_form"]
+__all__ = ["OFFSET_HEADER", "StoredForms", "UnstorableMessage", "data_section_head", "stored_form",
+           "stored_head"]
 
 #: the header a stream adds to each 0-9-1 delivery: its offset
 OFFSET_HEADER = "x-stream-offset"
@@ -145,6 +146,7 @@ _OFFSET_ENTRY = b"\x0f" + OFFSET_HEADER.encode() + b"l"
 _OFFSET_TAIL = len(_OFFSET_ENTRY) + 8
 _HEADERS_FLAG, _CONTENT_TYPE_FLAG, _CONTENT_ENCODING_FLAG = 0x2000, 0x8000, 0x4000
 _BLANK = bytes(8)
+_EMPTY_DATA = b"\x00\x53\x75\xa0\x00"  # the data section of an empty body
 #: distinct messages (all but their offset) whose stored form is remembered; past that, the
 #: memory starts again
 FORMS_MAX = 1024
@@ -177,9 +179,20 @@ def _trailing_offset_at(properties: bytes) -> tuple[int, int]:
     return pos, end - 8
 
 
-def _data_section(body: bytes) -> bytes:
-    n = len(body)
-    return b"\x00\x53\x75" + (b"\xa0" + bytes((n,)) if n < 256 else b"\xb0" + n.to_bytes(4, "big"))
+def data_section_head(size: int) -> bytes:
+    """What comes before a body of ``size`` bytes in its data section (vbin8 up to 255 bytes,
+    vbin32 past that), as :func:`stored_form` encodes it."""
+    return b"\x00\x53\x75" + (b"\xa0" + bytes((size,)) if size < 256
+                               else b"\xb0" + size.to_bytes(4, "big"))
+
+
+def stored_head(exchange: bytes, routing_key: bytes, properties: bytes) -> bytes:
+    """:func:`stored_form` up to its body's data section: the form of any body is this, then
+    :func:`data_section_head` of its size, then the body.
+
+    :raises UnstorableMessage: as :func:`stored_form`
+    """
+    return stored_form(exchange, routing_key, properties, b"")[:-len(_EMPTY_DATA)]
 
 
 class StoredForms:
@@ -213,19 +226,19 @@ class StoredForms:
             if prefix is not None:
                 self._misses = 0
                 return (int.from_bytes(properties[at:at + 8], "big", signed=True),
-                        b"".join((prefix, _data_section(body), body)))
-        form = stored_form(exchange, routing_key, properties, body)
+                        b"".join((prefix, data_section_head(len(body)), body)))
+        head = stored_head(exchange, routing_key, properties)
+        form = b"".join((head, data_section_head(len(body)), body))
         self._misses += 1
         if not key or (self._misses > FORMS_MAX and self._misses % _RETRY_EVERY):
             return _any_offset(properties), form
         offset = _confirmed_offset(properties, table_at, at)
-        tail = _data_section(body) + body
-        if offset is not None and len(exchange) < 256 and len(routing_key) < 256 \
-                and form.endswith(tail):
-            if len(self._prefixes) >= FORMS_MAX:
-                self._prefixes.clear()
-            self._prefixes[key] = form[:len(form) - len(tail)]
-        return (offset if offset is not None else _any_offset(properties)), form
+        if offset is None:
+            return _any_offset(properties), form
+        if len(self._prefixes) >= FORMS_MAX:
+            self._prefixes.clear()
+        self._prefixes[key] = head
+        return offset, form
 
 
 def _confirmed_offset(properties: bytes, table_at: int, at: int) -> int | None:

@@ -19,13 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...dataplane.properties import encode_properties, encode_rows
-from ...streams.amqp091_form import UnstorableMessage, stored_form
+from ...streams.amqp091_form import UnstorableMessage, data_section_head, stored_head
 
-# A data section holding an empty body: what ends the stored form of an empty body, cut off to
-# make the head every body is appended to
-_EMPTY_DATA = b"\x00\x53\x75\xa0\x00"
-_DATA8 = b"\x00\x53\x75\xa0"  # a data section of up to 255 bytes (vbin8)
-_DATA32 = b"\x00\x53\x75\xb0"  # ... of more (vbin32)
+_DATA32 = data_section_head(256)[:-4]  # a data section of more than 255 bytes, before its size
 _ENTRY = struct.Struct(">QI")  # publishing id, message length
 # distinct property lists whose heads are kept (per-row columns, repeated values)
 HEAD_CACHE = 4096
@@ -54,7 +50,7 @@ class StreamMessages:
         self._heads: dict[tuple[bytes, bytes], bytes] = {}
         head = self.head(encode_properties(self.properties), self.routing_key)
         # the head followed by each short body's data-section head, by the body's length
-        self._short = [head + _DATA8 + bytes((n,)) for n in range(256)]
+        self._short = [head + data_section_head(n) for n in range(256)]
         self._long = head + _DATA32
         self._head_size = len(head)
 
@@ -66,11 +62,7 @@ class StreamMessages:
         key = (properties, routing_key)
         got = self._heads.get(key)
         if got is None:
-            whole = stored_form(b"", routing_key, properties, b"")
-            if not whole.endswith(_EMPTY_DATA):  # the stored form of a body ends so
-                raise AssertionError("an empty body's message does not end in an empty data "
-                                     "section")
-            got = whole[:-len(_EMPTY_DATA)]
+            got = stored_head(b"", routing_key, properties)
             if len(self._heads) >= HEAD_CACHE:
                 self._heads.clear()
             self._heads[key] = got
@@ -109,6 +101,6 @@ class StreamMessages:
             except UnstorableMessage as exc:
                 raise RowRefused(i, f"a stream cannot store it: {exc}") from None
             n = len(b)
-            data = _DATA8 + bytes((n,)) if n < 256 else _DATA32 + n.to_bytes(4, "big")
+            data = data_section_head(n)
             out.append(pack(first_id + i, len(head) + len(data) + n) + head + data + b)
         return out
