@@ -130,11 +130,10 @@ class SessionWatch:
     async def _read_backlog(self, session: Session, rule: StallRule) -> None:
         """A failure here is the session's to report, not this reader's."""
         every = BACKLOG_EVERY
-        # a session's first reading is compared with nothing: the one before it may have been
-        # taken while the destination was down, and an equal count then is no sign of rest
-        first = True
+        # this session's last reading: one taken while the destination was down is no sign of
+        # rest when the session's first reading equals it
+        previous: int | None = None
         while session.source is not None and session.queue:
-            before = self.backlog
             asked, asked_at = time.monotonic(), time.time()
             rule.reading_asked(asked)
             try:
@@ -145,9 +144,9 @@ class SessionWatch:
                 self._reading = (asked_at, session.path.consumed + self.backlog)
             rule.reading_answered(asked, self.backlog)
             # Stretched while nothing changes, jittered so that many shovels do not read together
-            every = min(every * 2, BACKLOG_IDLE_EVERY) if self.backlog == before and not first \
+            every = min(every * 2, BACKLOG_IDLE_EVERY) if self.backlog == previous \
                 else BACKLOG_EVERY
-            first = False
+            previous = self.backlog
             self._read_now.clear()
             try:
                 await asyncio.wait_for(self._read_now.wait(),

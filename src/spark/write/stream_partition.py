@@ -28,13 +28,8 @@ from typing import Any
 from ...config.tls import ssl_context, tls_server_name
 from ...config.uri import parse_uri
 from ...streams.codes import code_name
-from ..read.streams.wire import (
-    ENTRY_OVERHEAD,
-    PUBLISH_OVERHEAD,
-    StreamsConnectError,
-    StreamsConnection,
-    StreamsError,
-)
+from ...streams.wire import PUBLISH_OVERHEAD
+from ..read.streams.wire import ENTRY_OVERHEAD, StreamsConnectError, StreamsConnection, StreamsError
 from .partition import PartitionCounts, PartitionFailed, row_chunks
 from .stream_messages import RowRefused, StreamMessages
 from .write_options import KNOWN_COLUMNS, WriteOptions

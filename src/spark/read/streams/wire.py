@@ -48,6 +48,7 @@ from ....streams.codes import (
     command_name,
     refusal,
 )
+from ....streams.wire import PUBLISH_OVERHEAD, PUBLISHED_OVERHEAD, string
 
 # the publishing commands, by their names in the protocol
 _KEYS = {name: key for key, name in COMMANDS.items()}
@@ -70,9 +71,8 @@ _HEAD = struct.Struct(">IHH")  # size, key, version
 LOGIN_FRAME_MAX = 1 << 20
 _RESPONSE_HEAD = 14  # a response's size, key, version, correlation id and code
 _PUBLISH_HEAD = struct.Struct(">IHHBi")  # size, key, version, publisher id, message count
-# a publish frame's bytes besides its messages, and each message's (publishing id, length)
-PUBLISH_OVERHEAD = _PUBLISH_HEAD.size
-ENTRY_OVERHEAD = 12
+# each message's (publishing id, length) in a publish frame
+ENTRY_OVERHEAD = PUBLISHED_OVERHEAD
 _CHUNK = struct.Struct(">BbbHIqQQIII")  # Deliver v1: subscription id, then the chunk header
 DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (after 4 reserved)
 
@@ -98,11 +98,6 @@ class Chunk(NamedTuple):
     timestamp: int  # milliseconds
     frame: bytes
     data_at: int
-
-
-def _string(s: str) -> bytes:
-    raw = s.encode()
-    return struct.pack(">h", len(raw)) + raw
 
 
 def _strings_at(b: bytes, p: int) -> tuple[list[str], int]:
@@ -235,11 +230,11 @@ class StreamsConnection:
     def _login(self, username: str, password: str, vhost: str, name: str) -> None:
         props = [("connection_name", name), ("product", "pumpd")]
         self._request(PEER_PROPERTIES, struct.pack(">i", len(props))
-                      + b"".join(_string(k) + _string(v) for k, v in props),
+                      + b"".join(string(k) + string(v) for k, v in props),
                       "exchange peer properties")
         self._request(SASL_HANDSHAKE, b"", "list the SASL mechanisms")
         secret = b"\0" + username.encode() + b"\0" + password.encode()
-        self._request(SASL_AUTHENTICATE, _string("PLAIN") + struct.pack(">i", len(secret))
+        self._request(SASL_AUTHENTICATE, string("PLAIN") + struct.pack(">i", len(secret))
                       + secret, f"log in as user {username!r} with SASL PLAIN")
         self.step = "agree on the frame size and heartbeat (TUNE)"
         frame = self._frame()  # the server's tune: agree to its frame size and heartbeat
@@ -252,7 +247,7 @@ class StreamsConnection:
         self._send(TUNE, tune, correlated=False)
         # the frame size agreed (0: no limit), which a publisher's frames stay within
         self.tuned_frame_max = struct.unpack_from(">I", frame, 8)[0]
-        self._request(OPEN, _string(vhost), f"open vhost {vhost!r}")
+        self._request(OPEN, string(vhost), f"open vhost {vhost!r}")
 
     def __enter__(self) -> StreamsConnection:
         return self
@@ -334,7 +329,7 @@ class StreamsConnection:
     def partitions(self, super_stream: str) -> list[str]:
         """The streams of a super stream, in the order of its bindings."""
         step = f"list the partitions of super stream {super_stream!r}"
-        frame = self._request(PARTITIONS, _string(super_stream), step)
+        frame = self._request(PARTITIONS, string(super_stream), step)
         try:
             return _strings_at(frame, 14)[0]
         except (struct.error, UnicodeDecodeError):
@@ -347,7 +342,7 @@ class StreamsConnection:
         ``value``) with ``credit`` chunks."""
         spec = struct.pack(">H", kind) + (struct.pack(">q", value)
                                           if kind in (OFFSET, TIMESTAMP) else b"")
-        self._request(SUBSCRIBE, struct.pack(">B", subscription) + _string(stream) + spec
+        self._request(SUBSCRIBE, struct.pack(">B", subscription) + string(stream) + spec
                       + struct.pack(">Hi", credit, 0), f"read stream {stream!r}")
 
     def unsubscribe(self, subscription: int = 0) -> None:
@@ -400,14 +395,14 @@ class StreamsConnection:
         ``reference``, the broker drops its messages whose publishing id is not above the last
         one it stored for that reference."""
         as_named = f" as producer {reference!r}" if reference else ""
-        self._request(DECLARE_PUBLISHER, struct.pack(">B", publisher) + _string(reference)
-                      + _string(stream), f"write to stream {stream!r}{as_named}")
+        self._request(DECLARE_PUBLISHER, struct.pack(">B", publisher) + string(reference)
+                      + string(stream), f"write to stream {stream!r}{as_named}")
 
     def query_publisher_sequence(self, stream: str, reference: str) -> int:
         """The last publishing id the broker stored for producer ``reference`` of ``stream``
         (0 when it knows none)."""
         step = f"ask stream {stream!r} for the last publishing id of producer {reference!r}"
-        frame = self._request(QUERY_PUBLISHER_SEQUENCE, _string(reference) + _string(stream),
+        frame = self._request(QUERY_PUBLISHER_SEQUENCE, string(reference) + string(stream),
                               step)
         if len(frame) < _RESPONSE_HEAD + 8:
             raise StreamsError(f"{self.where}: the broker's answer (to {step}) is "
@@ -456,7 +451,7 @@ class StreamsConnection:
     def close(self) -> None:
         try:
             self.sock.settimeout(1.0)
-            self._send(CLOSE, struct.pack(">H", 1) + _string("OK"))
+            self._send(CLOSE, struct.pack(">H", 1) + string("OK"))
         except OSError:
             pass
         finally:
