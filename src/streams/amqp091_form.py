@@ -1,6 +1,10 @@
-"""An AMQP 0-9-1 message in the AMQP 1.0 form RabbitMQ 3.x stores in a stream when a 0-9-1
-client publishes it (``rabbit_msg_record:from_amqp091``), so that a 0-9-1 consumer of the
-stream reads back what it would have read had the message been published there over 0-9-1.
+"""An AMQP 0-9-1 message in the AMQP 1.0 form a RabbitMQ stream stores when a 0-9-1 client
+publishes it, so that a 0-9-1 consumer of the stream reads back what it would have read had the
+message been published there over 0-9-1. The form depends on the broker's version
+(:func:`stores_container_form`): RabbitMQ 3.13 and later store a message container's AMQP 1.0
+form, which is the one mapping (:func:`container_form`); earlier versions store the form below
+(``rabbit_msg_record:from_amqp091``, :func:`stored_form`), and each version reads the other's
+``type`` and ``app_id`` back as headers.
 
 That form differs from the general mapping (``pumpd.amqp10.mapping``), which RabbitMQ 3.x
 streams cannot read back: no header section (a 3.x stream's 0-9-1 reader fails on one); the
@@ -19,14 +23,24 @@ reading position, not part of the message: it is left out.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
+from ..amqp10.codec import EncodeError
+from ..amqp10.mapping import UnmappableMessage, from_amqp091
 from ..amqp10.message import Message, Properties, encode_message
 from ..amqp10.values import Byte, Float, Int, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort
-from ..dataplane.properties import FrameError, split_properties, table_entries
+from ..dataplane.properties import (
+    HEADERS_INDEX,
+    FrameError,
+    join_properties,
+    split_properties,
+    table_entries,
+)
 
-__all__ = ["OFFSET_HEADER", "StoredForms", "UnstorableMessage", "data_section_head", "stored_form",
-           "stored_head"]
+__all__ = ["CONTAINERS_SINCE", "OFFSET_HEADER", "StoredForms", "UnstorableMessage",
+           "container_form", "container_head", "data_section_head", "head_of", "stored_form",
+           "stored_head", "stores_container_form"]
 
 #: the header a stream adds to each 0-9-1 delivery: its offset
 OFFSET_HEADER = "x-stream-offset"
@@ -195,8 +209,76 @@ def stored_head(exchange: bytes, routing_key: bytes, properties: bytes) -> bytes
     return stored_form(exchange, routing_key, properties, b"")[:-len(_EMPTY_DATA)]
 
 
+#: the first RabbitMQ version whose streams store a 0-9-1 publish as its message container's
+#: AMQP 1.0 form, with a header section and ``app_id`` as the group id
+CONTAINERS_SINCE = (3, 13)
+
+
+def stores_container_form(version: str) -> bool:
+    """Whether a broker that says it is ``version`` (its peer property) stores the container
+    form. A version that cannot be read is taken for one that does not: the 3.x form is what
+    every version reads without failing (a later one reads ``type`` and ``app_id`` back as
+    headers), while a 3.x stream's reader fails on the container form's header section."""
+    parts = version.split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1].split("-")[0].split("+")[0])
+    except (ValueError, IndexError):
+        return False
+    return (major, minor) >= CONTAINERS_SINCE
+
+
+def _without_offset(properties: bytes) -> bytes:
+    """The property list without the ``x-stream-offset`` header a stream source added (and
+    without a headers table that held nothing else)."""
+    values = split_properties(properties)
+    table = values[HEADERS_INDEX]
+    if table is None:
+        return properties
+    for key, start, _vpos, end in table_entries(table):
+        if key == _OFFSET_ENTRY[1:-1]:
+            entries = table[4:start] + table[end:]
+            values[HEADERS_INDEX] = len(entries).to_bytes(4, "big") + entries if entries else None
+            return join_properties(values)
+    return properties
+
+
+def container_form(exchange: bytes, routing_key: bytes, properties: bytes, body: bytes) -> bytes:
+    """The encoded AMQP 1.0 message a RabbitMQ 3.13 or later stream stores for this 0-9-1
+    message: the one mapping (:func:`pumpd.amqp10.mapping.from_amqp091`), which is RabbitMQ's own
+    conversion where that keeps the message and refuses it where RabbitMQ would alter it.
+
+    :raises UnstorableMessage: naming the field the mapping refuses
+    """
+    try:
+        message = from_amqp091(exchange, routing_key, _without_offset(properties), body)
+        return encode_message(message)
+    except UnmappableMessage as exc:
+        raise UnstorableMessage(str(exc)) from None
+    except (FrameError, struct.error, EncodeError) as exc:
+        raise UnstorableMessage(f"properties: cannot be mapped: {exc}") from None
+
+
+def container_head(exchange: bytes, routing_key: bytes, properties: bytes) -> bytes:
+    """:func:`container_form` up to its body's data section (as :func:`stored_head`).
+
+    :raises UnstorableMessage: as :func:`container_form`, and for a message whose ``type`` says
+        its body is AMQP 1.0 sections (it has no data section to put a body into)
+    """
+    form = container_form(exchange, routing_key, properties, b"")
+    if not form.endswith(_EMPTY_DATA):
+        raise UnstorableMessage("type: 'amqp-1.0' says the body is AMQP 1.0 sections, which a "
+                                "row's body is not")
+    return form[:-len(_EMPTY_DATA)]
+
+
+def head_of(container: bool) -> Callable[[bytes, bytes, bytes], bytes]:
+    """:func:`container_head` or :func:`stored_head`: the head of the broker's form."""
+    return container_head if container else stored_head
+
+
 class StoredForms:
-    """:func:`stored_form` of a stream source's deliveries, and their offsets, with a memory.
+    """The stored form of a stream source's deliveries (:func:`stored_form` or
+    :func:`container_form`), and their offsets, with a memory.
 
     A stream's messages mostly repeat their exchange, routing key and properties byte for byte
     but for the offset at the end of their headers. The encoded form up to the body is
@@ -207,7 +289,9 @@ class StoredForms:
     offset lies before it is remembered. Messages that never repeat (a message id each) stop
     being remembered after :data:`FORMS_MAX` misses in a row, and are tried again now and then."""
 
-    def __init__(self) -> None:
+    def __init__(self, container: bool = False) -> None:
+        """``container``: the broker stores the container form (:func:`stores_container_form`)."""
+        self._form = container_form if container else stored_form
         self._prefixes: dict[bytes, bytes] = {}
         self._misses = 0  # conversions since the memory last served one
 
@@ -215,7 +299,7 @@ class StoredForms:
            body: bytes) -> tuple[int | None, bytes]:
         """(the message's ``x-stream-offset`` or None, its stored form).
 
-        :raises UnstorableMessage: as :func:`stored_form`
+        :raises UnstorableMessage: as :func:`stored_form` or :func:`container_form`
         """
         table_at, at = _trailing_offset_at(properties)
         key = b""
@@ -227,14 +311,15 @@ class StoredForms:
                 self._misses = 0
                 return (int.from_bytes(properties[at:at + 8], "big", signed=True),
                         b"".join((prefix, data_section_head(len(body)), body)))
-        head = stored_head(exchange, routing_key, properties)
-        form = b"".join((head, data_section_head(len(body)), body))
+        form = self._form(exchange, routing_key, properties, body)
         self._misses += 1
         if not key or (self._misses > FORMS_MAX and self._misses % _RETRY_EVERY):
             return _any_offset(properties), form
         offset = _confirmed_offset(properties, table_at, at)
-        if offset is None:
+        tail = len(body) + (5 if len(body) < 256 else 8)  # the body's data section
+        if offset is None or form[-tail:] != data_section_head(len(body)) + body:
             return _any_offset(properties), form
+        head = form[:-tail]
         if len(self._prefixes) >= FORMS_MAX:
             self._prefixes.clear()
         self._prefixes[key] = head

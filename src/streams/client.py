@@ -129,6 +129,8 @@ class StreamsClient(asyncio.Protocol):
         #: the agreed frame size (0: none) and heartbeat (seconds, 0: none), after tune
         self.frame_max = 0
         self.heartbeat = 0
+        # what the broker says of itself at login (``product``, ``version``, ...)
+        self.server_properties: dict[str, str] = {}
         #: the node's address as its metadata names it (the open answer's advertised host and
         #: port), which tells whether this connection is on a stream's leader
         self.advertised: Broker | None = None
@@ -372,9 +374,10 @@ class StreamsClient(asyncio.Protocol):
         """Peer properties, SASL PLAIN, tune, open the vhost."""
         await self._await(self._connected, "connect")
         props = [("connection_name", name), ("product", "pumpd")]
-        await self._request(PEER_PROPERTIES, struct.pack(">i", len(props))
-                            + b"".join(string(k) + string(v) for k, v in props),
-                            "exchange peer properties")
+        r = await self._request(PEER_PROPERTIES, struct.pack(">i", len(props))
+                                + b"".join(string(k) + string(v) for k, v in props),
+                                "exchange peer properties")
+        self.server_properties = r.pairs("peer properties") if r.left else {}
         r = await self._request(SASL_HANDSHAKE, b"", "list the SASL mechanisms")
         if "PLAIN" not in r.strings("SASL mechanisms"):
             raise StreamsError(f"{self.where}: the broker does not offer SASL PLAIN")
@@ -391,11 +394,8 @@ class StreamsClient(asyncio.Protocol):
         self._write(frame(TUNE, struct.pack(">II", self.frame_max, self.heartbeat)))
         self._limit = self.frame_max or self._want_frame_max or DEFAULT_FRAME_MAX
         r = await self._request(OPEN, string(self.vhost), f"open vhost {self.vhost!r}")
-        properties: dict[str, str] = {}
-        if r.left:  # the broker's connection properties: where it says it is reached
-            for i in range(r.count("open properties", 4)):
-                key = r.string(f"open property {i} key")
-                properties[key or ""] = r.string(f"open property {i} value") or ""
+        # the broker's connection properties: where it says it is reached
+        properties = r.pairs("open properties") if r.left else {}
         host, port = properties.get("advertised_host"), properties.get("advertised_port", "")
         if host and port.isdigit():
             self.advertised = Broker(host, int(port))

@@ -144,6 +144,14 @@ class FrameReader:
                             "the frame")
         return n
 
+    def pairs(self, what: str) -> dict[str, str]:
+        """A map of strings to strings (peer and connection properties); a null is ``""``."""
+        out: dict[str, str] = {}
+        for i in range(self.count(what, 4)):
+            key = self.string(f"{what} key {i}") or ""
+            out[key] = self.string(f"{what} value {i}") or ""
+        return out
+
     def strings(self, what: str) -> list[str]:
         out = []
         for i in range(self.count(what, 2)):

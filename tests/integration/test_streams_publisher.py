@@ -11,6 +11,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from pumpd.spark.read.read_options import parse_read_options
+from pumpd.spark.read.streams.protocol import connect as blocking_connect
+from pumpd.streams.amqp091_form import stores_container_form
 from pumpd.streams.client import StreamsClient, connect
 from pumpd.streams.errors import StreamsError
 from pumpd.testing.localnode import LocalNode
@@ -127,3 +130,25 @@ def test_a_stream_that_does_not_exist_is_refused_by_name(node: LocalNode) -> Non
         await client.close()
 
     asyncio.run(main())
+
+
+def test_both_streams_clients_read_the_version_the_broker_gives_over_amqp(
+        node: LocalNode) -> None:
+    """The version a stream destination and a Spark stream write choose a stored form by."""
+    with blocking_connection(node.uri()) as c:
+        version = c._impl.server_properties["version"]
+    version = version.decode() if isinstance(version, bytes) else version
+
+    async def asyncio_client() -> str:
+        client = await _open(node)
+        try:
+            return client.server_properties["version"]
+        finally:
+            await client.close()
+
+    assert asyncio.run(asyncio_client()) == version
+    options = parse_read_options({"uri": node.uri(), "stream": "s", "protocol": "stream",
+                                  "streamPort": str(node.stream_port)})
+    with blocking_connect(options, "pumpd test", timeout=20) as conn:
+        assert conn.server_properties["version"] == version
+    assert stores_container_form(version) is (tuple(map(int, version.split(".")[:2])) >= (3, 13))

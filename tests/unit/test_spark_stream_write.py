@@ -17,7 +17,7 @@ from pumpd.spark.write.partition import PartitionFailed, check_schema
 from pumpd.spark.write.stream_messages import RowRefused, StreamMessages
 from pumpd.spark.write.stream_partition import MAX_ROWS, StreamPartitionPublisher, producer_id
 from pumpd.spark.write.write_options import STREAM_IN_FLIGHT_MAX, parse_options
-from pumpd.streams.amqp091_form import stored_form
+from pumpd.streams.amqp091_form import container_form, stored_form
 
 URI = "amqp://guest@127.0.0.1:5672/%2F"
 
@@ -85,6 +85,16 @@ def test_a_body_only_row_is_stored_as_rabbitmq_stores_a_publish_to_the_stream(si
     body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     [(pid, m)] = list(_entries(StreamMessages("orders").entries(42, [body])))
     assert (pid, m) == (42, stored_form(b"", b"orders", encode_properties({}), body))
+
+
+@pytest.mark.parametrize("size", [0, 255, 256])
+def test_a_row_for_a_broker_that_stores_containers_is_in_the_container_form(size: int) -> None:
+    body = b"c" * size
+    messages = StreamMessages("orders", container=True)
+    [(_, m)] = list(_entries(messages.entries(1, [body])))
+    assert m == container_form(b"", b"orders", encode_properties({}), body)
+    [(_, m)] = list(_entries(messages.entries_of_rows(1, [body], {"app_id": ["a"]})))
+    assert m == container_form(b"", b"orders", encode_properties({"app_id": "a"}), body)
 
 
 def test_the_cached_head_and_the_whole_form_agree() -> None:

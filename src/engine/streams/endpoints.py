@@ -31,7 +31,7 @@ from ...amqp10.values import Symbol, Timestamp, ULong
 from ...config.model import BrokerURI, Declaration, ShovelConfig
 from ...config.tls import ssl_context, tls_server_name
 from ...dataplane.api import Delivered, Returned
-from ...streams.amqp091_form import StoredForms, UnstorableMessage
+from ...streams.amqp091_form import StoredForms, UnstorableMessage, stores_container_form
 from ...streams.client import StreamsClient, connect
 from ...streams.codes import OK, code_name
 from ...streams.errors import StreamsError
@@ -88,7 +88,9 @@ class StreamDestination:
         self._on_credit: Callable[[], None] | None = None
         self._annotations: dict[Symbol | ULong, Any] = {}
         self._timestamp = False
-        self._forms = StoredForms()
+        # a 0-9-1 message is stored in the form the broker itself gives a 0-9-1 publish
+        self._forms = StoredForms(stores_container_form(client.server_properties.get("version",
+                                                                                     "")))
 
     # -- the endpoint -----------------------------------------------------------------------
 

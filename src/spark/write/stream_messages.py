@@ -2,9 +2,9 @@
 
 A row is the AMQP 0-9-1 message the queue writer would publish for it (its properties and
 headers from the columns, the exchange ``""`` and the routing key of a publish to the stream
-through the default exchange), in the AMQP 1.0 form RabbitMQ 3.x stores such a publish in a
-stream (:func:`pumpd.streams.amqp091_form.stored_form`): a row reads back alike whichever writer
-put it in the stream.
+through the default exchange), in the AMQP 1.0 form the broker stores such a publish in a
+stream (:mod:`pumpd.streams.amqp091_form`: RabbitMQ 3.x's form, or from 3.13 on its message
+container's): a row reads back alike whichever writer put it in the stream.
 
 Everything but the body is the same for every row of a write without per-row columns, so it is
 encoded once: such a row costs its publishing id, its length, a cached head that ends with the
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...dataplane.properties import encode_properties, encode_rows
-from ...streams.amqp091_form import UnstorableMessage, data_section_head, stored_head
+from ...streams.amqp091_form import UnstorableMessage, data_section_head, head_of
 
 _DATA32 = data_section_head(256)[:-4]  # a data section of more than 255 bytes, before its size
 _ENTRY = struct.Struct(">QI")  # publishing id, message length
@@ -41,10 +41,13 @@ class StreamMessages:
 
     :param routing_key: the x-routing-key of a row without its own (default: the stream's name)
     :param properties: the basic properties every row has (``delivery_mode`` for persistent)
+    :param container: the broker stores the container form
+        (:func:`pumpd.streams.amqp091_form.stores_container_form`)
     """
 
     def __init__(self, stream: str, routing_key: str = "",
-                 properties: Mapping[str, Any] | None = None) -> None:
+                 properties: Mapping[str, Any] | None = None, container: bool = False) -> None:
+        self._stored_head = head_of(container)
         self.routing_key = (routing_key or stream).encode()
         self.properties = dict(properties or {})
         self._heads: dict[tuple[bytes, bytes], bytes] = {}
@@ -62,7 +65,7 @@ class StreamMessages:
         key = (properties, routing_key)
         got = self._heads.get(key)
         if got is None:
-            got = stored_head(b"", routing_key, properties)
+            got = self._stored_head(b"", routing_key, properties)
             if len(self._heads) >= HEAD_CACHE:
                 self._heads.clear()
             self._heads[key] = got

@@ -27,6 +27,7 @@ from typing import Any
 
 from ...config.tls import ssl_context, tls_server_name
 from ...config.uri import parse_uri
+from ...streams.amqp091_form import stores_container_form
 from ...streams.codes import code_name
 from ...streams.wire import PUBLISH_OVERHEAD
 from ..read.streams.wire import ENTRY_OVERHEAD, StreamsConnectError, StreamsConnection, StreamsError
@@ -110,7 +111,6 @@ class StreamPartitionPublisher:
         self.sent = 0
         self.confirmed = 0
         self._id_prefix = f"{self.reference}:{batch}:".encode()
-        self._messages = StreamMessages(self.stream, options.routing_key)
         self.conn: StreamsConnection | None = None
         try:
             self.conn = connect(options, f"pumpd spark write {self.stream}",
@@ -120,6 +120,8 @@ class StreamPartitionPublisher:
         except (StreamsError, StreamsConnectError, ConnectionError, TimeoutError) as exc:
             self.close()
             raise self._failed(str(exc)) from None
+        self._messages = StreamMessages(self.stream, options.routing_key, container=(
+            stores_container_form(self.conn.server_properties.get("version", ""))))
         frame_max = self.conn.tuned_frame_max or FRAME_BYTES
         self._frame_bytes = min(frame_max, FRAME_BYTES) - PUBLISH_OVERHEAD
         self._frame_max = frame_max

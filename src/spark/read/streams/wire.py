@@ -48,7 +48,7 @@ from ....streams.codes import (
     command_name,
     refusal,
 )
-from ....streams.wire import PUBLISH_OVERHEAD, PUBLISHED_OVERHEAD, string
+from ....streams.wire import PUBLISH_OVERHEAD, PUBLISHED_OVERHEAD, FrameReader, Malformed, string
 
 # the publishing commands, by their names in the protocol
 _KEYS = {name: key for key, name in COMMANDS.items()}
@@ -210,6 +210,8 @@ class StreamsConnection:
         self._tls = tls is not None
         self._frame_max: int | None = LOGIN_FRAME_MAX
         self.tuned_frame_max = 0
+        # what the broker says of itself at login (``product``, ``version``, ...)
+        self.server_properties: dict[str, str] = {}
         try:
             self._login(username, password, vhost, name)
             self._frame_max = None
@@ -229,9 +231,15 @@ class StreamsConnection:
 
     def _login(self, username: str, password: str, vhost: str, name: str) -> None:
         props = [("connection_name", name), ("product", "pumpd")]
-        self._request(PEER_PROPERTIES, struct.pack(">i", len(props))
-                      + b"".join(string(k) + string(v) for k, v in props),
-                      "exchange peer properties")
+        frame = self._request(PEER_PROPERTIES, struct.pack(">i", len(props))
+                              + b"".join(string(k) + string(v) for k, v in props),
+                              "exchange peer properties")
+        try:
+            reader = FrameReader(frame, _RESPONSE_HEAD)
+            self.server_properties = reader.pairs("peer properties") if reader.left else {}
+        except Malformed as exc:
+            raise StreamsError(f"{self.where}: the broker's peer properties are malformed: "
+                               f"{exc}") from None
         self._request(SASL_HANDSHAKE, b"", "list the SASL mechanisms")
         secret = b"\0" + username.encode() + b"\0" + password.encode()
         self._request(SASL_AUTHENTICATE, string("PLAIN") + struct.pack(">i", len(secret))
