@@ -254,3 +254,11 @@ def test_a_publish_error_fails_the_task_with_the_code_by_name() -> None:
     assert "partition 3" in text and "'orders'" in text and "'job-3'" in text
     assert "PUBLISHER_DOES_NOT_EXIST" in text and f"id {(1 << 32) + 1}" in text
     assert "s3cret-pw" not in text
+
+
+@pytest.mark.parametrize("option", ["stream", "superStream"])
+def test_publish_partition_refuses_a_streams_write(option: str) -> None:
+    from pumpd.spark import publish_partition
+
+    with pytest.raises(ValueError, match="not for publish_partition"):
+        publish_partition([], uri=URI, **{option: "s"})
