@@ -73,6 +73,9 @@ def publish_partition(rows: Iterable[Any], **options: Any) -> PartitionCounts:
     """
     write_id = str(options.pop("writeId", options.pop("writeid", "job")))
     parsed = parse_options(options)
+    if parsed.to_streams:
+        raise ValueError("pumpd options stream and superStream: not for publish_partition, which "
+                         "publishes over AMQP 0-9-1 (a stream write needs Spark 4.0's data source)")
     partition, attempt = 0, 0
     try:
         from pyspark import TaskContext

@@ -3,7 +3,8 @@
 Driver: :meth:`PumpdDataSource.writer` / :meth:`~PumpdDataSource.streamWriter` check the
 options and the schema and open a test connection (declarations, then a passive declare of the
 target exchange, or of the queue a default-exchange routing key names; with the option
-``stream``, a publisher declared and deleted on the stream), so a typo, a bad password or a
+``stream``, a publisher declared and deleted on the stream; with ``superStream``, on each of its
+partitions), so a typo, a bad password or a
 missing exchange or stream fails ``save()`` / ``start()`` before any task runs. The writer
 Spark pickles holds options only, never a connection.
 
@@ -175,7 +176,7 @@ class PumpdWriter(DataSourceArrowWriter):  # type: ignore[misc]
 
     @redacting
     def write(self, iterator: Iterator[Any]) -> PartitionCommit:
-        if self.options.stream:
+        if self.options.to_streams:
             return _write_stream(self.options, iterator,
                                  self.options.producer_name or f"pumpd-{self.write_id}")
         return _write(self.options, iterator, f"{self.write_id}:0:", streaming=False)
@@ -196,7 +197,7 @@ class PumpdStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
 
     @redacting
     def write(self, iterator: Iterator[Any]) -> PartitionCommit:
-        if self.options.stream:
+        if self.options.to_streams:
             return _write_stream(self.options, iterator, None)
         return _write(self.options, iterator, "", streaming=True)
 
@@ -220,7 +221,7 @@ class PumpdDataSource(DataSource):  # type: ignore[misc]
                              'overwritten; use mode("append")')
         options = parse_options(dict(self.options))
         check_schema(_fields(schema), options)
-        if options.stream:
+        if options.to_streams:
             check_stream(options)
         else:
             check_connection(options, schema.names)

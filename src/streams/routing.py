@@ -4,10 +4,13 @@ partitions (in the order ``partitions`` lists them)."""
 
 from __future__ import annotations
 
-__all__ = ["HASH_START", "murmur3_32", "partition"]
+__all__ = ["HASH_START", "MAX_PARTITIONS", "murmur3_32", "partition"]
 
 #: the value RabbitMQ's stream clients start the hash of a routing key from
 HASH_START = 104729
+#: the most partitions a super stream is published to over one connection: a publisher id,
+#: one per partition, is one byte
+MAX_PARTITIONS = 256
 _C1, _C2 = 0xCC9E2D51, 0x1B873593
 _MASK = 0xFFFFFFFF
 

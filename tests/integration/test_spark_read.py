@@ -17,7 +17,7 @@ from pumpd.testing.localnode import LocalNode
 from pyspark import cloudpickle
 
 from tests.support import spark_helpers
-from tests.support.amqp_helpers import blocking_connection
+from tests.support.amqp_helpers import blocking_connection, super_stream
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -132,25 +132,12 @@ def test_two_streams_read_together_are_partitions(spark: Any, node: LocalNode) -
         [(a, i) for i in range(7)] + [(b, i) for i in range(12)])
 
 
-def _super_stream(uri: str, name: str, partitions: int) -> list[str]:
-    """A super stream as RabbitMQ 3.10 makes one (rabbitmq-streams add_super_stream): a direct
-    exchange bound to each partition stream with x-stream-partition-order."""
-    names = [f"{name}-{i}" for i in range(partitions)]
-    with blocking_connection(uri) as c:
-        ch = c.channel()
-        ch.exchange_declare(name, "direct", durable=True, arguments={"x-super-stream": True})
-        for i, s in enumerate(names):
-            ch.queue_declare(s, durable=True, arguments={"x-queue-type": "stream"})
-            ch.queue_bind(s, name, str(i), arguments={"x-stream-partition-order": i})
-    return names
-
-
 @pytest.mark.parametrize("protocol", ["stream", "amqp"])
 def test_a_super_stream_is_read_by_its_name(spark: Any, node: LocalNode, protocol: str) -> None:
     # the partitions come from the broker (the streams protocol's partitions command), in their
     # x-stream-partition-order, whichever protocol then reads them
     uri, name = node.uri(), _name("ss")
-    parts = _super_stream(uri, name, 3)
+    parts = super_stream(uri, name, 3)
     for i, s in enumerate(parts):
         _publish(uri, s, 100 * i, 5 + i)
     r = (spark.read.format("pumpd").option("uri", uri).option("superStream", name)

@@ -1,6 +1,7 @@
-"""Writing into a stream with the data source ``pumpd`` (option ``stream``), effectively once,
-against a private node with the stream plugin; read back over AMQP 0-9-1 (``x-stream-offset``),
-not with pumpd's own reader."""
+"""Writing into a stream or a super stream with the data source ``pumpd`` (options ``stream``,
+``superStream``), effectively once, against a private node with the stream plugin, also through
+a fault proxy that resets or stalls the streams connection; read back over AMQP 0-9-1
+(``x-stream-offset``), not with pumpd's own reader."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from pumpd.spark.read.streams.wire import LAST, StreamsConnection, StreamsError
 from pumpd.spark.write.stream_messages import StreamMessages
 from pumpd.spark.write.stream_partition import producer_id
 from pumpd.testing.localnode import LocalNode
+from pumpd.testing.proxy import TcpProxy
 from pyspark import cloudpickle
 
 from tests.support import spark_helpers
-from tests.support.amqp_helpers import blocking_connection
+from tests.support.amqp_helpers import blocking_connection, super_stream
 from tests.support.spark_helpers import Trigger, pull
 
 pytest.importorskip("pyspark")
@@ -101,12 +103,32 @@ def _read_back(uri: str, stream: str, at_least: int, quiet: float = 1.5) -> list
     return got
 
 
-def _numbered(spark: Any, rows: int, partitions: int, *, fault: Any = None) -> Any:
-    """``body``: the row's number in 8 digits and dots, ``rows`` rows in ``partitions``
-    partitions made in the task, which calls ``fault(attempt, row)`` before each row."""
-    per = rows // partitions
+# RabbitMQ's .NET stream client's test vectors of its hash routing over three partitions
+# (invoices-01 to -03): a routing key and the index of the partition it goes to. They check the
+# write's routing against the clients' own, not against pumpd's hash.
+KNOWN_ROUTES = {"hello1": 1, "hello2": 0, "hello3": 1, "hello4": 2, "hello5": 0, "hello6": 2,
+                "hello7": 0, "hello8": 1, "hello9": 0, "hello10": 2, "hello88": 1}
+# the empty routing key's partition of three (mmh3.hash(b"", 104729, signed=False) % 3)
+EMPTY_KEY_ROUTE = 1
+# the routing keys of numbered rows, by the row's number modulo their count (None: no key)
+KEYS: list[str | None] = [*KNOWN_ROUTES, None]
 
-    def gen(it: Iterator[int]) -> Iterator[tuple[str]]:
+
+def _route(n: int) -> int:
+    """The partition (of three) the row numbered ``n`` belongs in."""
+    key = KEYS[n % len(KEYS)]
+    return EMPTY_KEY_ROUTE if key is None else KNOWN_ROUTES[key]
+
+
+def _numbered(spark: Any, rows: int, partitions: int, *, fault: Any = None,
+              keyed: bool = False) -> Any:
+    """``body``: the row's number in 8 digits and dots, ``rows`` rows in ``partitions``
+    partitions made in the task, which calls ``fault(attempt, row)`` before each row; ``keyed``
+    adds the column ``routing_key``, the row's of :data:`KEYS`."""
+    per = rows // partitions
+    keys = KEYS
+
+    def gen(it: Iterator[int]) -> Iterator[tuple[str | None, ...]]:
         from pyspark import TaskContext
 
         attempt = TaskContext.get().attemptNumber()
@@ -114,15 +136,23 @@ def _numbered(spark: Any, rows: int, partitions: int, *, fault: Any = None) -> A
             for k in range(per):
                 if fault is not None:
                     fault(attempt, k)
-                yield (f"{p * per + k:08d}" + "." * 56,)
+                n = p * per + k
+                body = f"{n:08d}" + "." * 56
+                yield (body, keys[n % len(keys)]) if keyed else (body,)
 
     rdd = spark.sparkContext.parallelize(range(partitions), partitions).mapPartitions(gen)
-    return spark.createDataFrame(rdd, "body string")
+    return spark.createDataFrame(rdd, "body string, routing_key string" if keyed
+                                 else "body string")
 
 
-def _write(df: Any, node: LocalNode, stream: str, **options: Any) -> None:
-    w = (df.write.format("pumpd").option("uri", node.uri()).option("stream", stream)
-         .option("streamPort", node.stream_port))
+def _write(df: Any, node: LocalNode, stream: str | None, *, port: int | None = None,
+           **options: Any) -> None:
+    """A batch write to ``stream`` (None: the options name the target) on ``node``'s streams
+    port, or on ``port``."""
+    w = df.write.format("pumpd").option("uri", node.uri())
+    if stream is not None:
+        w = w.option("stream", stream)
+    w = w.option("streamPort", port or node.stream_port)
     for k, v in options.items():
         w = w.option(k, v)
     w.mode("append").save()
@@ -262,6 +292,150 @@ def test_stream_write_errors_name_the_stream_and_the_option(spark: Any, node: Lo
         (spark.createDataFrame([(b"x", "e")], "body binary, exchange string").write
          .format("pumpd").option("uri", node.uri()).option("stream", "s").mode("append").save())
     assert "column 'exchange'" in str(caught.value)
+
+
+# -- faults on the streams connection ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["reset", "stall"])
+def test_a_stream_write_whose_connection_is_reset_or_stalls_writes_every_row_once(
+        spark: Any, node: LocalNode, fault: str) -> None:
+    # the proxy resets the streams connections (ECONNRESET both ways), or makes them silent for
+    # good (a hung path: the task waits confirmTimeoutMs), once partition 0's first Arrow batch
+    # is confirmed; Spark retries the failed tasks (local[2,4]) through the proxy, which lets
+    # new connections pass, and each retry sends only what the stream lacks
+    assert node.stream_port is not None
+    s, producer = _name(f"fault-{fault}"), _name("job")
+    _stream(node.uri(), s)
+    rows, cut_at = 40_000, 15_000
+    with TcpProxy("127.0.0.1", node.stream_port) as proxy:
+
+        def cut() -> None:
+            deadline = time.monotonic() + 60
+            with _connection(node) as conn:
+                while (conn.query_publisher_sequence(s, f"{producer}-0") < producer_id(0, 9_999)
+                       and time.monotonic() < deadline):
+                    time.sleep(0.05)
+            if fault == "reset":
+                assert proxy.reset_all() >= 1
+            else:
+                assert proxy.stall_open() >= 1
+
+        trigger = Trigger(cut)
+        port = trigger.port
+
+        def at_row(attempt: int, row: int) -> None:
+            if attempt == 0 and row == cut_at:
+                from pyspark import TaskContext
+
+                if TaskContext.get().partitionId() == 0:
+                    pull(port)
+
+        try:
+            _write(_numbered(spark, rows, 2, fault=at_row), node, s, port=proxy.port,
+                   producerName=producer, confirmTimeoutMs=3000)
+        finally:
+            trigger.close()
+        # the check's connection and the two tasks', then at least one retry's
+        assert proxy.accepted >= 4, proxy.accepted
+    assert trigger.calls == 1
+    got = Counter(int(body[:8]) for _, body, _ in _read_back(node.uri(), s, rows))
+    assert sorted(got) == list(range(rows))
+    assert set(got.values()) == {1}
+
+
+# -- super streams ------------------------------------------------------------------------------
+
+
+def _read_partitions(uri: str, parts: list[str], rows: int) -> list[list[Any]]:
+    """Every message of each partition (as :func:`_read_back`), ``rows`` over them all: each
+    partition read until it holds its share of :func:`_route`'s rows."""
+    share = Counter(_route(n) for n in range(rows))
+    return [_read_back(uri, p, share[i]) for i, p in enumerate(parts)]
+
+
+def _each_once_where_its_key_hashes(got: list[list[Any]], rows: int) -> None:
+    seen: Counter[int] = Counter()
+    for index, messages in enumerate(got):
+        for _, body, routing_key in messages:
+            n = int(body[:8])
+            seen[n] += 1
+            assert _route(n) == index, (n, index)
+            assert routing_key == (KEYS[n % len(KEYS)] or "")  # stored as it was routed by
+    assert sorted(seen) == list(range(rows))  # nothing lost
+    assert set(seen.values()) == {1}  # nothing twice
+
+
+def test_a_super_stream_write_puts_each_row_once_in_the_partition_its_key_hashes_to(
+        spark: Any, node: LocalNode) -> None:
+    uri, name, rows = node.uri(), _name("ss"), 1200
+    parts = super_stream(uri, name, 3)
+    _write(_numbered(spark, rows, 2, keyed=True), node, None, superStream=name,
+           messageId="deterministic")
+    got = _read_partitions(uri, parts, rows)
+    _each_once_where_its_key_hashes(got, rows)
+    assert all(p.message_id for messages in got for p, _, _ in messages)
+    # no routing_key column: every row takes the option routingKey's partition
+    name2 = _name("ss")
+    parts2 = super_stream(uri, name2, 3)
+    _write(_numbered(spark, 30, 1), node, None, superStream=name2, routingKey="hello4")
+    assert [_tail(node, p) for p in parts2] == [0, 0, 30]
+
+
+def test_a_super_stream_write_retried_mid_partition_and_rerun_adds_no_duplicate(
+        spark: Any, node: LocalNode) -> None:
+    uri, name, producer = node.uri(), _name("ssretry"), _name("job")
+    parts = super_stream(uri, name, 3)
+    rows, fail_at = 40_000, 15_000
+
+    def published_some() -> None:
+        """The first attempt waits here until its first Arrow batch (10,000 rows, whose last
+        twelve go to every partition) is confirmed in every partition, then fails."""
+        deadline = time.monotonic() + 60
+        with _connection(node) as conn:
+            while (min(conn.query_publisher_sequence(p, f"{producer}-0") for p in parts)
+                   < producer_id(0, 9_988) and time.monotonic() < deadline):
+                time.sleep(0.05)
+
+    trigger = Trigger(published_some)
+    port = trigger.port
+
+    def fault(attempt: int, row: int) -> None:
+        if attempt == 0 and row == fail_at:
+            from pyspark import TaskContext
+
+            if TaskContext.get().partitionId() == 0:
+                pull(port)
+                raise RuntimeError("the first attempt fails after publishing")
+
+    df = _numbered(spark, rows, 2, fault=fault, keyed=True)
+    try:
+        _write(df, node, None, superStream=name, producerName=producer)
+    finally:
+        trigger.close()
+    assert trigger.calls == 1
+    _each_once_where_its_key_hashes(_read_partitions(uri, parts, rows), rows)
+    tails = [_tail(node, p) for p in parts]
+    assert sum(tails) == rows
+    # the same write again (batch id 0, the same producers): the broker holds every row
+    _write(df, node, None, superStream=name, producerName=producer)
+    assert [_tail(node, p) for p in parts] == tails
+
+
+def test_super_stream_write_errors_name_the_super_stream_and_the_options(
+        spark: Any, node: LocalNode) -> None:
+    df = spark.createDataFrame([(b"x",)], "body binary")
+    with pytest.raises(Exception) as caught:
+        _write(df, node, None, superStream="no-such-super-stream")
+    text = str(caught.value)
+    assert "pumpd option superStream 'no-such-super-stream'" in text, text[:2000]
+    assert "STREAM_DOES_NOT_EXIST" in text
+    for stream, bad, words in (("s", {}, "pumpd options stream and superStream"),
+                               (None, {"exchange": "x"},
+                                "pumpd option exchange and option superStream")):
+        with pytest.raises(Exception) as caught:
+            _write(df, node, stream, superStream="whatever", **bad)
+        assert words in str(caught.value)
 
 
 # -- a streaming query killed and restarted -------------------------------------------------------

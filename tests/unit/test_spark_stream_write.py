@@ -43,6 +43,33 @@ def test_bad_stream_options_are_refused_by_name(options: dict[str, Any], fragmen
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize("options,fragment", [
+    ({"stream": "s", "superStream": "ss"}, "pumpd options stream and superStream: a write goes "
+                                           "to one of them"),
+    ({"superStream": "ss", "exchange": "x"}, "pumpd option exchange and option superStream: not "
+                                             "for a super stream write"),
+    ({"superStream": "ss", "mandatory": "true"}, "pumpd option mandatory and option superStream"),
+    ({"superStream": "ss", "declarations": "[]"}, "pumpd option declarations and option "
+                                                  "superStream"),
+    ({"superStream": "s" * 256}, "pumpd option superStream: longer than 255 bytes"),
+])
+def test_bad_super_stream_options_are_refused_naming_both(options: dict[str, Any],
+                                                          fragment: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_options({"uri": URI, **options})
+    assert fragment in str(info.value)
+
+
+def test_super_stream_options_and_its_exchange_column_refused() -> None:
+    o = parse_options({"uri": URI, "superStream": " invoices ", "producerName": "job-7",
+                       "routingKey": "k"})
+    assert (o.super_stream, o.stream, o.producer_name, o.routing_key) == ("invoices", "",
+                                                                          "job-7", "k")
+    assert o.to_streams and o.target == "super stream 'invoices'"
+    with pytest.raises(ValueError, match="column 'exchange' with option superStream 'invoices'"):
+        check_schema([("body", "binary"), ("exchange", "string")], o)
+
+
 def test_stream_options_and_the_tls_port_by_default() -> None:
     o = parse_options({"uri": URI, "stream": " orders ", "producerName": "job-7"})
     assert (o.stream, o.stream_port, o.producer_name) == ("orders", 5552, "job-7")
@@ -98,7 +125,7 @@ def test_a_row_for_a_broker_that_stores_containers_is_in_the_container_form(size
 
 
 def test_the_cached_head_and_the_whole_form_agree() -> None:
-    messages = StreamMessages("orders", routing_key="rk")
+    messages = StreamMessages("rk")
     bodies = [b"a", b"b" * 300]
     assert messages.entries(7, bodies) == messages.entries_of_rows(7, bodies, {})
 
@@ -237,3 +264,11 @@ def test_a_publish_error_fails_the_task_with_the_code_by_name() -> None:
     assert "partition 3" in text and "'orders'" in text and "'job-3'" in text
     assert "PUBLISHER_DOES_NOT_EXIST" in text and f"id {(1 << 32) + 1}" in text
     assert "s3cret-pw" not in text
+
+
+@pytest.mark.parametrize("option", ["stream", "superStream"])
+def test_publish_partition_refuses_a_streams_write(option: str) -> None:
+    from pumpd.spark import publish_partition
+
+    with pytest.raises(ValueError, match="not for publish_partition"):
+        publish_partition([], uri=URI, **{option: "s"})

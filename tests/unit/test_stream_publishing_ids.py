@@ -102,6 +102,15 @@ def test_the_routing_hash_is_the_one_rabbitmqs_stream_clients_use(key: bytes) ->
     assert partition(key, 3) == mmh3.hash(key, HASH_START, signed=False) % 3
 
 
+# RabbitMQ's .NET stream client's test vectors of its hash routing over three partitions: they
+# hold without mmh3 installed
+@pytest.mark.parametrize(("key", "index"), [
+    ("hello1", 1), ("hello2", 0), ("hello3", 1), ("hello4", 2), ("hello5", 0), ("hello6", 2),
+    ("hello7", 0), ("hello8", 1), ("hello9", 0), ("hello10", 2), ("hello88", 1)])
+def test_known_routing_keys_go_where_rabbitmqs_clients_send_them(key: str, index: int) -> None:
+    assert partition(key.encode(), 3) == index
+
+
 def test_the_producer_name_is_the_positions_and_fits_255_bytes() -> None:
     assert producer_reference(None, "orders", 0) == "pumpd.producer.orders.0"
     assert producer_reference("eu", "orders", 2) == "pumpd.producer.eu.orders.2"

@@ -35,7 +35,7 @@ from ...streams.amqp091_form import StoredForms, UnstorableMessage, stores_conta
 from ...streams.client import StreamsClient, connect
 from ...streams.codes import OK, code_name
 from ...streams.errors import StreamsError
-from ...streams.routing import partition
+from ...streams.routing import MAX_PARTITIONS, partition
 from ..endpoint import Edits, Settlement, Unforwardable
 from ..link_errors import LinkError
 from .publishing_ids import PublishingIds
@@ -51,8 +51,6 @@ CLOSE_TIMEOUT = 5.0
 MAX_UNCONFIRMED = 10_000
 #: the streams ports by URI scheme (RabbitMQ's defaults, the Spark reader's convention)
 STREAM_PORTS = {"amqp": 5552, "amqps": 5551}
-#: the most partitions of a super stream destination (publisher ids are one byte)
-MAX_PARTITIONS = 256
 _OFFSET = Symbol("x-stream-offset")
 
 

@@ -89,8 +89,8 @@ def check_schema(fields: Sequence[tuple[str, str]], options: WriteOptions) -> st
         if not ok:
             raise ValueError(f"pumpd: column {name!r} has type {t}, which AMQP's {name} cannot "
                              "carry (see the column table in docs/spark.md)")
-    if options.stream:
-        _check_stream_columns(names, options.stream)
+    if options.to_streams:
+        _check_stream_columns(names, options)
     if options.message_id == "deterministic" and "message_id" in names:
         raise ValueError("pumpd: option messageId=deterministic and a message_id column: pick one")
     return body
@@ -100,12 +100,14 @@ def check_schema(fields: Sequence[tuple[str, str]], options: WriteOptions) -> st
 STREAM_REFUSED_COLUMNS = ("exchange",)
 
 
-def _check_stream_columns(names: Sequence[str], stream: str) -> None:
+def _check_stream_columns(names: Sequence[str], options: WriteOptions) -> None:
     refused = [n for n in STREAM_REFUSED_COLUMNS if n in names]
     if refused:
+        option, name = (("superStream", options.super_stream) if options.super_stream
+                        else ("stream", options.stream))
         raise ValueError(
             f"pumpd: column{'s' if len(refused) > 1 else ''} {', '.join(map(repr, refused))} "
-            f"with option stream {stream!r}: a stream write publishes to the stream itself "
+            f"with option {option} {name!r}: a stream write publishes to the stream itself "
             "(drop the column)")
 
 

@@ -37,18 +37,19 @@ class RowRefused(ValueError):
 
 
 class StreamMessages:
-    """The entries (publishing id, length, message) of the rows of one write to ``stream``.
+    """The entries (publishing id, length, message) of the rows of one write.
 
-    :param routing_key: the x-routing-key of a row without its own (default: the stream's name)
+    :param routing_key: the x-routing-key of a row without its own (a stream write gives the
+        stream's name unless the option routingKey is set)
     :param properties: the basic properties every row has (``delivery_mode`` for persistent)
     :param container: the broker stores the container form
         (:func:`pumpd.streams.amqp091_form.stores_container_form`)
     """
 
-    def __init__(self, stream: str, routing_key: str = "",
-                 properties: Mapping[str, Any] | None = None, container: bool = False) -> None:
+    def __init__(self, routing_key: str, properties: Mapping[str, Any] | None = None,
+                 container: bool = False) -> None:
         self._stored_head = head_of(container)
-        self.routing_key = (routing_key or stream).encode()
+        self.routing_key = routing_key.encode()
         self.properties = dict(properties or {})
         self._heads: dict[tuple[bytes, bytes], bytes] = {}
         head = self.head(encode_properties(self.properties), self.routing_key)

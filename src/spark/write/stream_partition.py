@@ -11,7 +11,15 @@ or a rerun job publishes the same rows under the same ids:
   write) and ``row`` the row's place in the partition: increasing within a partition and from one
   micro-batch to the next.
 
-At the start the task asks the broker for the reference's last id and does not send the rows up
+To a super stream (option ``superStream``), each row goes to the partition RabbitMQ's stream
+clients pick for its routing key (:func:`pumpd.streams.routing.partition`, over the partitions
+in the order the broker lists them), and the task publishes to every partition as the same
+named producer: the broker keeps a producer's last id per stream, so each (Spark partition,
+stream partition) pair is a producer of its own, whose ids are the increasing subset of the
+partition's ids its rows take. A row's routing key is its ``routing_key`` column, else the
+option ``routingKey``, else the empty string, which is hashed as any other key.
+
+At the start the task asks the broker for each producer's last id and does not send the rows up
 to it (the broker would drop them anyway); :meth:`StreamPartitionPublisher.finish` returns once
 every row sent is confirmed. A refused message, a lost connection or no confirm within
 ``confirmTimeoutMs`` raises :class:`~pumpd.spark.write.partition.PartitionFailed`, and Spark's
@@ -29,6 +37,7 @@ from ...config.tls import ssl_context, tls_server_name
 from ...config.uri import parse_uri
 from ...streams.amqp091_form import stores_container_form
 from ...streams.codes import code_name
+from ...streams.routing import MAX_PARTITIONS, partition
 from ...streams.wire import PUBLISH_OVERHEAD
 from ..read.streams.wire import ENTRY_OVERHEAD, StreamsConnectError, StreamsConnection, StreamsError
 from .partition import PartitionCounts, PartitionFailed, row_chunks
@@ -43,7 +52,8 @@ MAX_BATCH = (1 << (64 - ROW_BITS)) - 2  # (batch + 1) << 32 must stay within 64 
 # the largest PUBLISH frame sent, below the broker's frame size when that is larger: one frame
 # is one write of the broker's, and larger ones only delay the first confirm
 FRAME_BYTES = 1 << 20
-PUBLISHER = 0  # the one publisher of a task's connection
+# distinct routing keys whose partition a task remembers (a key costs one hash otherwise)
+ROUTES_KEPT = 65_536
 
 
 def connect(options: WriteOptions, name: str, timeout: float) -> StreamsConnection:
@@ -70,17 +80,37 @@ def connect(options: WriteOptions, name: str, timeout: float) -> StreamsConnecti
 
 
 def check_stream(options: WriteOptions) -> None:
-    """On the driver: the stream exists and the user may write to it (a publisher declared
-    and deleted), so that a typo fails ``save()`` / ``start()`` before any task runs.
+    """On the driver: the stream (or every partition of the super stream) exists and the user
+    may write to it (a publisher declared and deleted), so that a typo fails ``save()`` /
+    ``start()`` before any task runs.
 
-    :raises ValueError: naming the stream and the broker's reason
+    :raises ValueError: naming the option, the stream or super stream and the broker's reason
     """
+    option = "superStream" if options.super_stream else "stream"
     try:
         with connect(options, "pumpd spark write check", options.confirm_timeout) as conn:
-            conn.declare_publisher(options.stream)
-            conn.delete_publisher()
+            for stream in target_streams(conn, options):
+                conn.declare_publisher(stream)
+                conn.delete_publisher()
     except (StreamsError, StreamsConnectError, ConnectionError, TimeoutError) as exc:
-        raise ValueError(f"pumpd option stream {options.stream!r}: {exc}") from None
+        raise ValueError(f"pumpd option {option} "
+                         f"{options.super_stream or options.stream!r}: {exc}") from None
+
+
+def target_streams(conn: StreamsConnection, options: WriteOptions) -> list[str]:
+    """The streams a write publishes to: the stream, or the super stream's partitions in the
+    order the broker lists them (its bindings' ``x-stream-partition-order``).
+
+    :raises StreamsError: the super stream missing (its code by name), without partitions or
+        with more than one connection publishes to
+    """
+    if not options.super_stream:
+        return [options.stream]
+    streams = conn.partitions(options.super_stream)
+    if not 1 <= len(streams) <= MAX_PARTITIONS:
+        raise StreamsError(f"{conn.where}: super stream {options.super_stream!r} has "
+                           f"{len(streams)} partitions (1 to {MAX_PARTITIONS} can be written to)")
+    return streams
 
 
 def producer_id(batch: int, row: int) -> int:
@@ -89,7 +119,8 @@ def producer_id(batch: int, row: int) -> int:
 
 
 class StreamPartitionPublisher:
-    """Publishes one partition to ``options.stream``; see the module docstring.
+    """Publishes one partition to ``options.stream`` or ``options.super_stream``; see the
+    module docstring.
 
     :param producer: the write's producer name (the partition is appended)
     :param batch: the micro-batch id (0 for a batch write)
@@ -101,7 +132,7 @@ class StreamPartitionPublisher:
             raise ValueError(f"pumpd: micro-batch id {batch} is beyond what a stream write's "
                              f"publishing ids hold (0 to {MAX_BATCH})")
         self.options = options
-        self.stream = options.stream
+        self.target = options.target  # as errors name it
         self.partition = partition
         self.attempt = attempt
         self.reference = f"{producer}-{partition}"
@@ -111,17 +142,28 @@ class StreamPartitionPublisher:
         self.sent = 0
         self.confirmed = 0
         self._id_prefix = f"{self.reference}:{batch}:".encode()
+        self._routes: dict[str | None, int] = {}  # a routing key's partition, as computed
+        # publisher i publishes to streams[i] as the producer ``reference``; last[i] is the
+        # last publishing id the broker holds of it
+        self.streams: list[str] = []
+        self.last: list[int] = []
         self.conn: StreamsConnection | None = None
         try:
-            self.conn = connect(options, f"pumpd spark write {self.stream}",
+            self.conn = connect(options, f"pumpd spark write {self.target}",
                                 options.confirm_timeout)
-            self.conn.declare_publisher(self.stream, self.reference, PUBLISHER)
-            self.last = self.conn.query_publisher_sequence(self.stream, self.reference)
+            self.streams = target_streams(self.conn, options)
+            for i, stream in enumerate(self.streams):
+                self.conn.declare_publisher(stream, self.reference, i)
+                self.last.append(self.conn.query_publisher_sequence(stream, self.reference))
         except (StreamsError, StreamsConnectError, ConnectionError, TimeoutError) as exc:
             self.close()
             raise self._failed(str(exc)) from None
-        self._messages = StreamMessages(self.stream, options.routing_key, container=(
-            stores_container_form(self.conn.server_properties.get("version", ""))))
+        # the stored x-routing-key of a row without its own: to a stream, the stream's name
+        # unless routingKey is set (a publish through the default exchange); to a super stream,
+        # the key it was routed by
+        self._messages = StreamMessages(
+            options.routing_key if options.super_stream else options.routing_key or options.stream,
+            container=stores_container_form(self.conn.server_properties.get("version", "")))
         frame_max = self.conn.tuned_frame_max or FRAME_BYTES
         self._frame_bytes = min(frame_max, FRAME_BYTES) - PUBLISH_OVERHEAD
         self._frame_max = frame_max
@@ -130,12 +172,12 @@ class StreamPartitionPublisher:
 
     def _failed(self, why: str) -> PartitionFailed:
         return PartitionFailed(
-            f"pumpd: partition {self.partition} (attempt {self.attempt}) to stream "
-            f"{self.stream!r} as producer {self.reference!r}: {self.confirmed} of {self.sent} "
-            f"rows sent confirmed, then: {why} (a retry sends only what the stream lacks)")
+            f"pumpd: partition {self.partition} (attempt {self.attempt}) to {self.target} as "
+            f"producer {self.reference!r}: {self.confirmed} of {self.sent} rows sent "
+            f"confirmed, then: {why} (a retry sends only what the stream lacks)")
 
     def close(self, *, abort: bool = False) -> None:
-        """Close the connection; the broker forgets the publisher with it (and keeps the
+        """Close the connection; the broker forgets the publishers with it (and keeps each
         producer's last id, which the next attempt asks for)."""
         if self.conn is not None:
             try:
@@ -147,14 +189,17 @@ class StreamPartitionPublisher:
     # -- rows -----------------------------------------------------------------------------------
 
     def _take(self, n: int) -> tuple[int, int]:
-        """Number ``n`` more rows: (the first one's row index, how many of them to skip)."""
+        """Number ``n`` more rows: (the first one's row index, how many of them to skip).
+
+        The rows skipped here are those every producer holds; to a super stream, the others
+        are sorted out row by row (:meth:`_route`)."""
         if self.rows + n > MAX_ROWS:
             raise ValueError(f"pumpd: partition {self.partition} has more than {MAX_ROWS} rows, "
                              "more than a stream write numbers (repartition into more "
                              "partitions)")
         first = self.rows
         self.rows += n
-        skip = min(max(self.last - producer_id(self.batch, first) + 1, 0), n)
+        skip = min(max(min(self.last) - producer_id(self.batch, first) + 1, 0), n)
         self.skipped += skip
         return first, skip
 
@@ -214,13 +259,44 @@ class StreamPartitionPublisher:
         except RowRefused as exc:
             raise ValueError(f"pumpd: partition {self.partition}, row {first + exc.row}: "
                              f"{exc}") from None
-        self._send(entries, first)
+        for i, entry in enumerate(entries):
+            if len(entry) + PUBLISH_OVERHEAD > self._frame_max:
+                raise ValueError(
+                    f"pumpd: partition {self.partition}, row {first + i}: a message of "
+                    f"{len(entry) - ENTRY_OVERHEAD} bytes is larger than the broker's frame "
+                    f"size ({self._frame_max} bytes) allows")
+        if len(self.streams) == 1:
+            self._send(entries, 0)
+            return
+        for publisher, part in enumerate(self._route(pid, entries, routing_keys)):
+            if part:
+                self._send(part, publisher)
+
+    def _route(self, first_id: int, entries: list[bytes],
+               routing_keys: list[str | None] | None) -> list[list[bytes]]:
+        """Each partition's entries, in order, but for those its producer holds already: a row
+        goes where its routing key's hash picks (the option routingKey for a row without)."""
+        parts: list[list[bytes]] = [[] for _ in self.streams]
+        routes, last, n = self._routes, self.last, len(self.streams)
+        default = self.options.routing_key
+        for i, entry in enumerate(entries):
+            key = routing_keys[i] if routing_keys is not None else None
+            p = routes.get(key)
+            if p is None:
+                p = partition((default if key is None else key).encode(), n)
+                if len(routes) < ROUTES_KEPT:
+                    routes[key] = p
+            if first_id + i > last[p]:
+                parts[p].append(entry)
+            else:
+                self.skipped += 1
+        return parts
 
     # -- the wire -------------------------------------------------------------------------------
 
-    def _send(self, entries: list[bytes], first: int) -> None:
-        """PUBLISH frames of whole entries within the frame size, no more than ``maxInFlight``
-        unconfirmed at any time."""
+    def _send(self, entries: list[bytes], publisher: int) -> None:
+        """PUBLISH frames of ``publisher``, of whole entries within the frame size, no more
+        than ``maxInFlight`` unconfirmed on the connection at any time."""
         conn = self.conn
         assert conn is not None
         window = self.options.max_in_flight
@@ -228,16 +304,11 @@ class StreamPartitionPublisher:
         start, size, n = 0, 0, len(entries)
         for i in range(n + 1):
             length = len(entries[i]) if i < n else 0
-            if i < n and length + PUBLISH_OVERHEAD > self._frame_max:
-                raise ValueError(
-                    f"pumpd: partition {self.partition}, row {first + i}: a message of "
-                    f"{length - ENTRY_OVERHEAD} bytes is larger than the broker's frame size "
-                    f"({self._frame_max} bytes) allows")
             if i == n or (i > start and (size + length > limit or i - start >= window)):
                 if i > start:
                     self._wait(window - (i - start))
                     try:
-                        conn.publish(entries[start:i], i - start, PUBLISHER)
+                        conn.publish(entries[start:i], i - start, publisher)
                     except OSError as exc:
                         raise self._failed(f"the connection failed: {exc}") from None
                     self.sent += i - start
@@ -247,28 +318,32 @@ class StreamPartitionPublisher:
     def _wait(self, most: int) -> None:
         """Read confirms until no more than ``most`` messages are unconfirmed.
 
-        :raises PartitionFailed: a message refused (its code by name), the connection lost, or
-            nothing confirmed within ``confirmTimeoutMs``
+        :raises PartitionFailed: a message refused (its stream, and its code by name), the
+            connection lost, or nothing confirmed within ``confirmTimeoutMs``
         """
         conn = self.conn
         assert conn is not None
         while self.sent - self.confirmed > most:
             try:
-                confirmed, errors = conn.outcomes(PUBLISHER)
+                publisher, confirmed, errors = conn.next_outcome()
             except TimeoutError:
                 raise self._failed(f"no confirm within confirmTimeoutMs "
                                    f"({self.options.confirm_timeout:g} s)") from None
             except (StreamsError, ConnectionError, OSError) as exc:
                 raise self._failed(str(exc)) from None
+            if publisher >= len(self.streams):
+                continue  # no publisher of this task's
             if errors:
                 pid, code = errors[0]
+                where = (f" of partition {self.streams[publisher]!r}"
+                         if self.options.super_stream else "")
                 raise self._failed(f"the broker refused {len(errors)} message"
-                                   f"{'s' if len(errors) > 1 else ''}, the first with publishing "
-                                   f"id {pid} ({code_name(code)})")
+                                   f"{'s' if len(errors) > 1 else ''}{where}, the first with "
+                                   f"publishing id {pid} ({code_name(code)})")
             self.confirmed += confirmed
 
     def finish(self) -> PartitionCounts:
-        """Wait for every confirm; then end the publisher and close.
+        """Wait for every confirm; then end the publishers and close.
 
         :raises PartitionFailed: when a row sent was not confirmed
         """
@@ -276,7 +351,8 @@ class StreamPartitionPublisher:
         conn = self.conn
         assert conn is not None
         try:
-            conn.delete_publisher(PUBLISHER)
+            for publisher in range(len(self.streams)):
+                conn.delete_publisher(publisher)
         except (StreamsError, ConnectionError, OSError, TimeoutError):
             log.debug("ending a confirmed publisher failed", exc_info=True)
         self.close()

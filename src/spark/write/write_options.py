@@ -46,6 +46,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "ignoreunknowncolumns": ("ignoreUnknownColumns", "false"),
     "checktarget": ("checkTarget", "true"),
     "stream": ("stream", '""'),
+    "superstream": ("superStream", '""'),
     "streamport": ("streamPort", "5552 (5551 for amqps)"),
     "producername": ("producerName", "(one per write)"),
 }
@@ -88,6 +89,7 @@ class WriteOptions:
     check_target: bool = True
     password: str | None = None
     stream: str = ""  # a stream written over the streams protocol, effectively once
+    super_stream: str = ""  # ... or a super stream, each row to a partition by its routing key
     stream_port: int = STREAM_PORT
     producer_name: str = ""  # a batch write's producer names, instead of one made per write
 
@@ -107,6 +109,18 @@ class WriteOptions:
         return f"WriteOptions(uris=({uris}){password}, {shown})"
 
     __str__ = __repr__
+
+    @property
+    def to_streams(self) -> bool:
+        """A write over the streams protocol: to a stream or a super stream."""
+        return bool(self.stream or self.super_stream)
+
+    @property
+    def target(self) -> str:
+        """A streams write's target in words, as errors name it: ``stream 's'`` or
+        ``super stream 's'``."""
+        return (f"super stream {self.super_stream!r}" if self.super_stream
+                else f"stream {self.stream!r}")
 
     def connect_uris(self) -> list[str]:
         """The URIs to connect to, with the ``password`` option in them: never for a message."""
@@ -206,10 +220,12 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
     exchange = opts.get("exchange", "")
     routing_key = opts.get("routingkey", "")
     stream = opts.get("stream", "").strip()
-    for name, value in (("exchange", exchange), ("routingKey", routing_key), ("stream", stream)):
+    super_stream = opts.get("superstream", "").strip()
+    for name, value in (("exchange", exchange), ("routingKey", routing_key), ("stream", stream),
+                        ("superStream", super_stream)):
         if len(value.encode()) > 255:
             raise ValueError(f"pumpd option {name}: longer than 255 bytes")
-    _check_stream_options(opts, stream)
+    _check_stream_options(opts, stream, super_stream)
     return WriteOptions(
         uris=uris,
         exchange=exchange,
@@ -226,6 +242,7 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
         check_target=option_bool("checkTarget", opts.get("checktarget", "true")),
         password=password,
         stream=stream,
+        super_stream=super_stream,
         stream_port=stream_port(opts, uris[0]),
         producer_name=opts.get("producername", "").strip(),
     )
@@ -240,18 +257,34 @@ _QUEUE_ONLY = {
 }
 
 
-def _check_stream_options(opts: Mapping[str, str], stream: str) -> None:
-    """A stream write takes no exchange options; the streams options need a stream."""
-    if not stream:
+# ... and why a super stream write has no use for them, where it differs
+_SUPER_STREAM_ONLY = {
+    "exchange": "sends each row to the partition its routing key's hash picks",
+    "mandatory": "sends each row to the partition its routing key's hash picks",
+}
+
+
+def _check_stream_options(opts: Mapping[str, str], stream: str, super_stream: str) -> None:
+    """A write goes to one stream, one super stream, or an exchange; a streams write takes no
+    exchange options, and the streams options need a stream or a super stream."""
+    if stream and super_stream:
+        raise ValueError(f"pumpd options stream and superStream: a write goes to one of them, "
+                         f"not to stream {stream!r} and super stream {super_stream!r} both")
+    if not stream and not super_stream:
         for name in ("streamport", "producername"):
             if name in opts:
                 raise ValueError(f"pumpd option {OPTIONS[name][0]}: only for a stream write "
-                                 "(option stream)")
+                                 "(option stream or superStream)")
         return
     for name, why in _QUEUE_ONLY.items():
-        if name in opts:
-            raise ValueError(f"pumpd option {OPTIONS[name][0]}: not for a stream write (a write "
-                             f"to stream {stream!r} {why})")
+        if name not in opts:
+            continue
+        if super_stream:
+            raise ValueError(f"pumpd option {OPTIONS[name][0]} and option superStream: not for a "
+                             f"super stream write (a write to super stream {super_stream!r} "
+                             f"{_SUPER_STREAM_ONLY.get(name, why)})")
+        raise ValueError(f"pumpd option {OPTIONS[name][0]}: not for a stream write (a write "
+                         f"to stream {stream!r} {why})")
     producer = opts.get("producername", "")
     if len(producer.encode()) > PRODUCER_NAME_MAX:
         raise ValueError(f"pumpd option producerName: longer than {PRODUCER_NAME_MAX} bytes")

@@ -30,14 +30,20 @@ from typing import Any, NamedTuple
 
 from ....streams.codes import (
     CLOSE,
-    COMMANDS,
     CREDIT,
+    DECLARE_PUBLISHER,
+    DELETE_PUBLISHER,
     DELIVER,
     HEARTBEAT,
+    METADATA_UPDATE,
     OK,
     OPEN,
     PARTITIONS,
     PEER_PROPERTIES,
+    PUBLISH,
+    PUBLISH_CONFIRM,
+    PUBLISH_ERROR,
+    QUERY_PUBLISHER_SEQUENCE,
     RESPONSE_BIT,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
@@ -49,16 +55,6 @@ from ....streams.codes import (
     refusal,
 )
 from ....streams.wire import PUBLISH_OVERHEAD, PUBLISHED_OVERHEAD, FrameReader, Malformed, string
-
-# the publishing commands, by their names in the protocol
-_KEYS = {name: key for key, name in COMMANDS.items()}
-DECLARE_PUBLISHER = _KEYS["DECLARE_PUBLISHER"]
-PUBLISH = _KEYS["PUBLISH"]
-PUBLISH_CONFIRM = _KEYS["PUBLISH_CONFIRM"]
-PUBLISH_ERROR = _KEYS["PUBLISH_ERROR"]
-QUERY_PUBLISHER_SEQUENCE = _KEYS["QUERY_PUBLISHER_SEQUENCE"]
-DELETE_PUBLISHER = _KEYS["DELETE_PUBLISHER"]
-METADATA_UPDATE = _KEYS["METADATA_UPDATE"]
 
 # offset specifications of subscribe
 FIRST, LAST, NEXT, OFFSET, TIMESTAMP = 1, 2, 3, 4, 5
@@ -431,8 +427,17 @@ class StreamsConnection:
                                              count) + b"".join(entries))
 
     def outcomes(self, publisher: int = 0) -> tuple[int, list[tuple[int, int]]]:
-        """Wait for the next confirm or error frame of ``publisher``: the number of messages it
-        confirms, and the (publishing id, code) of each message it refuses.
+        """Wait for the next confirm or error frame of ``publisher`` (another publisher's are
+        passed over): as :meth:`next_outcome` without the publisher."""
+        while True:
+            got, confirmed, errors = self.next_outcome()
+            if got == publisher:
+                return confirmed, errors
+
+    def next_outcome(self) -> tuple[int, int, list[tuple[int, int]]]:
+        """Wait for the next confirm or error frame of any publisher of this connection: the
+        publisher's id, the number of messages it confirms, and the (publishing id, code) of
+        each message it refuses.
 
         :raises TimeoutError: nothing came within the socket's timeout
         :raises StreamsError: a frame whose counts its size does not hold, or the stream gone
@@ -441,7 +446,7 @@ class StreamsConnection:
             frame = self._frame()
             key = _HEAD.unpack_from(frame)[1]
             if key == METADATA_UPDATE:
-                raise StreamsError(f"{self.where}: the broker says the stream written to was "
+                raise StreamsError(f"{self.where}: the broker says a stream written to was "
                                    "deleted or has no leader any more (METADATA_UPDATE)")
             if key not in (PUBLISH_CONFIRM, PUBLISH_ERROR) or len(frame) < 13:
                 continue  # answers to nothing in flight: a late credit error, a heartbeat's
@@ -450,11 +455,9 @@ class StreamsConnection:
             if count < 0 or 13 + count * width > len(frame):
                 raise StreamsError(f"{self.where}: a {command_name(key)} frame of {len(frame)} "
                                    f"bytes cannot hold the {count} publishing ids it counts")
-            if got != publisher:
-                continue
             if key == PUBLISH_CONFIRM:
-                return count, []
-            return 0, [struct.unpack_from(">QH", frame, 13 + i * 10) for i in range(count)]
+                return got, count, []
+            return got, 0, [struct.unpack_from(">QH", frame, 13 + i * 10) for i in range(count)]
 
     def close(self) -> None:
         try:
