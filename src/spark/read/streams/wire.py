@@ -48,7 +48,19 @@ from ....streams.codes import (
     command_name,
     refusal,
 )
-from ....streams.wire import PUBLISH_OVERHEAD, PUBLISHED_OVERHEAD, string
+from ....streams.wire import (
+    CHUNK_HEAD,
+    DELIVER_DATA_AT,
+    FIRST,
+    LAST,
+    NEXT,
+    OFFSET,
+    PUBLISH_OVERHEAD,
+    PUBLISHED_OVERHEAD,
+    TIMESTAMP,
+    offset_specification,
+    string,
+)
 
 # the publishing commands, by their names in the protocol
 _KEYS = {name: key for key, name in COMMANDS.items()}
@@ -60,8 +72,9 @@ QUERY_PUBLISHER_SEQUENCE = _KEYS["QUERY_PUBLISHER_SEQUENCE"]
 DELETE_PUBLISHER = _KEYS["DELETE_PUBLISHER"]
 METADATA_UPDATE = _KEYS["METADATA_UPDATE"]
 
-# offset specifications of subscribe
-FIRST, LAST, NEXT, OFFSET, TIMESTAMP = 1, 2, 3, 4, 5
+# subscribe's offset specifications, as the streams layer names them
+__all__ = ["FIRST", "LAST", "NEXT", "OFFSET", "TIMESTAMP", "Chunk", "StreamsConnectError",
+           "StreamsConnection", "StreamsError"]
 
 _HEAD = struct.Struct(">IHH")  # size, key, version
 # The largest frame read before the connection is open: the broker's answers until then are a
@@ -73,8 +86,8 @@ _RESPONSE_HEAD = 14  # a response's size, key, version, correlation id and code
 _PUBLISH_HEAD = struct.Struct(">IHHBi")  # size, key, version, publisher id, message count
 # each message's (publishing id, length) in a publish frame
 ENTRY_OVERHEAD = PUBLISHED_OVERHEAD
-_CHUNK = struct.Struct(">BbbHIqQQIII")  # Deliver v1: subscription id, then the chunk header
-DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (after 4 reserved)
+_CHUNK = CHUNK_HEAD  # Deliver v1: subscription id, then the chunk header
+DATA_AT = DELIVER_DATA_AT  # where a Deliver frame's chunk data begins (after 4 reserved)
 
 
 class StreamsError(RuntimeError):
@@ -340,8 +353,7 @@ class StreamsConnection:
                   subscription: int = 0) -> None:
         """Subscribe to ``stream`` at an offset specification (``OFFSET`` / ``TIMESTAMP`` take
         ``value``) with ``credit`` chunks."""
-        spec = struct.pack(">H", kind) + (struct.pack(">q", value)
-                                          if kind in (OFFSET, TIMESTAMP) else b"")
+        spec = offset_specification(kind, value)
         self._request(SUBSCRIBE, struct.pack(">B", subscription) + string(stream) + spec
                       + struct.pack(">Hi", credit, 0), f"read stream {stream!r}")
 
