@@ -38,9 +38,8 @@ from .forwarding import relay_options
 from .link_errors import LinkError
 from .status import Counters
 from .stream_position import StreamPosition, stream_offset
-from .streams.source_lag import source_last_offset
 from .undeliverable import Undeliverable
-from .wiring import open_destination, open_source, pair
+from .wiring import open_destination, open_source, pair, stream_source_end
 
 __all__ = ["Session", "SessionEnded"]
 
@@ -261,8 +260,8 @@ class Session:
         :raises LinkError: naming the destination side, the holder, its answer and the end
         """
         try:
-            last = await source_last_offset(source_uri, self.queue, self.cfg.source.stream_port,
-                                            client_name=f"{name} (stream end)")
+            last = await stream_source_end(source_uri, self.queue, self.cfg.source.stream_port,
+                                           client_name=f"{name} (stream end)")
         except LinkError as exc:
             log.warning("shovel %s: the destination's position (offset %d stored by %s) cannot "
                         "be checked against the end of stream %r: %s", self.cfg.name,

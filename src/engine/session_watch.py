@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.model import AckMode, BrokerURI, ShovelConfig
 from .ending import SessionEnded
@@ -28,8 +28,10 @@ from .lag import Lag, path_figures
 from .link_errors import LinkError
 from .session import Session
 from .stall import StallRule
-from .streams.source_lag import StreamReading, StreamSourceLag
-from .wiring import open_source
+from .wiring import open_source, stream_source_lag
+
+if TYPE_CHECKING:  # the stream source's readings, chosen by wiring.py
+    from .streams import StreamReading, StreamSourceLag
 
 BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog...
 BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
@@ -88,8 +90,8 @@ class SessionWatch:
             return
         port = self._cfg.source.stream_port
         if self._stream is None or not self._stream.same(uri, session.queue, port):
-            self._stream = StreamSourceLag(uri, session.queue, port, shovel=self._cfg.name,
-                                           client_name=f"pumpd {self._cfg.name} (stream lag)")
+            self._stream = stream_source_lag(uri, session.queue, port, shovel=self._cfg.name,
+                                             client_name=f"pumpd {self._cfg.name} (stream lag)")
         self._stream_session = session
         self._stream_reader = asyncio.create_task(self._read_stream(session))
 
