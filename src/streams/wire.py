@@ -107,6 +107,7 @@ class ChunkHead(NamedTuple):
     timestamp: int
     data_at: int
     data_length: int
+    crc: int  # CRC-32 of the data
 
     @property
     def last(self) -> int:
@@ -125,7 +126,7 @@ def chunk_head(data: bytes) -> ChunkHead:
     if len(data) < DELIVER_DATA_AT:
         raise Malformed(f"a Deliver frame of {len(data)} bytes: {DELIVER_DATA_AT} needed for "
                         "a chunk header")
-    (subscription, _magic, kind, entries, records, timestamp, _epoch, first, _crc, length,
+    (subscription, _magic, kind, entries, records, timestamp, _epoch, first, crc, length,
      _trailer) = CHUNK_HEAD.unpack_from(data, HEAD.size)
     if kind != USER_CHUNK:
         raise Malformed(f"the chunk at offset {first} is of type {kind}, not messages "
@@ -143,7 +144,8 @@ def chunk_head(data: bytes) -> ChunkHead:
     if length > left:
         raise Malformed(f"the chunk at offset {first} says {length} bytes of data; its frame "
                         f"holds {left}")
-    return ChunkHead(subscription, first, entries, records, timestamp, DELIVER_DATA_AT, length)
+    return ChunkHead(subscription, first, entries, records, timestamp, DELIVER_DATA_AT, length,
+                     crc)
 
 
 def bytes_field(raw: bytes) -> bytes:

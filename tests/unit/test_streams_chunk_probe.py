@@ -12,7 +12,7 @@ import struct
 
 import pytest
 from pumpd.streams.chunk_probe import chunk_at, last_offset
-from pumpd.streams.client import connect
+from pumpd.streams.client import DELIVER_FRAME_MAX, connect
 from pumpd.streams.codes import DELIVER, SUBSCRIBE, UNSUBSCRIBE
 from pumpd.streams.errors import PeerViolation
 from pumpd.streams.wire import CHUNK_HEAD, LAST, OFFSET, frame
@@ -149,3 +149,9 @@ def test_a_deliver_frame_too_short_for_a_chunk_header_closes_the_connection() ->
 def test_a_deliver_for_a_subscription_never_made_closes_the_connection() -> None:
     _lie(lambda sub: _deliver(sub + 7, 60, 1),
          "DELIVER for subscription 7, which this connection does not have")
+
+
+def test_a_deliver_frame_past_its_bound_closes_the_connection_even_while_subscribed() -> None:
+    size = DELIVER_FRAME_MAX + 1
+    _lie(lambda sub: struct.pack(">IHHB", size, DELIVER, 1, sub) + b"\0" * 64,
+         f"a frame of {size} bytes")

@@ -49,7 +49,6 @@ from ....streams.codes import (
     refusal,
 )
 from ....streams.wire import (
-    CHUNK_HEAD,
     DELIVER_DATA_AT,
     FIRST,
     LAST,
@@ -58,6 +57,8 @@ from ....streams.wire import (
     PUBLISH_OVERHEAD,
     PUBLISHED_OVERHEAD,
     TIMESTAMP,
+    Malformed,
+    chunk_head,
     offset_specification,
     string,
 )
@@ -86,7 +87,6 @@ _RESPONSE_HEAD = 14  # a response's size, key, version, correlation id and code
 _PUBLISH_HEAD = struct.Struct(">IHHBi")  # size, key, version, publisher id, message count
 # each message's (publishing id, length) in a publish frame
 ENTRY_OVERHEAD = PUBLISHED_OVERHEAD
-_CHUNK = CHUNK_HEAD  # Deliver v1: subscription id, then the chunk header
 DATA_AT = DELIVER_DATA_AT  # where a Deliver frame's chunk data begins (after 4 reserved)
 
 
@@ -376,18 +376,15 @@ class StreamsConnection:
                 raise StreamsError(f"{self.where}: "
                                    + refusal(code, f"give credit to subscription {subscription}",
                                              self.username))
-        if len(frame) < DATA_AT:
-            raise StreamsError(f"{self.where}: a Deliver frame of {len(frame)} bytes (to "
-                               f"{self.step}), too short for a chunk")
-        (_sub, _magic, kind, entries, records, ts, _epoch, first, crc, length,
-         _trailer) = _CHUNK.unpack_from(frame, 8)
-        if kind != 0:
-            raise StreamsError(f"{self.where}: chunk at offset {first} (to {self.step}): "
-                               f"type {kind}, not a user chunk")
-        if zlib.crc32(memoryview(frame)[DATA_AT:DATA_AT + length]) != crc:
+        try:  # sizes and type checked as the engine's asyncio client checks them
+            head = chunk_head(frame)
+        except Malformed as exc:
+            raise StreamsError(f"{self.where}: a Deliver frame (to {self.step}): {exc}") from None
+        first, length = head.first, head.data_length
+        if zlib.crc32(memoryview(frame)[DATA_AT:DATA_AT + length]) != head.crc:
             raise StreamsError(f"{self.where}: chunk at offset {first} (to {self.step}): "
                                "bad CRC")
-        return Chunk(first, entries, records, ts, frame, DATA_AT)
+        return Chunk(first, head.entries, head.records, head.timestamp, frame, DATA_AT)
 
     def chunks(self, credit_every: int) -> Iterator[Chunk]:
         """Delivered chunks, giving credit back ``credit_every`` chunks at a time."""
