@@ -132,7 +132,8 @@ class SessionWatch:
     def read_meanwhile(self, client_name: str) -> None:
         """The destination failed and no session forwards: read the last session's source
         backlog once, on a connection of its own (closed at once), unless a reading is under
-        way or the backlog does not count (a stream, a source that counts none)."""
+        way or the backlog does not count (a source that counts none). A stream source is read
+        over the streams protocol instead, after the last offset the last session forwarded."""
         if self._stream is not None:
             if self._stream_reader is None and self._stream_forwarded is not None:
                 self._stream_reader = asyncio.create_task(
