@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from .amqp10_clauses import (
@@ -553,6 +554,9 @@ def read_static_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
                                      obj.get("delete_after", SHOVEL["delete_after"].default_value()))
     if amqp10_source:
         refuse_queue_length(ctx, "delete_after", delete_after)
+    if "source_stream_port" in obj:
+        source = replace(source, stream_port=read_stream_port(ctx, "source_stream_port",
+                                                              obj["source_stream_port"]))
     return ShovelConfig(
         name=ctx.shovel or "",
         source=source,

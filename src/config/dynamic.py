@@ -99,7 +99,9 @@ def read_dynamic_shovel(ctx: Context, obj: Mapping[str, Any]) -> ShovelConfig:
     else:
         queue, src_decls = _dynamic_source(ctx, obj)
         source = Endpoint(side_uris(ctx, "src-uri", obj["src-uri"], Protocol.AMQP091,
-                                    _URIS)[0], src_decls)
+                                    _URIS)[0], src_decls,
+                          stream_port=read_stream_port(ctx, "src-stream-port",
+                                                       obj.get("src-stream-port")))
     publish_exchange = publish_routing_key = None
     if protocols["destination"] is Protocol.AMQP10:
         destination = _amqp10_side(ctx, obj, "dest", Protocol.AMQP10)

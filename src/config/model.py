@@ -292,7 +292,8 @@ class Endpoint:
     declare_address_queue: bool = False
     # A stream destination (protocol "stream"): the stream, and the streams protocol's port
     # on the brokers (None: 5552, 5551 for amqps); its brokers are AMQP URIs for the host,
-    # credentials, vhost and TLS.
+    # credentials, vhost and TLS. On an AMQP 0-9-1 source (source_stream_port /
+    # src-stream-port): the port a stream source's lag is read on.
     stream: str | None = None
     stream_port: int | None = None
     # or a super stream: its partitions (from the broker), one publisher each

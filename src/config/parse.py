@@ -334,5 +334,8 @@ def shovel_to_json(shovel: ShovelConfig) -> dict[str, Any]:
             ("amqp10_application_properties", shovel.amqp10_application_properties),
             ("amqp10_message_annotations", shovel.amqp10_message_annotations)) if value},
         **({"publishing_id": shovel.publishing_id} if shovel.publishing_id else {}),
+        **({"source_stream_port": shovel.source.stream_port}
+           if shovel.source.protocol is Protocol.AMQP091 and shovel.source.stream_port is not None
+           else {}),
         "undeliverable": undeliverable,
     }

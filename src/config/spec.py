@@ -342,6 +342,11 @@ SHOVEL = Group("shovel", "A shovel", (
            NoDefault('"source-offset" for a stream source, "none" otherwise'), 4,
            MAX_SHORTSTR, unit=_BYTES, pattern=PUBLISHING_ID_PATTERN,
            dynamic="dest-publishing-id", protocol=STREAM_PROTOCOL, side="destination"),
+    Clause("source_stream_port", "integer", "The streams protocol's port on the source brokers, "
+           "where a stream source's lag is read: its last offset, and when the chunk of the "
+           "first message not yet forwarded was written.",
+           NoDefault("5552, or 5551 with an amqps URI"), 1, 65535, unit="port",
+           dynamic="src-stream-port", protocol="amqp091", side="source"),
     Clause("workers", "integer", "Worker positions of this shovel, competing consumers on its "
            "source queue (a process each, by default).", 1, 1, MAX_WORKERS, unit="positions",
            dynamic="workers", cli=("--workers",)),

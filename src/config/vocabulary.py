@@ -29,6 +29,7 @@ __all__ = [
     "OCTET",
     "PROTOCOLS",
     "PUBLISH_FIELDS",
+    "PUMPD_AMQP091_SOURCE_KEYS",
     "REQUIRED_FIELDS",
     "SHORTSTR",
     "STATIC_CLAUSES",
@@ -121,6 +122,8 @@ DESTINATION_PROTOCOLS = (*PROTOCOLS, STREAM_PROTOCOL)
 # refuses any other key as unrecognised. The legacy pre-3.7 names are AMQP 0-9-1's only.
 AMQP091_SOURCE_KEYS = ("src-queue", "src-queue-args", "src-exchange", "src-exchange-key",
                        "prefetch-count", "delete-after")
+# pumpd's own key of an AMQP 0-9-1 source: the streams port a stream source's lag is read on
+PUMPD_AMQP091_SOURCE_KEYS = ("src-stream-port",)
 AMQP091_DEST_KEYS = ("dest-queue", "dest-queue-args", "dest-exchange", "dest-exchange-key",
                      "dest-publish-properties", "publish-properties", "add-forward-headers",
                      "add-timestamp-header")

@@ -335,6 +335,11 @@ class PositionedDestination(MessageDestination, Protocol):
     """A destination that stores where the source stands: a stream whose named producer's
     publishing ids are the source's offsets (``streams/publishing_ids.py``)."""
 
+    @property
+    def position_holder(self) -> str:
+        """Who stores the position, in words (a stream's producer: its name and stream)."""
+        ...
+
     async def resume_offset(self) -> int | None:
         """The source offset to resume at, right after the last one the destination stored
         (None: it stored none, and the source starts as it would without it).

@@ -23,6 +23,12 @@ it, or took it, by the ack mode). The oldest message not yet forwarded reached t
   last message is its last *published*; its timestamp is taken, with the number published, at
   one tick and counted as confirmed at a later one, once that many are forwarded.
 
+A stream source whose streams port answers is read instead (:meth:`Lag.stream_reading`, at the
+backlog reading's interval, not per tick): its last offset and the chunk that holds the first
+offset not yet forwarded, whose timestamp is when the source node wrote it. ``since`` is that
+instant, or "caught up" when nothing is behind, until the next reading; the rules above apply
+again once a reading fails (:meth:`Lag.stream_unread`).
+
 Sampled at ticks, the instants are a tick's length apart at most (``COUNTER_INTERVAL`` while
 messages move); a backlog read every few seconds delays a "caught up" by up to that interval.
 Unknown (``None``) until the position has been covered once: a position started with a
@@ -83,6 +89,8 @@ class Lag:
         self._confirmed_at: float | None = None  # the timestamp of the last confirmed message
         self._pending: tuple[int, float] | None = None  # (published by then, its timestamp)
         self._session: object | None = None
+        # a stream source's last reading holds ``since`` until the next one
+        self._stream_read = False
         self.since: float | None = None
 
     def unknown(self) -> None:
@@ -90,14 +98,39 @@ class Lag:
         self._marks.clear()
         self._pending = None
         self._session = None
+        self._stream_read = False
         self._covered = self._confirmed_at = self.since = None
+
+    def stream_reading(self, behind: int, written_at: float | None) -> None:
+        """A stream source's reading: ``behind`` messages after the last one forwarded, the
+        first of them in a chunk written at ``written_at`` (wall clock; None: not known). It
+        holds until the next reading; nothing behind is caught up.
+
+        :raises ValueError: for a negative ``behind``
+        """
+        if behind < 0:
+            raise ValueError(f"behind must be at least 0, not {behind}")
+        self._stream_read = True
+        if behind == 0:
+            self._marks.clear()
+            self.since = 0.0
+        else:
+            self.since = written_at
+
+    def stream_unread(self) -> None:
+        """A stream source could not be read: the figure goes by the rules of a source that
+        counts no backlog again, from the next tick."""
+        if self._stream_read:
+            self._stream_read = False
+            self.since = self._anchor()
 
     def idle(self) -> None:
         """No session forwards (it failed, reconnecting): what was covered stays covered."""
         self._marks.clear()
         self._pending = None
         self._session = None
-        self.since = self._anchor()  # caught up at the last tick: covered up to that tick
+        if not self._stream_read:  # else the stream's reading holds
+            self.since = self._anchor()  # caught up at the last tick: covered up to that tick
 
     def sample(self, now: float, *, session: object, source_empty: bool, received: int,
                held: int, published: int, last_timestamp: int | None,
@@ -121,6 +154,8 @@ class Lag:
             self._pending = (published, float(last_timestamp))
         elif last_timestamp is not None and last_timestamp > 0 and published == forwarded:
             self._confirm(float(last_timestamp))  # nothing in flight: the last one is confirmed
+        if self._stream_read:
+            return  # a stream's reading holds until the next one
         marks = self._marks
         if reading is not None:
             self._mark(*reading)

@@ -37,9 +37,9 @@ from .fence import Fence, gap_clock
 from .forwarding import relay_options
 from .link_errors import LinkError
 from .status import Counters
-from .stream_position import StreamPosition
+from .stream_position import StreamPosition, stream_offset
 from .undeliverable import Undeliverable
-from .wiring import open_destination, open_source, pair
+from .wiring import open_destination, open_source, pair, stream_source_end
 
 __all__ = ["Session", "SessionEnded"]
 
@@ -114,6 +114,27 @@ class Session:
     def reads_stream(self) -> bool:
         """The source is a stream: its message count is what it retains, not a backlog."""
         return self._position is not None
+
+    @property
+    def stream_forwarded(self) -> int | None:
+        """A stream source: the offset of the last message forwarded (published, and not
+        waiting for the destination), -1 when none before the start; None when not known (not
+        a stream, or a start at ``last``, ``next`` or a time before the first message)."""
+        if self._position is None:
+            return None
+        path = self.path
+        last = path.last_message if path is not None else None
+        if path is not None and last is not None:
+            offset = stream_offset(last.properties)
+            if offset is not None:
+                # those in flight were published before the last one: offsets in order
+                return max(-1, offset - path.in_flight)
+        start = self._consumer_arguments().get("x-stream-offset", "first")
+        if start == "first":
+            return -1  # counted from offset 0: retention may have removed some of them
+        if isinstance(start, int) and not isinstance(start, bool):
+            return max(-1, start - 1)
+        return None
 
     @property
     def unbounded(self) -> bool:
@@ -199,6 +220,9 @@ class Session:
             # the destination's own record is exact: it stored every offset up to it
             self._resume = await self.destination.resume_offset()
             if self._resume is not None:
+                if self._position is not None and isinstance(source_uri, BrokerURI):
+                    await self._check_resume(source_uri, self.destination.position_holder,
+                                             self._resume, name)
                 log.info("shovel %s: %r resumes at offset %d (the destination stream stored "
                          "the one before)", self.cfg.name, self.queue, self._resume)
         if self.cfg.ack_mode != AckMode.NO_ACK:
@@ -225,6 +249,31 @@ class Session:
         if self._fence is not None:
             self._fence.start(source)
         await self._consume()
+
+    async def _check_resume(self, source_uri: BrokerURI, holder: str, resume: int,
+                            name: str) -> None:
+        """Refuse a destination that stored a source offset past the source stream's end: it
+        holds more than the source ever had (a wrong destination, or a peer that lies), and
+        resuming there would skip what comes next. Unchecked, with a warning, when the source's
+        streams port cannot be read.
+
+        :raises LinkError: naming the destination side, the holder, its answer and the end
+        """
+        try:
+            last = await stream_source_end(source_uri, self.queue, self.cfg.source.stream_port,
+                                           client_name=f"{name} (stream end)")
+        except LinkError as exc:
+            log.warning("shovel %s: the destination's position (offset %d stored by %s) cannot "
+                        "be checked against the end of stream %r: %s", self.cfg.name,
+                        resume - 1, holder, self.queue, exc)
+            return
+        if last is None or resume - 1 > last:
+            end = "holds no message" if last is None else f"ends at offset {last}"
+            raise LinkError(
+                f"destination: {holder} stored source offset {resume - 1} (its publisher "
+                f"sequence is {resume}), but source stream {self.queue!r} {end}: the "
+                "destination holds more than the source ever had (a wrong destination, or a "
+                "peer that lies); not resuming there", side="destination")
 
     async def _consume(self) -> None:
         assert self.source is not None

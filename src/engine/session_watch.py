@@ -5,6 +5,11 @@ every few seconds (how far behind the shovel is), the session's stall rule
 connection of its own (:meth:`SessionWatch.read_meanwhile`), so that the lag in messages goes on
 showing what piles up.
 
+A stream source's lag is read over the streams protocol instead (``streams/source_lag.py``), at
+the backlog's interval: its last offset minus the last one forwarded, and the age of the chunk
+that holds the first one not yet forwarded. While the destination is down it goes on, from the
+last session's last forwarded offset.
+
 The pump owns one :class:`SessionWatch` for its whole life; :meth:`SessionWatch.start` and
 :meth:`SessionWatch.stop` bracket each session, :meth:`SessionWatch.check` runs with every
 counter check.
@@ -15,15 +20,18 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config.model import AckMode, ShovelConfig
+from ..config.model import AckMode, BrokerURI, ShovelConfig
 from .ending import SessionEnded
 from .lag import Lag, path_figures
 from .link_errors import LinkError
 from .session import Session
 from .stall import StallRule
-from .wiring import open_source
+from .wiring import open_source, stream_source_lag
+
+if TYPE_CHECKING:  # the stream source's readings, chosen by wiring.py
+    from .streams import StreamReading, StreamSourceLag
 
 BACKLOG_EVERY = 5.0  # seconds between passive declares reading the source backlog...
 BACKLOG_IDLE_EVERY = 30.0  # ...up to this while the backlog stays the same (read at random phase)
@@ -47,6 +55,13 @@ class SessionWatch:
         # the last reading of the running session not yet given to the lag: (asked at, wall
         # clock; messages received when it answered + the backlog it answered)
         self._reading: tuple[float, int] | None = None
+        # a stream source: the last session's stream, read over the streams protocol, the
+        # offset it forwarded last (None: not known), and the task reading it
+        self._stream: StreamSourceLag | None = None
+        self._stream_session: Session | None = None
+        self._stream_forwarded: int | None = None
+        self._stream_reader: asyncio.Task[None] | None = None
+        self._stream_behind = -1  # the last reading's messages behind; -1: none
 
     def start(self, session: Session) -> None:
         """The session forwards from now: its stall rule's clocks start, the backlog is read."""
@@ -61,6 +76,24 @@ class SessionWatch:
             if counted and not session.reads_stream and session.queue else None
         if counted:  # else the rule goes by what moves alone, as for a stream
             self._reader = asyncio.create_task(self._read_backlog(session, rule))
+        self._start_stream(session)
+
+    def _start_stream(self, session: Session) -> None:
+        """A stream source's readings for this session (the last one's stream is kept while
+        it is the same)."""
+        self._cancel_stream_reader()
+        uri = session.source_uri
+        if not session.reads_stream or not isinstance(uri, BrokerURI) or not session.queue:
+            self._stream = self._stream_session = None
+            self._stream_behind = -1
+            self.lag.stream_unread()
+            return
+        port = self._cfg.source.stream_port
+        if self._stream is None or not self._stream.same(uri, session.queue, port):
+            self._stream = stream_source_lag(uri, session.queue, port, shovel=self._cfg.name,
+                                             client_name=f"pumpd {self._cfg.name} (stream lag)")
+        self._stream_session = session
+        self._stream_reader = asyncio.create_task(self._read_stream(session))
 
     def forwarding_ended(self) -> None:
         """The session stopped forwarding: a drain for a stop, a pause or a handover is not a
@@ -71,6 +104,17 @@ class SessionWatch:
         """The session is over."""
         self._rule = None
         self._cancel_reader()
+        if self._stream_session is not None:
+            forwarded = self._stream_session.stream_forwarded
+            if forwarded is not None:
+                self._stream_forwarded = forwarded
+            self._stream_session = None
+        self._cancel_stream_reader()
+
+    def _cancel_stream_reader(self) -> None:
+        if self._stream_reader is not None:
+            self._stream_reader.cancel()
+            self._stream_reader = None
 
     def _cancel_reader(self) -> None:
         if self._reader is not None:
@@ -81,12 +125,20 @@ class SessionWatch:
         """No source connection is held (paused, standing by): the backlog cannot be read, the
         lag is not known."""
         self.backlog = self.lag_messages = -1
+        self._cancel_stream_reader()
+        self._stream_behind = -1
         self.lag.unknown()
 
     def read_meanwhile(self, client_name: str) -> None:
         """The destination failed and no session forwards: read the last session's source
         backlog once, on a connection of its own (closed at once), unless a reading is under
-        way or the backlog does not count (a stream, a source that counts none)."""
+        way or the backlog does not count (a source that counts none). A stream source is read
+        over the streams protocol instead, after the last offset the last session forwarded."""
+        if self._stream is not None:
+            if self._stream_reader is None and self._stream_forwarded is not None:
+                self._stream_reader = asyncio.create_task(
+                    self._read_stream_once(self._stream, self._stream_forwarded))
+            return
         if self._counted is None or self._reader is not None:
             return
         uri, queue = self._counted
@@ -108,11 +160,46 @@ class SessionWatch:
                 self._reader = None
             await source.close_quietly()
 
+    async def _read_stream(self, session: Session) -> None:
+        """A stream source's readings while ``session`` runs, every :data:`BACKLOG_EVERY`
+        seconds stretching to :data:`BACKLOG_IDLE_EVERY` while they do not change."""
+        stream = self._stream
+        assert stream is not None
+        every, previous = BACKLOG_EVERY, None
+        while True:
+            forwarded = session.stream_forwarded
+            if forwarded is not None:
+                self._stream_forwarded = forwarded
+                reading = await stream.read(forwarded)
+                self._take_stream_reading(reading)
+                every = min(every * 2, BACKLOG_IDLE_EVERY) if reading == previous \
+                    else BACKLOG_EVERY
+                previous = reading
+            await asyncio.sleep(every * self._rng.uniform(0.8, 1.0))
+
+    async def _read_stream_once(self, stream: StreamSourceLag, forwarded: int) -> None:
+        try:
+            self._take_stream_reading(await stream.read(forwarded))
+        finally:
+            if self._stream_reader is asyncio.current_task():  # not one started since
+                self._stream_reader = None
+
+    def _take_stream_reading(self, reading: StreamReading | None) -> None:
+        if reading is None:
+            self._stream_behind = -1
+            self.lag.stream_unread()
+            return
+        self._stream_behind = reading[0]
+        self.lag.stream_reading(*reading)
+
     def _sample_lag(self, session: Session | None) -> None:
         """The lag at this check (``lag.py``): read from the path, nothing per message."""
         path = session.path if session is not None else None
         if session is None or path is None or session.source is None:
             self.lag.idle()
+            if self._stream is not None:
+                self.lag_messages = self._stream_behind
+                return
             self.lag_messages = self.backlog if self._counted is not None else -1
             return
         received, held, published, timestamp = path_figures(path)
@@ -120,6 +207,9 @@ class SessionWatch:
         if self._counted is not None and self.backlog >= 0:
             self.lag_messages = self.backlog + held
             source_empty = self.backlog == 0
+        elif self._stream is not None and self._stream_behind >= 0:  # read on the stream
+            self.lag_messages = self._stream_behind
+            source_empty, reading = held == 0, None
         else:  # a stream, or no backlog: nothing held, its window wide open, nothing came
             self.lag_messages = -1
             source_empty, reading = held == 0, None

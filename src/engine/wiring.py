@@ -11,6 +11,9 @@ pair of message endpoints takes the generic path through Python objects
 sides included: the tests use it to run the generic path end to end against the brokers the
 native path is tested on (``tests/integration/test_message_path.py``). It is read here, at each
 pairing, and nowhere else; ``native`` (the default) keeps the native path wherever there is one.
+
+A stream source (an AMQP 0-9-1 URI) is read over the streams protocol for its lag and its end
+(``streams/source_lag.py``): :func:`stream_source_lag`, :func:`stream_source_end`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,22 @@ def prepare_loop(loop: asyncio.AbstractEventLoop) -> None:
     """What every implementation needs of the event loop its pumps run on (AMQP 0-9-1: pika's
     stray callback errors after a failure are logged at DEBUG, not as tracebacks)."""
     quiet_pika_errors(loop)
+
+
+def stream_source_lag(uri: BrokerURI, stream: str, port: int | None, *, shovel: str,
+                      client_name: str) -> streams.StreamSourceLag:
+    """Readings of a stream source's lag over the streams protocol, at ``port`` (None: the
+    default for the URI's scheme)."""
+    return streams.StreamSourceLag(uri, stream, port, shovel=shovel, client_name=client_name)
+
+
+async def stream_source_end(uri: BrokerURI, stream: str, port: int | None, *,
+                            client_name: str) -> int | None:
+    """The last offset of a stream source (None: it holds nothing).
+
+    :raises LinkError: naming the source side, when its streams port cannot be read
+    """
+    return await streams.source_last_offset(uri, stream, port, client_name=client_name)
 
 
 async def open_source(uri: BrokerURI | Amqp10URI, client_name: str) -> Source:

@@ -1,7 +1,8 @@
 """pumpd's asyncio client of RabbitMQ's streams protocol, for publishing: connect (TCP or TLS),
 peer properties, SASL PLAIN, tune, open a vhost, heartbeats; publishers (declare, query their
 sequence, publish, delete), ``metadata`` (which node leads a stream: publishing goes to the
-leader), ``partitions`` (a super stream's streams), close.
+leader), ``partitions`` (a super stream's streams), close; and subscriptions, whose ``Deliver``
+frames go whole to a callback (``streams/chunk_probe.py`` reads a chunk's header from them).
 
 :func:`connect` returns an open :class:`StreamsClient`. Each step waits at most
 ``step_timeout`` and fails with a :class:`~pumpd.streams.errors.StreamsError` naming the broker,
@@ -33,8 +34,10 @@ from typing import NamedTuple, TypeVar, cast
 from ..dataplane.read_holds import ReadHolds
 from .codes import (
     CLOSE,
+    CREDIT,
     DECLARE_PUBLISHER,
     DELETE_PUBLISHER,
+    DELIVER,
     HEARTBEAT,
     METADATA,
     METADATA_UPDATE,
@@ -48,7 +51,9 @@ from .codes import (
     RESPONSE_BIT,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SUBSCRIBE,
     TUNE,
+    UNSUBSCRIBE,
     code_name,
     command_name,
     refusal,
@@ -62,6 +67,7 @@ from .wire import (
     Malformed,
     bytes_field,
     frame,
+    offset_specification,
     publish_frames,
     string,
 )
@@ -69,6 +75,7 @@ from .wire import (
 __all__ = [
     "DEFAULT_FRAME_MAX",
     "DEFAULT_HEARTBEAT",
+    "DELIVER_FRAME_MAX",
     "LOGIN_FRAME_MAX",
     "Broker",
     "StreamMetadata",
@@ -89,6 +96,11 @@ LOGIN_FRAME_MAX = 1 << 16
 MAX_PUBLISHERS = 256
 #: the longest close reason quoted from the broker, in characters
 CLOSE_REASON_MAX = 500
+#: subscription ids are one byte
+MAX_SUBSCRIPTIONS = 256
+#: the largest Deliver frame accepted while a subscription is live: the broker sends a chunk
+#: whole, as large as its publishers' batches made it, whatever frame size was agreed
+DELIVER_FRAME_MAX = 64 << 20
 
 _T = TypeVar("_T")
 _CORR = struct.Struct(">I")
@@ -146,6 +158,8 @@ class StreamsClient(asyncio.Protocol):
         self._publishers: dict[int, _Publisher] = {}
         self._declaring: set[int] = set()
         self._queued: dict[int, list[tuple[int, bytes]]] = {}
+        # subscription id -> what its Deliver frames go to (the whole frame)
+        self._subscriptions: dict[int, Callable[[bytes], None]] = {}
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._read_holds = ReadHolds()
@@ -219,7 +233,8 @@ class StreamsClient(asyncio.Protocol):
         try:
             while len(buf) - pos >= 4:
                 (size,) = struct.unpack_from(">I", buf, pos)
-                if size < 4 or (self._limit and size > self._limit):
+                if size < 4 or (self._limit and size > self._limit
+                                and not self._deliver_allowed(buf, pos, size)):
                     raise PeerViolation(f"{self.where}: the peer sent a frame of {size} bytes "
                                         f"(at: {self.step}; the agreed maximum is "
                                         f"{self._limit}): is it a streams protocol port?")
@@ -239,10 +254,32 @@ class StreamsClient(asyncio.Protocol):
             return
         del buf[:pos]
 
+    def _deliver_allowed(self, buf: bytearray, pos: int, size: int) -> bool:
+        """Whether a frame larger than agreed is a Deliver frame within
+        :data:`DELIVER_FRAME_MAX` while a subscription is live (a chunk comes whole)."""
+        if not self._subscriptions or size > DELIVER_FRAME_MAX:
+            return False
+        if len(buf) - pos < HEAD.size:
+            return True  # its key is not here yet: the next read tells
+        return int(struct.unpack_from(">H", buf, pos + 4)[0]) == DELIVER
+
     def _on_frame(self, data: bytes) -> None:
         _size, key, _version = HEAD.unpack_from(data)
         r = FrameReader(data, HEAD.size)
         if key == HEARTBEAT:
+            return
+        if key == DELIVER:
+            subscription = r.u8("DELIVER subscription id")
+            on_deliver = self._subscriptions.get(subscription)
+            if on_deliver is None:
+                raise PeerViolation(f"{self.where}: the peer sent DELIVER for subscription "
+                                    f"{subscription}, which this connection does not have")
+            on_deliver(data)
+            return
+        if key == CREDIT | RESPONSE_BIT:  # sent only when credit was refused
+            code, subscription = r.u16("CREDIT code"), r.u8("CREDIT subscription id")
+            log.info("%s: credit for subscription %d refused: %s", self.where, subscription,
+                     code_name(code))
             return
         if key == PUBLISH_CONFIRM:
             self._on_confirm(r)
@@ -532,6 +569,52 @@ class StreamsClient(asyncio.Protocol):
         await self._request(DELETE_PUBLISHER, struct.pack(">B", publisher),
                             f"delete publisher {publisher}")
         self._publishers.pop(publisher, None)
+
+    # -- subscriptions ----------------------------------------------------------------------
+
+    def free_subscription(self) -> int:
+        """A subscription id this connection does not use.
+
+        :raises StreamsError: all :data:`MAX_SUBSCRIPTIONS` are in use
+        """
+        for subscription in range(MAX_SUBSCRIPTIONS):
+            if subscription not in self._subscriptions:
+                return subscription
+        raise StreamsError(f"{self.where}: all {MAX_SUBSCRIPTIONS} subscription ids are in use")
+
+    async def subscribe(self, subscription: int, stream: str, kind: int, value: int = 0, *,
+                        credit: int, on_deliver: Callable[[bytes], None]) -> None:
+        """Subscribe ``subscription`` (0..255) to ``stream`` at an offset specification
+        (``streams/wire.py``: ``kind`` and, for an offset or a timestamp, ``value``) with
+        ``credit`` chunks; each Deliver frame goes whole to ``on_deliver``.
+
+        :raises ValueError: a subscription id out of range or in use, a credit out of 0..65535
+        :raises StreamsError: the broker refused (the stream missing, no member here: by code)
+        """
+        if not 0 <= subscription < MAX_SUBSCRIPTIONS:
+            raise ValueError(f"subscription id {subscription}: 0 to {MAX_SUBSCRIPTIONS - 1}")
+        if subscription in self._subscriptions:
+            raise ValueError(f"subscription id {subscription} is in use already")
+        if not 0 <= credit <= 0xFFFF:
+            raise ValueError(f"credit {credit}: 0 to 65535 chunks")
+        # registered first: a chunk may follow the answer in the same read
+        self._subscriptions[subscription] = on_deliver
+        try:
+            await self._request(SUBSCRIBE, struct.pack(">B", subscription) + string(stream)
+                                + offset_specification(kind, value)
+                                + struct.pack(">Hi", credit, 0), f"read stream {stream!r}")
+        except BaseException:
+            self._subscriptions.pop(subscription, None)
+            raise
+
+    async def unsubscribe(self, subscription: int) -> None:
+        """End ``subscription``; a chunk the broker sent before its answer is still handed over.
+        """
+        try:
+            await self._request(UNSUBSCRIBE, struct.pack(">B", subscription),
+                                f"end subscription {subscription}")
+        finally:
+            self._subscriptions.pop(subscription, None)
 
     async def metadata(self, streams: Sequence[str]) -> dict[str, StreamMetadata]:
         """Each stream's leader and replicas, by name."""

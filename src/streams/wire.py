@@ -1,6 +1,6 @@
-"""The streams protocol's frames as bytes: the requests pumpd's publishing client writes, and a
-bounded reader of what the peer sends (``PROTOCOL.adoc`` of rabbitmq-server's
-``rabbitmq_stream`` plugin).
+"""The streams protocol's frames as bytes: the requests pumpd's clients write, a bounded reader
+of what the peer sends, and a ``Deliver`` frame's chunk header (``PROTOCOL.adoc`` of
+rabbitmq-server's ``rabbitmq_stream`` plugin).
 
 A frame is ``size`` (uint32, what follows it), ``key`` (uint16: the command, the high bit set
 on a response), ``version`` (uint16), then the command's fields. Strings are an int16 length and
@@ -13,17 +13,27 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from .codes import PUBLISH
 
 __all__ = [
+    "CHUNK_HEAD",
+    "FIRST",
     "HEAD",
+    "LAST",
+    "NEXT",
+    "OFFSET",
     "PUBLISHED_OVERHEAD",
     "PUBLISH_OVERHEAD",
+    "TIMESTAMP",
+    "ChunkHead",
     "FrameReader",
     "Malformed",
     "bytes_field",
+    "chunk_head",
     "frame",
+    "offset_specification",
     "publish_frames",
     "string",
 ]
@@ -41,6 +51,19 @@ _PUBLISHED = struct.Struct(">QI")  # publishing id, message length
 PUBLISH_OVERHEAD = _PUBLISH_HEAD.size
 PUBLISHED_OVERHEAD = _PUBLISHED.size
 
+# subscribe's offset specifications: the first chunk, the last one, what comes next, an offset,
+# a timestamp (milliseconds); the last two take a value
+FIRST, LAST, NEXT, OFFSET, TIMESTAMP = 1, 2, 3, 4, 5
+_OFFSET_VALUE = struct.Struct(">Hq")  # kind, offset or timestamp
+#: a Deliver frame (version 1) after its key and version: subscription id, then the chunk's
+#: header: magic and version, chunk type, entries, records, timestamp (ms), epoch, first
+#: offset, CRC of the data, data length, trailer length; 4 reserved bytes follow, then the data
+CHUNK_HEAD = struct.Struct(">BbbHIqQQIII")
+CHUNK_RESERVED = 4
+#: where a Deliver frame's chunk data begins, counted from the frame's first byte
+DELIVER_DATA_AT = HEAD.size + CHUNK_HEAD.size + CHUNK_RESERVED
+USER_CHUNK = 0  # the chunk type of messages (others are the stream's own bookkeeping)
+
 
 class Malformed(ValueError):
     """A frame whose fields do not fit its bytes; the text says which field."""
@@ -55,6 +78,74 @@ def string(text: str) -> bytes:
     if len(raw) > 0x7FFF:
         raise ValueError(f"a streams protocol string holds 32767 bytes at most, not {len(raw)}")
     return _I16.pack(len(raw)) + raw
+
+
+def offset_specification(kind: int, value: int = 0) -> bytes:
+    """Subscribe's offset specification: ``kind`` (:data:`FIRST` ... :data:`TIMESTAMP`), and
+    ``value`` for :data:`OFFSET` and :data:`TIMESTAMP`.
+
+    :raises ValueError: for an unknown kind, or a value out of the signed 64-bit range
+    """
+    if kind not in (FIRST, LAST, NEXT, OFFSET, TIMESTAMP):
+        raise ValueError(f"offset specification {kind}: give one of 1 (first) to 5 (timestamp)")
+    if kind in (OFFSET, TIMESTAMP):
+        if not -(1 << 63) <= value < (1 << 63):
+            raise ValueError(f"offset specification value {value}: out of the int64 range")
+        return _OFFSET_VALUE.pack(kind, value)
+    return _U16.pack(kind)
+
+
+class ChunkHead(NamedTuple):
+    """A delivered chunk's header: its first offset, its entries (a sub-entry batch is one),
+    its records (messages: the offsets it takes), when it was written (milliseconds since the
+    epoch, the writing node's clock), and where its data lies in the frame."""
+
+    subscription: int
+    first: int
+    entries: int
+    records: int
+    timestamp: int
+    data_at: int
+    data_length: int
+    crc: int  # CRC-32 of the data
+
+    @property
+    def last(self) -> int:
+        """The offset of its last record."""
+        return self.first + self.records - 1
+
+
+def chunk_head(data: bytes) -> ChunkHead:
+    """The header of the chunk a whole ``Deliver`` frame (size field included) carries, its
+    messages left undecoded.
+
+    :raises Malformed: a frame too short for the header, a chunk type that is not messages, a
+        chunk of no records or of fewer records than entries, or data that runs past the
+        frame's end (each named)
+    """
+    if len(data) < DELIVER_DATA_AT:
+        raise Malformed(f"a Deliver frame of {len(data)} bytes: {DELIVER_DATA_AT} needed for "
+                        "a chunk header")
+    (subscription, _magic, kind, entries, records, timestamp, _epoch, first, crc, length,
+     _trailer) = CHUNK_HEAD.unpack_from(data, HEAD.size)
+    if kind != USER_CHUNK:
+        raise Malformed(f"the chunk at offset {first} is of type {kind}, not messages "
+                        f"({USER_CHUNK})")
+    if records == 0 or records < entries:
+        raise Malformed(f"the chunk at offset {first} says {entries} entries and {records} "
+                        "records (records hold at least one message per entry, and at least "
+                        "one)")
+    if first + records > 1 << 63:
+        raise Malformed(f"the chunk at offset {first} of {records} records runs past the "
+                        "largest offset")
+    # the broker sends the data without the trailer (its tracking entries): only the data's
+    # length is the frame's
+    left = len(data) - DELIVER_DATA_AT
+    if length > left:
+        raise Malformed(f"the chunk at offset {first} says {length} bytes of data; its frame "
+                        f"holds {left}")
+    return ChunkHead(subscription, first, entries, records, timestamp, DELIVER_DATA_AT, length,
+                     crc)
 
 
 def bytes_field(raw: bytes) -> bytes:

@@ -2,19 +2,21 @@
 returns, read from ``/metrics`` as a scraper reads them: ``pumpd_lag_seconds`` climbs with the
 outage and falls back once the shovel has caught up; ``pumpd_lag_messages`` counts what piles
 up at the source and returns to 0. On both paths: the native relay and the generic path. And a
-stream source's figures."""
+stream source's figures: without its streams port (seconds only), and read over it (messages
+too, exact while nothing moves)."""
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pika
 import pytest
 from pumpd.engine import wiring
-from pumpd.engine.session_watch import BACKLOG_EVERY
-from pumpd.engine.status import lag_seconds
+from pumpd.engine.session_watch import BACKLOG_EVERY, BACKLOG_IDLE_EVERY
+from pumpd.engine.status import State, lag_seconds
 from pumpd.testing.localnode import LocalNode
 
 from tests.support.amqp_helpers import SteadyPublisher
@@ -129,3 +131,68 @@ def test_a_stream_source_has_a_lag_in_seconds_and_none_in_messages(
     assert all(messages == -1 for messages, _ in seen), seen
     # while forwarding, any figure known came from the timestamps or a caught-up instant
     assert all(s is None or s == 0.0 or s <= 100 + 60 for _, s in seen), seen
+
+
+@pytest.fixture(scope="module")
+def stream_nodes() -> Iterator[tuple[LocalNode, LocalNode]]:
+    """A source node with the streams plugin, and a destination node to stop and start."""
+    with LocalNode(plugins=["rabbitmq_stream"]) as src, LocalNode() as dst:
+        yield src, dst
+
+
+def _publish(uri: str, queue: str, n: int) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        ch = conn.channel()
+        ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "stream"})
+        ch.confirm_delivery()
+        for i in range(n):
+            ch.basic_publish("", queue, b"%d" % i)
+    finally:
+        conn.close()
+
+
+def test_a_stream_source_read_over_its_streams_port_counts_what_waits_and_its_age(
+        stream_nodes: tuple[LocalNode, LocalNode]) -> None:
+    """Caught up: 0 and 0. With the destination node stopped, 250 published into the source
+    stream read as exactly 250 behind (nothing moves: the last forwarded offset is the last
+    session's), and the seconds behind climb with the clock from when their chunk was
+    written. Once the node is back and the shovel caught up: 0 and 0 again."""
+    src_node, dst_node = stream_nodes
+    assert src_node.stream_port is not None
+    src, dst = src_node.uri(), dst_node.uri()
+    _publish(src, "st", 100)
+    s = shovel("lag-stream-port", sources={"broker": src}, queue="st",
+               destinations={"broker": dst, "declarations": [
+                   {"queue.declare": {"queue": "copy", "durable": True}}]},
+               consumer_args={"x-stream-offset": "first"}, prefetch_count=100,
+               publish_fields={"exchange": "", "routing_key": "copy"}, reconnect_delay=1,
+               source_stream_port=src_node.stream_port)
+    with running(s) as pumps:
+        def figures() -> tuple[int, float | None]:
+            c = pumps.status().counters
+            return c.lag_messages, lag_seconds(c, time.time())
+
+        # the first reading comes at the session's start, the next within BACKLOG_EVERY
+        pumps.wait_for(lambda: pumps.status().counters.published == 100
+                       and figures() == (0, 0.0), 2 * BACKLOG_EVERY + 30, "caught up")
+
+        dst_node.stop()
+        pumps.wait_for(lambda: pumps.status().state is not State.RUNNING, 60,
+                       "the session ended with its destination")
+        written = time.time()
+        _publish(src, "st", 250)
+        # read on every attempt to reconnect while the destination is down
+        pumps.wait_for(lambda: figures()[0] == 250, 60, "250 behind")
+        first = figures()[1]
+        time.sleep(3)
+        later = figures()
+        assert first is not None and later[1] is not None, (first, later)
+        # measured from when the chunk was written, which this test saw happen
+        assert later[1] <= time.time() - written + 1, later
+        assert later[1] >= first + 2, (first, later)
+        assert later[0] == 250
+
+        dst_node.restart()
+        pumps.wait_for(lambda: figures() == (0, 0.0) and pumps.status().counters.published
+                       >= 350, 60 + 2 * BACKLOG_IDLE_EVERY, "caught up again")

@@ -401,3 +401,43 @@ def test_a_super_stream_gets_each_message_in_the_partition_its_routing_key_hashe
             assert partition(f"key-{i % 10}".encode(), 3) == index
         seen += offsets
     assert sorted(seen) == list(range(n))
+
+
+def test_a_destination_that_stored_past_the_sources_end_is_refused_and_nothing_skipped(
+        node: LocalNode) -> None:
+    """The destination stream's producer says it stored source offset 999,999; the source
+    stream ends at 9: the session fails naming the producer, the answer and the source's end,
+    and forwards nothing (resuming there would skip every message the source gets next)."""
+    import struct
+
+    from pumpd.config.uri import parse_uri
+    from pumpd.engine.queue_names import producer_reference
+    from pumpd.spark.read.streams.wire import StreamsConnection
+
+    uri = node.uri()
+    assert node.stream_port is not None
+    src, dst = _stream(uri), _stream(uri)
+    _publish(uri, src, 0, 10)
+    producer = producer_reference(None, "liar", 0)
+    u = parse_uri(uri)
+    with StreamsConnection(u.effective_host, node.stream_port, u.username, u.password,
+                           u.vhost) as conn:
+        conn.declare_publisher(dst, producer)
+        message = b"\x00\x53\x75\xa0\x05" + b"liar!"  # one data section
+        conn.publish([struct.pack(">QI", 1_000_000, len(message)) + message], 1)
+        assert conn.outcomes() == (1, [])
+    cfg = shovel("liar", **stream_shovel("liar", uri, src, uri, dst, node.stream_port,
+                                         source_stream_port=node.stream_port))
+    with running(cfg) as pumps:
+        pumps.wait_for(lambda: "stored source offset" in (pumps.status().reason or ""), 60,
+                       "the session refused")
+        reason = pumps.status().reason or ""
+        time.sleep(2)  # a retry, were it to skip ahead, would have forwarded by now
+        held = read_stream(uri, dst, 1, timeout=3)
+        published = pumps.status().counters.published
+    assert f"producer {producer!r} of stream {dst!r} stored source offset 999999" in reason
+    assert "(its publisher sequence is 1000000)" in reason
+    assert f"source stream {src!r} ends at offset 9" in reason
+    assert "holds more than the source ever had" in reason
+    assert [b for _p, b in held] == [b"liar!"]
+    assert published == 0

@@ -134,3 +134,78 @@ def test_the_amqp_port_given_as_the_streams_port_is_named_as_such(node: LocalNod
                    "(to exchange peer properties) is not a streams protocol frame (a frame of "
                    f"{int.from_bytes(b'AMQP')} bytes): is streamPort the broker's streams port?"), msg
 
+
+
+# -- the asyncio client's chunk probe (streams/chunk_probe.py) --------------------------------
+
+
+def _probe(node: LocalNode, body):  # type: ignore[no-untyped-def]
+    """``body(client)`` on an asyncio streams connection to ``node`` as its URI's user."""
+    import asyncio
+
+    from pumpd.config.uri import parse_uri
+    from pumpd.streams.client import connect as connect_async
+
+    u = parse_uri(node.uri())
+
+    async def main():  # type: ignore[no-untyped-def]
+        assert node.stream_port is not None
+        client = await connect_async(host=u.effective_host, port=node.stream_port,
+                                     username=u.username, password=u.password, vhost=u.vhost,
+                                     step_timeout=20)
+        try:
+            return await body(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def test_the_chunk_probe_reads_a_streams_tail_and_the_chunk_holding_an_offset(
+        node: LocalNode) -> None:
+    import time
+
+    import pika
+    from pumpd.streams.chunk_probe import chunk_at, last_offset
+    from pumpd.streams.wire import OFFSET
+
+    s = _stream(node)
+    before = time.time()
+    with blocking_connection(node.uri()) as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        for batch in range(3):  # confirmed batch by batch: three chunks at least
+            for i in range(10):
+                ch.basic_publish("", s, b"%d" % (batch * 10 + i),
+                                 pika.BasicProperties(delivery_mode=2))
+    empty = _stream(node)
+
+    async def body(client):  # type: ignore[no-untyped-def]
+        last = await last_offset(client, s, wait=5)
+        held = await chunk_at(client, s, OFFSET, 25, wait=5)
+        first = await chunk_at(client, s, OFFSET, 0, wait=5)
+        nothing = await last_offset(client, empty, wait=0.5)
+        # each probe unsubscribed: the same connection goes on reading
+        again = await last_offset(client, s, wait=5)
+        return last, held, first, nothing, again
+
+    last, held, first, nothing, again = _probe(node, body)
+    assert last == again == 29
+    assert held.first <= 25 <= held.last
+    assert first.first == 0 and first.records >= 1
+    # written while this test ran (the node's clock is this machine's)
+    assert before - 1 <= held.timestamp / 1000 <= time.time() + 1
+    assert nothing is None
+
+
+def test_the_chunk_probe_names_a_missing_stream(node: LocalNode) -> None:
+    from pumpd.streams.chunk_probe import last_offset
+    from pumpd.streams.errors import StreamsError as AsyncStreamsError
+
+    async def body(client):  # type: ignore[no-untyped-def]
+        with pytest.raises(AsyncStreamsError) as info:
+            await last_offset(client, "no-such-stream", wait=2)
+        return str(info.value)
+
+    msg = _probe(node, body)
+    assert "cannot read stream 'no-such-stream' (STREAM_DOES_NOT_EXIST)" in msg, msg

@@ -217,7 +217,7 @@ KEY_VALUES: dict[str, Any] = {
     "dest-exchange": "x", "dest-exchange-key": "k", "dest-publish-properties": {},
     "publish-properties": {}, "add-forward-headers": True, "add-timestamp-header": True,
     "src-address": "/queues/q", "dest-address": "/queues/q", "dest-properties": {},
-    "dest-application-properties": {}, "dest-message-annotations": {},
+    "dest-application-properties": {}, "dest-message-annotations": {}, "src-stream-port": 5552,
 }
 OTHER_SIDE_KEYS = [(side, protocol, key)
                    for side in ("source", "destination") for protocol in ("amqp091", "amqp10")

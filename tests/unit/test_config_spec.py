@@ -84,6 +84,7 @@ SAMPLES: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {
     ("shovel", "amqp10_application_properties"): ({"k": "v"}, AMQP10_DESTINATION),
     ("shovel", "amqp10_message_annotations"): ({"x-opt-k": "v"}, AMQP10_DESTINATION),
     ("shovel", "publishing_id"): ("header:seq", STREAM_DESTINATION),
+    ("shovel", "source_stream_port"): (5553, {}),
     ("endpoint", "protocol"): ("amqp10", AMQP10_SOURCE_ENDPOINT),
     ("endpoint", "brokers"): (["amqp://a", "amqp://b"], {"-": ["broker"]}),
     ("endpoint", "broker"): ("amqp://other", {}),
@@ -350,7 +351,7 @@ def test_every_field_of_the_model_is_set_by_a_clause_of_the_spec() -> None:
     expected = {f for f in model_fields(parse_config({"shovels": {"orders": STATIC}})
                                         .shovels["orders"]) if f not in ("name", "warnings")}
     expected |= {f"cluster.{f.name}" for f in dataclasses.fields(ClusterConfig)}
-    expected -= {"source.stream", "source.stream_port", "source.super_stream"}  # destinations'
+    expected -= {"source.stream", "source.super_stream"}  # destinations'
 
     assert expected - moved == set()
     assert {f.name for f in dataclasses.fields(ShovelConfig)} >= {"undeliverable"}
@@ -364,7 +365,8 @@ def test_the_plugins_vocabulary_is_in_the_spec() -> None:
     dynamic = set(spec.dynamic_names())
     assert set(vocabulary.DYNAMIC_KEYS) | set(vocabulary.LEGACY_DYNAMIC_KEYS) <= dynamic
     assert set(vocabulary.AMQP10_KEYS) <= dynamic
-    assert set(spec.side_keys("source", "amqp091", dynamic=True)) == set(vocabulary.AMQP091_SOURCE_KEYS)
+    assert set(spec.side_keys("source", "amqp091", dynamic=True)) == set(
+        vocabulary.AMQP091_SOURCE_KEYS) | set(vocabulary.PUMPD_AMQP091_SOURCE_KEYS)
     assert set(spec.side_keys("destination", "amqp091", dynamic=True)) == set(vocabulary.AMQP091_DEST_KEYS)
     assert set(spec.side_keys("source", "amqp10", dynamic=True)) == set(vocabulary.AMQP10_SOURCE_KEYS)
     assert set(spec.side_keys("destination", "amqp10", dynamic=True)) == set(vocabulary.AMQP10_DEST_KEYS)

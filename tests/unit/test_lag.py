@@ -148,6 +148,38 @@ def test_a_new_session_starts_its_marks_afresh() -> None:
     assert lag.since == 100.0
 
 
+def test_a_stream_reading_holds_until_the_next_and_ticks_do_not_move_it() -> None:
+    lag = Lag()
+    tick(lag, 100.0, received=10)  # caught up by the rule of a source that counts nothing
+    lag.stream_reading(40, 90.0)  # 40 behind, the first of them written at 90
+    assert lag.seconds(100.0) == 10.0
+    # nothing held at a tick is no sign of being caught up: the stream's end says otherwise
+    assert tick(lag, 105.0, received=10, held=0) == 15.0
+    lag.idle()  # the destination failed: what the reading said still holds
+    assert lag.seconds(130.0) == 40.0
+    lag.stream_reading(60, 90.0)  # more behind, the same first one: older by the clock only
+    assert lag.seconds(150.0) == 60.0
+    lag.stream_reading(0, None)  # nothing behind: caught up
+    assert lag.seconds(160.0) == 0.0
+    assert tick(lag, 161.0, empty=False, received=20, held=5) == 0.0
+
+
+def test_a_stream_reading_without_a_chunk_time_is_unknown_and_a_failed_one_falls_back() -> None:
+    lag = Lag()
+    tick(lag, 100.0, received=10)
+    lag.stream_reading(3, None)
+    assert lag.seconds(101.0) is None
+    lag.stream_unread()  # the streams port went away: covered up to the last caught-up tick
+    assert lag.seconds(110.0) == 10.0
+    assert tick(lag, 111.0, received=10, held=0) == 0.0
+    lag.stream_reading(5, 100.0)
+    lag.unknown()  # paused: everything forgotten, the next tick goes by the rules
+    assert lag.seconds(112.0) is None
+    assert tick(lag, 113.0, received=0, held=0, session=object()) == 0.0
+    with pytest.raises(ValueError, match="behind must be at least 0"):
+        lag.stream_reading(-1, None)
+
+
 def test_marks_must_be_positive() -> None:
     with pytest.raises(ValueError, match="marks must be at least 1, not 0"):
         Lag(marks=0)

@@ -75,6 +75,10 @@ def test_a_dynamic_stream_destination_is_read() -> None:
     ({k: v for k, v in DYNAMIC.items() if k != "dest-stream"}, "dest-stream",
      "give exactly one of 'dest-stream' (a stream) and 'dest-super-stream'"),
     ({**DYNAMIC, "src-protocol": "stream"}, "src-protocol", "a stream is a destination only"),
+    ({**STATIC, "source_stream_port": 0}, "source_stream_port", "must be a positive integer"),
+    ({**{k: v for k, v in DYNAMIC.items() if k != "src-queue"}, "src-protocol": "amqp10",
+      "src-address": "/queues/in", "src-stream-port": 6001},
+     "src-stream-port", "belongs to an AMQP 0-9-1 source"),
 ])
 def test_a_bad_clause_is_refused_by_name(shovel: dict[str, Any], where: str,
                                          message: str) -> None:
@@ -99,3 +103,15 @@ def test_more_than_one_worker_on_a_stream_source_with_offset_ids_is_refused() ->
     with pytest.raises(ConfigError, match=r"workers.*every worker every message"):
         _one({**STATIC, "workers": 2})
     assert _one({**STATIC, "workers": 2, "publishing_id": "none"}).workers == 2
+
+
+def test_a_stream_sources_streams_port_is_read_in_both_forms_and_written_back() -> None:
+    """The port a stream source's lag is read on: source_stream_port / src-stream-port, on the
+    source side (None: 5552, or 5551 with amqps)."""
+    static = _one({**STATIC, "source_stream_port": 6001})
+    dynamic = _one({**DYNAMIC, "src-stream-port": 6001})
+    assert static.source.stream_port == dynamic.source.stream_port == 6001
+    assert _one(STATIC).source.stream_port is None
+    written = shovel_to_json(static)
+    assert written["source_stream_port"] == 6001
+    assert _one(written).source.stream_port == 6001

@@ -40,7 +40,8 @@ from ..endpoint import Edits, Settlement, Unforwardable
 from ..link_errors import LinkError
 from .publishing_ids import PublishingIds
 
-__all__ = ["MAX_UNCONFIRMED", "WIRE", "StreamDestination", "open_destination", "stream_port"]
+__all__ = ["MAX_UNCONFIRMED", "WIRE", "StreamDestination", "connect_streams", "open_destination",
+           "stream_port"]
 
 log = logging.getLogger("pumpd.streams")
 
@@ -140,6 +141,10 @@ class StreamDestination:
                     on_error=functools.partial(self._refused, publisher))
             except StreamsError as exc:
                 raise LinkError(f"destination: {exc}", side=self.side) from None
+
+    @property
+    def position_holder(self) -> str:
+        return f"producer {self.reference!r} of stream {self.stream!r}"
 
     async def resume_offset(self) -> int | None:
         """The source offset to resume at: right after the last one the stream stored under
@@ -283,8 +288,12 @@ class StreamDestination:
             self._settle(sequences, Settlement.REJECT)
 
 
-async def _connect(uri: BrokerURI, host: str, port: int, client_name: str) -> StreamsClient:
-    """:raises LinkError: naming the destination side"""
+async def connect_streams(uri: BrokerURI, host: str, port: int, client_name: str, *,
+                          side: str = "destination") -> StreamsClient:
+    """A streams connection to ``host:port`` with ``uri``'s credentials, vhost and TLS.
+
+    :raises LinkError: naming ``side``
+    """
     try:
         tls = ssl_context(uri) if uri.scheme == "amqps" else None
         return await connect(host=host, port=port, username=uri.username,
@@ -293,10 +302,9 @@ async def _connect(uri: BrokerURI, host: str, port: int, client_name: str) -> St
                              name=client_name, step_timeout=STEP_TIMEOUT,
                              heartbeat=uri.heartbeat if uri.heartbeat is not None else 60)
     except StreamsError as exc:
-        raise LinkError(f"destination: {exc}", side="destination") from None
+        raise LinkError(f"{side}: {exc}", side=side) from None
     except (OSError, ValueError) as exc:
-        raise LinkError(f"destination: streams protocol {host}:{port}: {exc}",
-                        side="destination") from None
+        raise LinkError(f"{side}: streams protocol {host}:{port}: {exc}", side=side) from None
 
 
 async def _to_leader(client: StreamsClient, uri: BrokerURI, port: int, stream: str,
@@ -319,7 +327,7 @@ async def _to_leader(client: StreamsClient, uri: BrokerURI, port: int, stream: s
     if leader in (client.advertised, (uri.effective_host, port)):
         return client
     try:
-        moved = await _connect(uri, leader.host, leader.port, client_name)
+        moved = await connect_streams(uri, leader.host, leader.port, client_name)
     except LinkError as exc:
         log.info("destination: stream %r's leader %s:%d cannot be reached (%s); publishing "
                  "through %s", stream, leader.host, leader.port, exc, client.address)
@@ -336,7 +344,7 @@ async def open_destination(uri: BrokerURI, client_name: str, cfg: ShovelConfig, 
     :raises LinkError: naming the destination side
     """
     port = stream_port(uri, cfg.destination.stream_port)
-    client = await _connect(uri, uri.effective_host, port, client_name)
+    client = await connect_streams(uri, uri.effective_host, port, client_name)
     try:
         super_stream = cfg.destination.super_stream
         if super_stream is not None:

@@ -54,10 +54,25 @@ from ....streams.codes import (
     command_name,
     refusal,
 )
-from ....streams.wire import PUBLISH_OVERHEAD, PUBLISHED_OVERHEAD, FrameReader, Malformed, string
+from ....streams.wire import (
+    DELIVER_DATA_AT,
+    FIRST,
+    LAST,
+    NEXT,
+    OFFSET,
+    PUBLISH_OVERHEAD,
+    PUBLISHED_OVERHEAD,
+    TIMESTAMP,
+    FrameReader,
+    Malformed,
+    chunk_head,
+    offset_specification,
+    string,
+)
 
-# offset specifications of subscribe
-FIRST, LAST, NEXT, OFFSET, TIMESTAMP = 1, 2, 3, 4, 5
+# subscribe's offset specifications, as the streams layer names them
+__all__ = ["FIRST", "LAST", "NEXT", "OFFSET", "TIMESTAMP", "Chunk", "StreamsConnectError",
+           "StreamsConnection", "StreamsError"]
 
 _HEAD = struct.Struct(">IHH")  # size, key, version
 # The largest frame read before the connection is open: the broker's answers until then are a
@@ -69,8 +84,7 @@ _RESPONSE_HEAD = 14  # a response's size, key, version, correlation id and code
 _PUBLISH_HEAD = struct.Struct(">IHHBi")  # size, key, version, publisher id, message count
 # each message's (publishing id, length) in a publish frame
 ENTRY_OVERHEAD = PUBLISHED_OVERHEAD
-_CHUNK = struct.Struct(">BbbHIqQQIII")  # Deliver v1: subscription id, then the chunk header
-DATA_AT = 8 + _CHUNK.size + 4  # where a Deliver frame's chunk data begins (after 4 reserved)
+DATA_AT = DELIVER_DATA_AT  # where a Deliver frame's chunk data begins (after 4 reserved)
 
 
 class StreamsError(RuntimeError):
@@ -344,8 +358,7 @@ class StreamsConnection:
                   subscription: int = 0) -> None:
         """Subscribe to ``stream`` at an offset specification (``OFFSET`` / ``TIMESTAMP`` take
         ``value``) with ``credit`` chunks."""
-        spec = struct.pack(">H", kind) + (struct.pack(">q", value)
-                                          if kind in (OFFSET, TIMESTAMP) else b"")
+        spec = offset_specification(kind, value)
         self._request(SUBSCRIBE, struct.pack(">B", subscription) + string(stream) + spec
                       + struct.pack(">Hi", credit, 0), f"read stream {stream!r}")
 
@@ -368,18 +381,15 @@ class StreamsConnection:
                 raise StreamsError(f"{self.where}: "
                                    + refusal(code, f"give credit to subscription {subscription}",
                                              self.username))
-        if len(frame) < DATA_AT:
-            raise StreamsError(f"{self.where}: a Deliver frame of {len(frame)} bytes (to "
-                               f"{self.step}), too short for a chunk")
-        (_sub, _magic, kind, entries, records, ts, _epoch, first, crc, length,
-         _trailer) = _CHUNK.unpack_from(frame, 8)
-        if kind != 0:
-            raise StreamsError(f"{self.where}: chunk at offset {first} (to {self.step}): "
-                               f"type {kind}, not a user chunk")
-        if zlib.crc32(memoryview(frame)[DATA_AT:DATA_AT + length]) != crc:
+        try:  # sizes and type checked as the engine's asyncio client checks them
+            head = chunk_head(frame)
+        except Malformed as exc:
+            raise StreamsError(f"{self.where}: a Deliver frame (to {self.step}): {exc}") from None
+        first, length = head.first, head.data_length
+        if zlib.crc32(memoryview(frame)[DATA_AT:DATA_AT + length]) != head.crc:
             raise StreamsError(f"{self.where}: chunk at offset {first} (to {self.step}): "
                                "bad CRC")
-        return Chunk(first, entries, records, ts, frame, DATA_AT)
+        return Chunk(first, head.entries, head.records, head.timestamp, frame, DATA_AT)
 
     def chunks(self, credit_every: int) -> Iterator[Chunk]:
         """Delivered chunks, giving credit back ``credit_every`` chunks at a time."""
