@@ -5,16 +5,28 @@ private node with ``rabbitmq_stream``; the client is called directly (no Spark).
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
+import pika
 import pytest
+from pumpd.config.uri import parse_uri
 from pumpd.spark.read.read_options import parse_read_options
 from pumpd.spark.read.streams.protocol import connect
 from pumpd.spark.read.streams.wire import FIRST, StreamsError
+from pumpd.streams.chunk_probe import chunk_at, last_offset
+from pumpd.streams.client import StreamsClient
+from pumpd.streams.client import connect as connect_async
+from pumpd.streams.errors import StreamsError as AsyncStreamsError
+from pumpd.streams.wire import OFFSET
 from pumpd.testing.localnode import LocalNode
 
 from tests.support.amqp_helpers import blocking_connection
+
+_T = TypeVar("_T")
 
 # passwords no error may show (long enough that a stray piece of one would be found)
 PASSWORD = "str3ams-pass-w0rd"
@@ -139,16 +151,11 @@ def test_the_amqp_port_given_as_the_streams_port_is_named_as_such(node: LocalNod
 # -- the asyncio client's chunk probe (streams/chunk_probe.py) --------------------------------
 
 
-def _probe(node: LocalNode, body):  # type: ignore[no-untyped-def]
+def _probe(node: LocalNode, body: Callable[[StreamsClient], Awaitable[_T]]) -> _T:
     """``body(client)`` on an asyncio streams connection to ``node`` as its URI's user."""
-    import asyncio
-
-    from pumpd.config.uri import parse_uri
-    from pumpd.streams.client import connect as connect_async
-
     u = parse_uri(node.uri())
 
-    async def main():  # type: ignore[no-untyped-def]
+    async def main() -> _T:
         assert node.stream_port is not None
         client = await connect_async(host=u.effective_host, port=node.stream_port,
                                      username=u.username, password=u.password, vhost=u.vhost,
@@ -163,12 +170,6 @@ def _probe(node: LocalNode, body):  # type: ignore[no-untyped-def]
 
 def test_the_chunk_probe_reads_a_streams_tail_and_the_chunk_holding_an_offset(
         node: LocalNode) -> None:
-    import time
-
-    import pika
-    from pumpd.streams.chunk_probe import chunk_at, last_offset
-    from pumpd.streams.wire import OFFSET
-
     s = _stream(node)
     before = time.time()
     with blocking_connection(node.uri()) as c:
@@ -180,7 +181,7 @@ def test_the_chunk_probe_reads_a_streams_tail_and_the_chunk_holding_an_offset(
                                  pika.BasicProperties(delivery_mode=2))
     empty = _stream(node)
 
-    async def body(client):  # type: ignore[no-untyped-def]
+    async def body(client: StreamsClient) -> tuple[Any, ...]:
         last = await last_offset(client, s, wait=5)
         held = await chunk_at(client, s, OFFSET, 25, wait=5)
         first = await chunk_at(client, s, OFFSET, 0, wait=5)
@@ -199,10 +200,7 @@ def test_the_chunk_probe_reads_a_streams_tail_and_the_chunk_holding_an_offset(
 
 
 def test_the_chunk_probe_names_a_missing_stream(node: LocalNode) -> None:
-    from pumpd.streams.chunk_probe import last_offset
-    from pumpd.streams.errors import StreamsError as AsyncStreamsError
-
-    async def body(client):  # type: ignore[no-untyped-def]
+    async def body(client: StreamsClient) -> str:
         with pytest.raises(AsyncStreamsError) as info:
             await last_offset(client, "no-such-stream", wait=2)
         return str(info.value)
