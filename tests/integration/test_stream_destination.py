@@ -90,12 +90,12 @@ def test_a_091_consumer_reads_from_the_destination_what_it_read_from_the_source(
     with blocking_connection(uri) as c:
         ch = c.channel()
         ch.confirm_delivery()
-        ch.basicpublish("", src, b"\x00binary body\xff", pika.BasicProperties(
+        ch.basic_publish("", src, b"\x00binary body\xff", pika.BasicProperties(
             content_type="application/octet-stream", content_encoding="gzip", headers=headers,
             delivery_mode=2, priority=3, correlation_id="corr-1", reply_to="replies",
             message_id="id-1", timestamp=1_700_000_000, type="kind", user_id="guest",
             app_id="the-app"))
-        ch.basicpublish("", src, b"plain", pika.BasicProperties())
+        ch.basic_publish("", src, b"plain", pika.BasicProperties())
     cfg = shovel("fidelity", **stream_shovel(uri, src, uri, dst, node.stream_port))
     with running(cfg) as pumps:
         pumps.wait_for(lambda: len(read_stream(uri, dst, 2, timeout=2)) >= 2, 60,
@@ -227,7 +227,7 @@ def test_publishing_ids_from_a_header_refuse_a_missing_or_repeated_one_by_name(
         for body, headers in ((b"body 0", {"seq": 1}), (b"body 1", {"seq": 2}),
                               (b"no seq", {}), (b"again", {"seq": 2}),
                               (b"body 2", {"seq": 5})):
-            ch.basicpublish("", src, body, pika.BasicProperties(headers=headers))
+            ch.basic_publish("", src, body, pika.BasicProperties(headers=headers))
     parked = f"parked-{uuid.uuid4().hex[:6]}"
     clauses = stream_shovel(uri, src, uri, dst, node.stream_port,
                             publishing_id="header:seq",
@@ -287,7 +287,7 @@ def test_a_foreign_streams_client_reads_from_the_destination_what_the_source_sto
     with blocking_connection(uri) as c:
         ch = c.channel()
         ch.confirm_delivery()
-        ch.basicpublish("", src, b"\x00body\xff", pika.BasicProperties(
+        ch.basic_publish("", src, b"\x00body\xff", pika.BasicProperties(
             content_type="text/plain", headers={"n": 7, "big": 2**40, "s": "ünï", "t": True},
             delivery_mode=2, priority=1, message_id="m-1", correlation_id="c-1",
             timestamp=1_700_000_000, type="kind", app_id="app", user_id="guest",
@@ -319,7 +319,7 @@ def test_a_super_stream_gets_each_message_in_the_partition_its_routing_key_hashe
         ch.confirm_delivery()
         n = 300
         for i in range(n):
-            ch.basicpublish(f"in-{tag}", f"key-{i % 10}", b"body %d" % i)
+            ch.basic_publish(f"in-{tag}", f"key-{i % 10}", b"body %d" % i)
     clauses = stream_shovel(uri, src, uri, "", node.stream_port)
     clauses["destinations"] = {"protocol": "stream", "broker": uri, "super_stream": exchange,
                                "stream_port": node.stream_port}

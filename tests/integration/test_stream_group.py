@@ -35,7 +35,6 @@ from tests.support.stream_helpers import (
 
 pytestmark = pytest.mark.timeout(420)
 
-SHOVEL = "s2s"
 MESSAGES = 100_000
 PER_SECOND = 5_000  # the source grows for 20 s: the fault lands with the shovel at work
 SOURCE_HEARTBEAT = 5  # seconds, on the source URI: how soon a silent member's lease goes
@@ -53,30 +52,30 @@ def node() -> Iterator[LocalNode]:
         yield n
 
 
-def _running(d: Daemon) -> bool:
-    doc = d.shovel(SHOVEL)
+def _running(d: Daemon, shovel: str) -> bool:
+    doc = d.shovel(shovel)
     return bool(doc and doc["state"] == "running")
 
 
-def _confirmed(d: Daemon) -> int:
-    doc = d.shovel(SHOVEL)
+def _confirmed(d: Daemon, shovel: str) -> int:
+    doc = d.shovel(shovel)
     return int(doc["counters"]["confirmed"]) if doc else 0
 
 
-def _holder(members: list[Daemon], timeout: float) -> Daemon:
+def _holder(members: list[Daemon], shovel: str, timeout: float) -> Daemon:
     """The one member that runs the position, once the same one has for HELD seconds (a
     member that joins later may be handed the position, after ``settle``)."""
     deadline = time.monotonic() + timeout
     last: Daemon | None = None
     since = time.monotonic()
     while True:
-        running = [d for d in members if _running(d)]
+        running = [d for d in members if _running(d, shovel)]
         now = running[0] if len(running) == 1 else None
         if now is not last:
             last, since = now, time.monotonic()
         elif now is not None and time.monotonic() - since >= HELD:
             return now
-        assert time.monotonic() < deadline, f"not one member running {SHOVEL}: {running}"
+        assert time.monotonic() < deadline, f"not one member running {shovel}: {running}"
         time.sleep(0.2)
 
 
@@ -102,21 +101,23 @@ def test_a_member_killed_or_frozen_mid_stream_hands_over_and_every_offset_is_sto
         fault: str, pumpd_daemon: Callable[..., Daemon], node: LocalNode) -> None:
     uri = node.uri()
     port = node.stream_port
+    # a name of its own: the source broker keeps a stream position per shovel name
+    shovel = f"s2s-{fault}"
     assert port is not None
     src, dst = new_stream(uri), new_stream(uri)
     doc: dict[str, Any] = {
         "group": {"name": f"g-{uuid.uuid4().hex[:6]}", "coordination_uri": uri,
                   "lease_retry": 0.5, "poll_interval": 0.5, "settle": 2, "grace": 3},
-        "shovels": {SHOVEL: stream_shovel(f"{uri}?heartbeat={SOURCE_HEARTBEAT}", src, uri,
+        "shovels": {shovel: stream_shovel(f"{uri}?heartbeat={SOURCE_HEARTBEAT}", src, uri,
                                           dst, port, reconnect_delay=0.5)},
     }
     members = [group_member(pumpd_daemon, doc, name) for name in ("a", "b")]
     for d in members:
         d.start()
-    victim = _holder(members, 60)
+    victim = _holder(members, shovel, 60)
     survivor = next(d for d in members if d is not victim)
     publisher = in_background(publish_paced, uri, src, MESSAGES, PER_SECOND)
-    victim.wait_for(lambda: _confirmed(victim) >= MESSAGES // 4, 120,
+    victim.wait_for(lambda: _confirmed(victim, shovel) >= MESSAGES // 4, 120,
                     f"{MESSAGES // 4} confirmed by the first holder")
     tree = process_tree(victim)
     at_fault = stream_length(uri, port, dst)
@@ -127,13 +128,13 @@ def test_a_member_killed_or_frozen_mid_stream_hands_over_and_every_offset_is_sto
         for pid in tree:
             os.kill(pid, signal.SIGSTOP)
     try:
-        survivor.wait_for(lambda: _running(survivor), 90, f"{SHOVEL} running on the survivor")
-        took = taken_over_after(faulted, [survivor], [SHOVEL])
+        survivor.wait_for(lambda: _running(survivor, shovel), 90, f"{shovel} running on the survivor")
+        took = taken_over_after(faulted, [survivor], [shovel])
         if fault == "freeze":
             # the survivor stores past what the frozen member held before it wakes: a late
             # write of the zombie would then be a duplicate or, with a higher id, a gap
-            base = _confirmed(survivor)
-            survivor.wait_for(lambda: _confirmed(survivor) >= base + 2000, 60,
+            base = _confirmed(survivor, shovel)
+            survivor.wait_for(lambda: _confirmed(survivor, shovel) >= base + 2000, 60,
                               "2000 more stored by the survivor")
     finally:
         if fault == "freeze":
@@ -157,10 +158,15 @@ def test_a_member_killed_or_frozen_mid_stream_hands_over_and_every_offset_is_sto
     counts = Counter(offsets)
     missing = MESSAGES - sum(1 for o in counts if 0 <= o < MESSAGES)
     duplicates = sum(n - 1 for n in counts.values())
-    print(f"{fault}: the destination held {at_fault} at the fault; {SHOVEL} ran on the "
+    print(f"{fault}: the destination held {at_fault} at the fault; {shovel} ran on the "
           f"survivor {took:.1f} s after it; back {woke - faulted:.1f} s after it; "
           f"{len(offsets)} stored, {missing} missing, {duplicates} duplicates")
     assert (len(offsets), missing, duplicates) == (MESSAGES, 0, 0)
     assert offsets == list(range(MESSAGES))
     # the position did move: the first holder stored some, the survivor the rest
     assert 0 < at_fault < MESSAGES
+    if fault == "freeze":
+        # the member that woke said why it published nothing it held: its fence
+        fenced = [e["message"] for e in victim.log_events() if e.get("shovel") == shovel
+                  and "none of it is published" in e["message"]]
+        assert fenced, victim.log()

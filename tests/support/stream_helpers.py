@@ -16,6 +16,8 @@ import pika
 
 from tests.support.amqp_helpers import blocking_connection
 
+PROBE_WAIT_MS = 5000  # how long stream_length waits for an answer, and for an empty stream
+
 
 def new_stream(uri: str) -> str:
     """A new durable stream with a name of its own."""
@@ -112,12 +114,16 @@ def stored_offsets(uri: str, stream: str, n: int, timeout: float = 30) -> list[i
 
 def stream_length(uri: str, port: int, stream: str) -> int:
     """The next offset of ``stream`` (its length, for a stream never truncated) over the
-    streams protocol; 0 when it holds nothing. Cheap: one chunk's header, not a read."""
+    streams protocol; 0 when it holds nothing (after ``PROBE_WAIT_MS``). Cheap: one chunk's
+    header, not a read."""
     from pumpd.spark.read.read_options import parse_read_options
     from pumpd.spark.read.streams.protocol import StreamProbe
 
+    # the probe's connection and each of its steps wait as long as an empty stream's chunk:
+    # a handshake on a loaded test machine takes more than a tenth of a second
     probe = StreamProbe(parse_read_options({"uri": uri, "stream": stream,
-                                            "streamPort": str(port), "pollTimeoutMs": "100"}))
+                                            "streamPort": str(port),
+                                            "pollTimeoutMs": str(PROBE_WAIT_MS)}))
     try:
         tail = probe.next_offset(stream)
     finally:
