@@ -128,7 +128,8 @@ def test_a_member_killed_or_frozen_mid_stream_hands_over_and_every_offset_is_sto
         for pid in tree:
             os.kill(pid, signal.SIGSTOP)
     try:
-        survivor.wait_for(lambda: _running(survivor, shovel), 90, f"{shovel} running on the survivor")
+        survivor.wait_for(lambda: _running(survivor, shovel), 90,
+                          f"{shovel} running on the survivor")
         took = taken_over_after(faulted, [survivor], [shovel])
         if fault == "freeze":
             # the survivor stores past what the frozen member held before it wakes: a late
