@@ -2,6 +2,7 @@
 destination stream, then the whole destination read back and checked message by message.
 
     python bench/stream_faults.py [--messages 1000000] [--faults 10] [--source stream|queue]
+                                  [--group]
 
 Two private nodes with ``rabbitmq_stream``: the source node holds the source (a stream, or with
 ``--source queue`` a durable classic or quorum queue), filled with ``--messages`` messages of
@@ -18,6 +19,12 @@ again), a destination node restart, a source node restart, a reset of the destin
 connections, a stall of the destination's connections longer than the heartbeat and stall
 timeouts, a reset of the source's connections. Each fault is logged with its time and the
 destination's length then.
+
+With ``--group`` the shovel runs on a group of two daemons (a ``group`` clause, the source node
+as coordination broker, each member with its own configuration and state file), and the kinds
+start with ``member-kill``: kill -9 of the member running the shovel, the other member taking
+the position over (the seconds it took are logged), then the killed member started again so
+that it rejoins. The worker and daemon kills hit the member running the shovel.
 
 At the end the whole destination stream is read over the streams protocol (not pumpd's
 counters) and checked against the source's sequence numbers: count, duplicates, missing,
@@ -63,6 +70,11 @@ from shovel_run import results_file
 
 KINDS = ("worker-kill", "daemon-kill", "destination-restart", "source-restart",
          "destination-reset", "destination-stall", "source-reset")
+GROUP_KINDS = ("member-kill", *KINDS)
+GROUP = "faults"
+MEMBERS = ("a", "b")
+# the most seconds a member kill may take to be over: the other member runs the position
+TAKEOVER_SECONDS = 120.0
 SHOVEL = "faults"
 SOURCE, DESTINATION = "faults-source", "faults-destination"
 # Both sides' heartbeat and the shovel's stall timeout are short, so that a stalled connection
@@ -177,6 +189,10 @@ class Daemon:
         except (OSError, ValueError, urllib.error.URLError):
             return None
 
+    def running(self) -> bool:
+        """Whether this daemon runs the shovel now (in a group: holds its position)."""
+        return (self.status() or {}).get("state") == "running"
+
     def worker_pid(self, timeout: float = 60.0) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -232,15 +248,46 @@ class Daemon:
 
 
 class Faults:
-    """The faults, by kind, on the run's nodes, proxies and daemon."""
+    """The faults, by kind, on the run's nodes, proxies and daemons."""
 
     def __init__(self, source: LocalNode, destination: LocalNode, source_proxy: TcpProxy,
-                 destination_proxy: TcpProxy, daemon: Daemon) -> None:
+                 destination_proxy: TcpProxy, members: list[Daemon]) -> None:
         self.source, self.destination = source, destination
         self.source_proxy, self.destination_proxy = source_proxy, destination_proxy
-        self.daemon = daemon
+        self.members = members
         self.busy: threading.Thread | None = None
         self.failure: BaseException | None = None
+        self.takeovers: list[float] = []  # seconds from a member kill to the position running
+
+    def holder(self, timeout: float = 60.0) -> Daemon:
+        """The daemon that runs the shovel (the only one without a group)."""
+        if len(self.members) == 1:
+            return self.members[0]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            running = [d for d in self.members if d.alive() and d.running()]
+            if len(running) == 1:
+                return running[0]
+            time.sleep(0.2)
+        raise RuntimeError(f"no one member running the shovel within {timeout:.0f} s")
+
+    def alive(self) -> bool:
+        """Every member's process runs (a killed one is started again within its fault)."""
+        return all(d.alive() for d in self.members)
+
+    def _member_kill(self, victim: Daemon) -> None:
+        """Kill -9 ``victim``, wait for another member to run the position, start it again."""
+        killed = time.monotonic()
+        victim.kill_9()
+        others = [d for d in self.members if d is not victim]
+        deadline = killed + TAKEOVER_SECONDS
+        while not any(d.running() for d in others):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no other member ran the shovel within "
+                                   f"{TAKEOVER_SECONDS:.0f} s of the kill")
+            time.sleep(0.1)
+        self.takeovers.append(round(time.monotonic() - killed, 1))
+        victim.start()
 
     def _in_background(self, fault: Callable[[], object]) -> None:
         """A node restart or a stall takes seconds; the run is watched meanwhile."""
@@ -264,13 +311,19 @@ class Faults:
     def inject(self, kind: str) -> str:
         """Inject one fault; returns what was done."""
         if kind == "worker-kill":
-            pid = self.daemon.worker_pid()
+            pid = self.holder().worker_pid()
             os.kill(pid, signal.SIGKILL)
             return f"SIGKILL to worker {pid}"
         if kind == "daemon-kill":
-            pids = self.daemon.kill_9()
-            self.daemon.start()
+            daemon = self.holder()
+            pids = daemon.kill_9()
+            daemon.start()
             return f"SIGKILL to {pids}, daemon started again"
+        if kind == "member-kill":
+            victim = self.holder()
+            self._in_background(lambda: self._member_kill(victim))
+            return (f"SIGKILL to the member running the shovel ({victim.config.stem}), "
+                    "started again once another member runs it")
         if kind == "destination-restart":
             self._in_background(self.destination.restart)
             return "destination node stopping and starting"
@@ -286,11 +339,11 @@ class Faults:
             return f"{held} destination connection(s) stalled for {STALL_SECONDS} s"
         if kind == "source-reset":
             return f"{self.source_proxy.reset_all()} source connection(s) reset"
-        raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(KINDS)}")
+        raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(GROUP_KINDS)}")
 
 
 def shovel_config(source_uri: str, destination_uri: str, stream_port: int, stream_source: bool,
-                  prefetch: int) -> dict[str, Any]:
+                  prefetch: int, coordination_uri: str | None = None) -> dict[str, Any]:
     shovel: dict[str, Any] = {
         "sources": {"broker": source_uri}, "queue": SOURCE,
         "prefetch_count": prefetch, "ack_mode": "on_confirm",
@@ -301,7 +354,11 @@ def shovel_config(source_uri: str, destination_uri: str, stream_port: int, strea
     }
     if stream_source:
         shovel["consumer_args"] = {"x-stream-offset": "first"}
-    return {"shovels": {SHOVEL: shovel}}
+    doc: dict[str, Any] = {"shovels": {SHOVEL: shovel}}
+    if coordination_uri is not None:
+        # every other group setting is the default: the run measures what a user gets
+        doc["group"] = {"name": GROUP, "coordination_uri": coordination_uri}
+    return doc
 
 
 def check(sequences: list[int], messages: int) -> dict[str, Any]:
@@ -331,7 +388,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     rec: dict[str, Any] = {"source": args.source, "messages": args.messages,
                            "body_size": args.body_size, "prefetch": args.prefetch,
                            "publishing_id": "source-offset" if stream_source else "none",
-                           "ok": False, "error": None}
+                           "ok": False, "error": None,
+                           "members": len(MEMBERS) if args.group else 1}
     if not stream_source:
         rec["queue_type"] = args.queue_type
     plugins = ("rabbitmq_stream",)
@@ -351,30 +409,43 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             source_uri = (f"amqp://guest:guest@127.0.0.1:{source_proxy.port}/%2F"
                           f"?heartbeat={HEARTBEAT}")
             destination_uri = f"{dst.uri()}?heartbeat={HEARTBEAT}"
-            config = workdir / "pumpd.json"
-            config.write_text(json.dumps(shovel_config(
+            text = json.dumps(shovel_config(
                 source_uri, destination_uri, destination_proxy.port, stream_source,
-                args.prefetch), indent=2))
-            daemon = Daemon(config, args.daemon_log or workdir / "pumpd.log")
-            faults = Faults(src, dst, source_proxy, destination_proxy, daemon)
+                args.prefetch, src.uri() if args.group else None), indent=2)
+            members = []
+            # a member's state and token files go beside its configuration: one file each
+            for name in MEMBERS if args.group else ("pumpd",):
+                config = workdir / f"{name}.json"
+                config.write_text(text)
+                log_path = args.daemon_log or workdir / "pumpd.log"
+                if args.group:
+                    log_path = log_path.with_name(f"{log_path.stem}-{name}{log_path.suffix}")
+                members.append(Daemon(config, log_path))
+            faults = Faults(src, dst, source_proxy, destination_proxy, members)
             marks = [args.messages * (k + 1) // (args.faults + 1) for k in range(args.faults)]
             log: list[dict[str, Any]] = []
             began = time.monotonic()
-            daemon.start()
+            for daemon in members:
+                daemon.start()
             try:
-                rec["wall_s"] = watch(args, daemon, faults, dest, marks, log, began,
-                                      src.uri(), stream_source)
-                stopped = daemon.stop()
-                rec["daemon_exit"] = stopped
-                rec["daemon_starts"] = daemon.starts
+                rec["wall_s"] = watch(args, faults, dest, marks, log, began, src.uri(),
+                                      stream_source)
+                exits = [d.stop() for d in members]
+                rec["daemon_exit"] = exits if args.group else exits[0]
+                starts = [d.starts for d in members]
+                rec["daemon_starts"] = starts if args.group else starts[0]
                 rec["destination_proxy_connections"] = destination_proxy.accepted
                 rec["source_proxy_connections"] = source_proxy.accepted
             except BaseException:
-                print(daemon.log_tail(), file=sys.stderr)
+                for daemon in members:
+                    print(daemon.log_tail(), file=sys.stderr)
                 raise
             finally:
-                daemon.kill_9()
+                for daemon in members:
+                    daemon.kill_9()
                 rec["faults"] = log
+                if args.group:
+                    rec["takeover_s"] = faults.takeovers
                 rec["faults_mid_run"] = sum(1 for f in log if f["mid_run"])
                 rec["faults_by_kind"] = dict(Counter(f["kind"] for f in log))
         if not stream_source:
@@ -395,14 +466,14 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return rec
 
 
-def watch(args: argparse.Namespace, daemon: Daemon, faults: Faults, dest: StreamReader,
+def watch(args: argparse.Namespace, faults: Faults, dest: StreamReader,
           marks: list[int], log: list[dict[str, Any]], began: float, source_uri: str,
           stream_source: bool) -> float:
     """Inject the faults at their marks and wait for the end; returns the wall time from the
     daemon's start to the last message stored."""
     last_length, last_change = -1, time.monotonic()
     last_growth = last_change
-    kinds = itertools.cycle(KINDS)
+    kinds = itertools.cycle(GROUP_KINDS if args.group else KINDS)
     over_at: int | None = None  # the length when the last fault was over
     while True:
         length = dest.length()
@@ -437,7 +508,9 @@ def watch(args: argparse.Namespace, daemon: Daemon, faults: Faults, dest: Stream
         elif now - last_change > HANG_SECONDS:
             raise RuntimeError(f"hang: the destination held {length} of {args.messages} "
                                f"messages for {HANG_SECONDS:.0f} s")
-        if not daemon.alive():
+        # a member kill leaves its member down until the others run the position
+        if faults.ready() and not faults.alive():
+            daemon = next(d for d in faults.members if not d.alive())
             raise RuntimeError(f"pumpd exited ({daemon.proc and daemon.proc.returncode}) at "
                                f"{length}:\n{daemon.log_tail()}")
         time.sleep(POLL_INTERVAL)
@@ -455,7 +528,11 @@ def main() -> int:
     p.add_argument("--prefetch", type=int, default=1000)
     p.add_argument("--output", type=Path, default=None)
     p.add_argument("--daemon-log", type=Path, default=None,
-                   help="keep the daemon's output in this file (else it is thrown away)")
+                   help="keep the daemon's output in this file (else it is thrown away; with "
+                        "--group one file per member, named after it)")
+    p.add_argument("--group", action="store_true",
+                   help=f"run the shovel on a group of {len(MEMBERS)} daemons and kill the "
+                        "member running it as one of the faults")
     args = p.parse_args()
     if not 1 <= args.messages <= 100_000_000:
         p.error("--messages: 1..100,000,000")
@@ -473,12 +550,14 @@ def main() -> int:
             rec = {"source": args.source, "messages": args.messages, "ok": False,
                    "error": f"{type(exc).__name__}: {exc}"}
     case = f"{args.body_size}B-{args.source}-stream-{args.faults}faults"
+    if args.group:
+        case += f"-group{len(MEMBERS)}"
     rate = (args.messages / rec["wall_s"]) if rec.get("wall_s") else None
     rec = common_fields("stream_faults", case, "pumpd", 1, rate) | rec
     with out.open("a") as f:
         f.write(json.dumps(rec) + "\n")
     print(f"\n{case}: {'OK' if rec['ok'] else 'FAILED'} ({out})")
-    for key in ("error", "wall_s", "faults_by_kind", "faults_mid_run", "stored", "duplicates", "duplicate_bound",
+    for key in ("error", "wall_s", "takeover_s", "faults_by_kind", "faults_mid_run", "stored", "duplicates", "duplicate_bound",
                 "missing", "unexpected", "out_of_order", "exact", "left_in_source"):
         if key in rec:
             print(f"  {key:16} {rec[key]}")

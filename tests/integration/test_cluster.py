@@ -12,14 +12,12 @@ the group moves within seconds; bench/group_spread.py measures the default ones.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,14 @@ from pumpd.supervisor.membership import member_id
 from pumpd.testing.localnode import LocalNode, find_free_port
 
 from tests.support.amqp_helpers import SteadyPublisher, drain_queue
-from tests.support.daemon_helpers import Daemon, _children, shovel_def
+from tests.support.daemon_helpers import Daemon, shovel_def
+from tests.support.group_helpers import (
+    group_member,
+    iso,
+    member_ident,
+    process_tree,
+    taken_over_after,
+)
 
 SHOVELS = 9
 
@@ -50,18 +55,9 @@ def _config(node_a: LocalNode, vhost_a: str, node_b: LocalNode, vhost_b: str) ->
 
 
 def _member(start_daemon: Callable[..., Daemon], doc: dict[str, Any], name: str) -> Daemon:
-    """A member with its own files (configuration, state, token), all its positions in one
-    worker process (three daemons of nine processes each would crowd the test machine)."""
-    d = start_daemon(doc["shovels"], "--shovels-per-process", str(SHOVELS), start=False)
-    d.config_path = d.workdir / f"{name}.json"
-    d.state_path = d.workdir / f"{name}.runtime.json"
-    d.token_path = d.workdir / f"{name}.runtime.token"
-    d.config_path.write_text(json.dumps(doc))
-    return d
-
-
-def _ident(d: Daemon) -> str:
-    return member_id(str(d.state_path))
+    """A member with all its positions in one worker process (three daemons of nine processes
+    each would crowd the test machine)."""
+    return group_member(start_daemon, doc, name, "--shovels-per-process", str(SHOVELS))
 
 
 def _rows(node: LocalNode, *args: str) -> list[list[str]]:
@@ -128,22 +124,6 @@ def _every_source_consumed_once(node: LocalNode, vhost: str, gone: str,
         time.sleep(0.2)
 
 
-def _taken_over_after(killed: float, others: list[Daemon], shovels: list[str]) -> float:
-    """Seconds from ``killed`` (wall clock) until the last of ``shovels`` was running on one of
-    ``others``, from their logs (the broker's lists, read with rabbitmqctl, take seconds each
-    on a loaded machine: too coarse for the time; they said who consumes)."""
-    def at(event: dict[str, Any]) -> float:
-        when = datetime.strptime(event["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
-        return when.replace(tzinfo=timezone.utc).timestamp()
-
-    running = [(e["shovel"], at(e)) for d in others for e in d.log_events()
-               if e.get("shovel") in shovels and e["message"].endswith(": running")]
-    firsts = [min((t for s, t in running if s == name and t >= killed), default=None)
-              for name in shovels]
-    assert None not in firsts, f"not running after the kill: {shovels}, {firsts}"
-    return max(t for t in firsts if t is not None) - killed
-
-
 def _sources_empty(node: LocalNode, vhost: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -162,7 +142,7 @@ def test_three_members_spread_nine_shovels_one_consumer_each_and_refuse_runtime_
     members = [_member(pumpd_daemon, doc, n) for n in ("a", "b", "c")]
     for d in members:
         d.start()
-    ids = [_ident(d) for d in members]
+    ids = [member_ident(d) for d in members]
     assert len(set(ids)) == 3
     _wait_spread(node_a, vhost_a, ids, 90, "three members")
 
@@ -202,7 +182,7 @@ def test_three_members_spread_nine_shovels_one_consumer_each_and_refuse_runtime_
                              shovel_def(node_a.uri(vhost_a), "x", node_b.uri(vhost_b), "y"))
     assert status == 409, body
     assert "group 'g'" in body["reason"] and "SIGHUP" in body["reason"]
-    assert _ident(a) in body["reason"]
+    assert member_ident(a) in body["reason"]
     assert a.request("DELETE", "/api/shovels/s0")[0] == 409
     assert a.shovel("extra") is None
 
@@ -218,7 +198,7 @@ def test_a_member_killed_hands_its_positions_to_the_others_and_one_joining_takes
     members = [_member(pumpd_daemon, doc, n) for n in ("a", "b", "c")]
     for d in members:
         d.start()
-    ids = [_ident(d) for d in members]
+    ids = [member_ident(d) for d in members]
     _wait_spread(node_a, vhost_a, ids, 90, "three members")
     a, b, c = members
     with SteadyPublisher(node_a.uri(vhost_a), [f"in{i}" for i in range(SHOVELS)], 100) as pub:
@@ -229,7 +209,7 @@ def test_a_member_killed_hands_its_positions_to_the_others_and_one_joining_takes
         c.kill_everything()
         _every_source_consumed_once(node_a, vhost_a, ids[2], 60)
         _wait_spread(node_a, vhost_a, ids[:2], 30, "after kill -9 of c")
-        took = _taken_over_after(killed, [a, b], [f"s{q[2:]}" for q in held_by_c])
+        took = taken_over_after(killed, [a, b], [f"s{q[2:]}" for q in held_by_c])
         # c comes back (the same files: the same member id) and takes its share again,
         # handed over by a and b gracefully (drain, confirm, ack, release)
         c.start()
@@ -311,14 +291,6 @@ def _consumer_channels(node: LocalNode, vhost: str) -> dict[str, list[str]]:
     return out
 
 
-def _process_tree(d: Daemon) -> list[int]:
-    """The daemon's coordinator and every process it started (workers, resource tracker)."""
-    pids = [d.pid]
-    for pid in pids:
-        pids.extend(p for p in _children(pid) if p not in pids)
-    return pids
-
-
 def _running_on(members: list[Daemon], shovels: list[str]) -> bool:
     """Whether each of ``shovels`` runs on one of ``members``, as they report it (cheap: the
     broker's own lists, slower to read, confirm it after)."""
@@ -377,7 +349,7 @@ def test_a_member_frozen_or_killed_fails_over_within_the_source_heartbeat_and_no
         healthy = [q for q in queues if q not in victims]
         # who consumes is the broker's word: one consumer on each queue, and its channel
         before = _one_consumer_each(node_a, vhost_a, queues)
-        tree = _process_tree(victim)
+        tree = process_tree(victim)
         faulted = time.time()
         if fault == "freeze":
             for pid in tree:
@@ -387,7 +359,7 @@ def test_a_member_frozen_or_killed_fails_over_within_the_source_heartbeat_and_no
         try:
             survivors[0].wait_for(lambda: _running_on(survivors, its_shovels), 60,
                                   f"the {fault} member's shovels running on the others")
-            took = _taken_over_after(faulted, survivors, its_shovels)
+            took = taken_over_after(faulted, survivors, its_shovels)
             during = _one_consumer_each(node_a, vhost_a, queues)
         finally:
             if fault == "freeze":
@@ -421,14 +393,14 @@ def test_a_member_frozen_or_killed_fails_over_within_the_source_heartbeat_and_no
     # took what its own view preferred before their records agreed); what they hand back to it
     # is exactly what they took from it
     handovers = [e for d in survivors for e in d.log_events()
-                 if e.get("event") == "handover" and e["time"] >= _iso(faulted)]
-    print(f"back at {_iso(returned)}; handovers:",
+                 if e.get("event") == "handover" and e["time"] >= iso(faulted)]
+    print(f"back at {iso(returned)}; handovers:",
           [(e["time"], e["shovel"], e.get("to")) for e in handovers])
-    handed = [e for e in handovers if e.get("to") == _ident(victim)]
+    handed = [e for e in handovers if e.get("to") == member_ident(victim)]
     assert {f"in{e['shovel'][1:]}" for e in handed} == set(victims), handed
     # settle (10 s) counts from when a survivor first sees it back: after it came back
-    assert all(e["time"] >= _iso(returned + 10) for e in handed), (
-        f"handed over before settle (back at {_iso(returned)}): {handed}")
+    assert all(e["time"] >= iso(returned + 10) for e in handed), (
+        f"handed over before settle (back at {iso(returned)}): {handed}")
     _sources_empty(node_a, vhost_a)
     bodies: Counter[bytes] = Counter()
     for i in range(SHOVELS):
@@ -436,9 +408,4 @@ def test_a_member_frozen_or_killed_fails_over_within_the_source_heartbeat_and_no
     assert set(bodies) == {b"%d" % i for i in range(sent)}, "lost messages"
     # duplicates: what the victim held unacknowledged when it stopped (a prefetch per position)
     assert sum(bodies.values()) - sent <= PREFETCH * len(victims)
-
-
-def _iso(at: float) -> str:
-    """A wall-clock time as the daemons' JSON log writes it."""
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 

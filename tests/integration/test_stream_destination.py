@@ -11,7 +11,6 @@ import asyncio
 import os
 import signal
 import struct
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,6 +30,15 @@ from pumpd.testing.proxy import TcpProxy
 from tests.support.amqp_helpers import blocking_connection, drain_queue
 from tests.support.daemon_helpers import running_state
 from tests.support.harness import running, shovel
+from tests.support.stream_helpers import (
+    held_once_up,
+    in_background,
+    new_stream,
+    publish,
+    read_stream,
+    stored_offsets,
+    stream_shovel,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,97 +56,22 @@ def other_node() -> Iterator[LocalNode]:
         yield n
 
 
-def _stream(uri: str) -> str:
-    name = f"s-{uuid.uuid4().hex[:8]}"
-    with blocking_connection(uri) as c:
-        c.channel().queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
-    return name
-
-
-def _publish(uri: str, queue: str, first: int, n: int, pause: float = 0.0,
-             **props: Any) -> None:
-    """Messages ``first``..``first + n - 1`` (their bodies name them), ``pause`` seconds
-    between batches of 100 so that a fault lands with messages in flight."""
-    with blocking_connection(uri) as c:
-        ch = c.channel()
-        ch.confirm_delivery()
-        for i in range(first, first + n):
-            ch.basic_publish("", queue, b"body %d" % i,
-                             pika.BasicProperties(message_id=f"id{i}", **props))
-            if pause and i % 100 == 99:
-                time.sleep(pause)
-
-
-def _in_background(fn: Any, *args: Any, **kw: Any) -> threading.Thread:
-    t = threading.Thread(target=fn, args=args, kwargs=kw, daemon=True)
-    t.start()
-    return t
-
-
-def read_stream(uri: str, stream: str, at_least: int, timeout: float = 30
-                ) -> list[tuple[pika.BasicProperties, bytes]]:
-    """Every message of ``stream`` from its first, over AMQP 0-9-1 (at least ``at_least``,
-    then what comes within a second more)."""
-    got: list[tuple[pika.BasicProperties, bytes]] = []
-
-    def take(ch: Any, m: Any, p: Any, b: bytes) -> None:
-        ch.basic_ack(m.delivery_tag)
-        got.append((p, b))
-
-    with blocking_connection(uri) as c:
-        ch = c.channel()
-        ch.basic_qos(prefetch_count=500)
-        ch.basic_consume(stream, take, arguments={"x-stream-offset": "first"})
-        deadline = time.monotonic() + timeout
-        while len(got) < at_least and time.monotonic() < deadline:
-            c.process_data_events(time_limit=0.1)
-        c.process_data_events(time_limit=1.0)
-        c._impl.close()  # no cancel: pika's cancel rejects, which a stream refuses
-    return got
-
-
-def held_once_up(uri: str, stream: str, at_least: int) -> int:
-    """How many messages ``stream`` holds, 0 while its node has not brought it back after a
-    restart (the broker refuses a consumer with 404 until the stream's member is up)."""
-    try:
-        return len(read_stream(uri, stream, at_least, timeout=3))
-    except pika.exceptions.ChannelClosedByBroker as exc:
-        if exc.reply_code != 404:
-            raise
-        return 0
-
-
-def stream_shovel(name: str, src: str, queue: str, dst: str, stream: str, port: int,
-                  **clauses: Any) -> dict[str, Any]:
-    """A shovel's clauses from ``queue`` (a stream read from its first offset, unless the
-    clauses say otherwise) to a stream destination."""
-    return {"sources": {"broker": src}, "queue": queue,
-            "destinations": {"protocol": "stream", "broker": dst, "stream": stream,
-                             "stream_port": port},
-            "consumer_args": {"x-stream-offset": "first"}, "prefetch_count": 200, **clauses}
-
-
-def _offsets(uri: str, stream: str, n: int) -> list[int]:
-    """The source offsets the destination stream holds, in its order (bodies name them)."""
-    return [int(b.split()[1]) for _p, b in read_stream(uri, stream, n)]
-
-
 def test_stream_to_stream_stores_every_offset_once_and_in_order(node: LocalNode) -> None:
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _stream(uri), _stream(uri)
-    _publish(uri, src, 0, 500)
-    cfg = shovel("s2s", **stream_shovel("s2s", uri, src, uri, dst, node.stream_port))
+    src, dst = new_stream(uri), new_stream(uri)
+    publish(uri, src, 0, 500)
+    cfg = shovel("s2s", **stream_shovel(uri, src, uri, dst, node.stream_port))
     with running(cfg) as pumps:
         pumps.wait_for(lambda: len(read_stream(uri, dst, 500, timeout=2)) >= 500, 60,
                        "500 in the destination stream")
-    assert _offsets(uri, dst, 500) == list(range(500))
+    assert stored_offsets(uri, dst, 500) == list(range(500))
     # a restart resumes after the last stored offset: nothing again, the new ones once
-    _publish(uri, src, 500, 100)
+    publish(uri, src, 500, 100)
     with running(cfg) as pumps:
         pumps.wait_for(lambda: len(read_stream(uri, dst, 600, timeout=2)) >= 600, 60,
                        "600 in the destination stream")
-    assert _offsets(uri, dst, 600) == list(range(600))
+    assert stored_offsets(uri, dst, 600) == list(range(600))
 
 
 def _seen(props: pika.BasicProperties, body: bytes) -> dict[str, Any]:
@@ -153,7 +86,7 @@ def test_a_091_consumer_reads_from_the_destination_what_it_read_from_the_source(
         node: LocalNode) -> None:
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _stream(uri), _stream(uri)
+    src, dst = new_stream(uri), new_stream(uri)
     # no decimal: RabbitMQ 3.10 refuses a 0-9-1 publish with one into any stream
     headers = {"str": "ünïcode", "int": 7, "long": 2**40, "neg": -5, "bool": True,
                "time": datetime(2024, 1, 2, 3, 4, 5), "none": None, "bytes": b"\x00\x01", "list": [1, "two", [3]],
@@ -167,7 +100,7 @@ def test_a_091_consumer_reads_from_the_destination_what_it_read_from_the_source(
             message_id="id-1", timestamp=1_700_000_000, type="kind", user_id="guest",
             app_id="the-app"))
         ch.basic_publish("", src, b"plain", pika.BasicProperties())
-    cfg = shovel("fidelity", **stream_shovel("fidelity", uri, src, uri, dst, node.stream_port))
+    cfg = shovel("fidelity", **stream_shovel(uri, src, uri, dst, node.stream_port))
     with running(cfg) as pumps:
         pumps.wait_for(lambda: len(read_stream(uri, dst, 2, timeout=2)) >= 2, 60,
                        "2 in the destination stream")
@@ -177,19 +110,19 @@ def test_a_091_consumer_reads_from_the_destination_what_it_read_from_the_source(
 
 
 def _exactly_once(uri: str, stream: str, n: int) -> None:
-    assert _offsets(uri, stream, n) == list(range(n))
+    assert stored_offsets(uri, stream, n) == list(range(n))
 
 
 def test_a_destination_connection_reset_still_stores_every_offset_once(node: LocalNode) -> None:
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _stream(uri), _stream(uri)
+    src, dst = new_stream(uri), new_stream(uri)
     n = 3000
     with TcpProxy("127.0.0.1", node.stream_port) as proxy:
-        cfg = shovel("reset", **stream_shovel("reset", uri, src, uri, dst, proxy.port,
+        cfg = shovel("reset", **stream_shovel(uri, src, uri, dst, proxy.port,
                                               reconnect_delay=0.5))
         with running(cfg) as pumps:
-            publisher = _in_background(_publish, uri, src, 0, n, pause=0.02)
+            publisher = in_background(publish, uri, src, 0, n, pause=0.02)
             for _ in range(3):
                 pumps.wait_for(lambda: proxy.connections > 0, 30, "a destination connection")
                 time.sleep(0.5)
@@ -207,12 +140,12 @@ def test_a_destination_connection_reset_during_its_handshake_is_retried_by_the_s
     from, not an end of the pump."""
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _stream(uri), _stream(uri)
+    src, dst = new_stream(uri), new_stream(uri)
     n = 100
-    _publish(uri, src, 0, n)
+    publish(uri, src, 0, n)
     with TcpProxy("127.0.0.1", node.stream_port) as proxy:
         proxy.set_mode("reset-on-accept")
-        cfg = shovel("handshake", **stream_shovel("handshake", uri, src, uri, dst, proxy.port,
+        cfg = shovel("handshake", **stream_shovel(uri, src, uri, dst, proxy.port,
                                                   reconnect_delay=0.2))
         with running(cfg) as pumps:
             pumps.wait_for(lambda: proxy.accepted >= 3, 30, "three destination connections")
@@ -228,12 +161,12 @@ def test_a_destination_node_restart_still_stores_every_offset_once(
         node: LocalNode, other_node: LocalNode) -> None:
     src_uri, dst_uri = node.uri(), other_node.uri()
     assert other_node.stream_port is not None
-    src, dst = _stream(src_uri), _stream(dst_uri)
+    src, dst = new_stream(src_uri), new_stream(dst_uri)
     n = 2000
-    cfg = shovel("restart", **stream_shovel("restart", src_uri, src, dst_uri, dst,
+    cfg = shovel("restart", **stream_shovel(src_uri, src, dst_uri, dst,
                                             other_node.stream_port, reconnect_delay=1))
     with running(cfg) as pumps:
-        publisher = _in_background(_publish, src_uri, src, 0, n, pause=0.05)
+        publisher = in_background(publish, src_uri, src, 0, n, pause=0.05)
         pumps.wait_for(lambda: len(read_stream(dst_uri, dst, 300, timeout=1)) >= 300, 60,
                        "300 in the destination stream")
         other_node.restart()
@@ -247,15 +180,15 @@ def test_kill_9_of_the_worker_mid_stream_still_stores_every_offset_once(
         pumpd_daemon: Any, node: LocalNode) -> None:
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _stream(uri), _stream(uri)
+    src, dst = new_stream(uri), new_stream(uri)
     n = 5000
-    d = pumpd_daemon({"k": stream_shovel("k", uri, src, uri, dst, node.stream_port,
+    d = pumpd_daemon({"k": stream_shovel(uri, src, uri, dst, node.stream_port,
                                          reconnect_delay=0.5)})
     d.wait_for(lambda: running_state(d, "k"), 30, "the shovel running")
     status = d.shovel("k")
     assert status is not None and status["dest_protocol"] == "stream"
     (old_pid,) = d.worker_pids("k")
-    publisher = _in_background(_publish, uri, src, 0, n, pause=0.02)
+    publisher = in_background(publish, uri, src, 0, n, pause=0.02)
     d.wait_for(lambda: d.shovel("k")["counters"]["confirmed"] >= 1000, 60, "1000 confirmed")
     os.kill(old_pid, signal.SIGKILL)
     d.wait_for(lambda: d.worker_pids("k")[0] not in (None, old_pid) and running_state(d, "k"),
@@ -276,22 +209,22 @@ def _queue(uri: str) -> str:
 def test_a_queue_source_loses_nothing(node: LocalNode) -> None:
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _queue(uri), _stream(uri)
+    src, dst = _queue(uri), new_stream(uri)
     n = 1000
-    _publish(uri, src, 0, n)
-    clauses = stream_shovel("q2s", uri, src, uri, dst, node.stream_port)
+    publish(uri, src, 0, n)
+    clauses = stream_shovel(uri, src, uri, dst, node.stream_port)
     del clauses["consumer_args"]
     with running(shovel("q2s", **clauses)) as pumps:
         pumps.wait_for(lambda: len(read_stream(uri, dst, n, timeout=2)) >= n, 60,
                        f"{n} in the destination stream")
-    assert sorted(_offsets(uri, dst, n)) == list(range(n))
+    assert sorted(stored_offsets(uri, dst, n)) == list(range(n))
 
 
 def test_publishing_ids_from_a_header_refuse_a_missing_or_repeated_one_by_name(
         node: LocalNode) -> None:
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _queue(uri), _stream(uri)
+    src, dst = _queue(uri), new_stream(uri)
     with blocking_connection(uri) as c:
         ch = c.channel()
         ch.confirm_delivery()
@@ -300,7 +233,7 @@ def test_publishing_ids_from_a_header_refuse_a_missing_or_repeated_one_by_name(
                               (b"body 2", {"seq": 5})):
             ch.basic_publish("", src, body, pika.BasicProperties(headers=headers))
     parked = f"parked-{uuid.uuid4().hex[:6]}"
-    clauses = stream_shovel("ids", uri, src, uri, dst, node.stream_port,
+    clauses = stream_shovel(uri, src, uri, dst, node.stream_port,
                             publishing_id="header:seq",
                             undeliverable={"policy": "park", "park_queue": parked})
     del clauses["consumer_args"]
@@ -354,7 +287,7 @@ def test_a_foreign_streams_client_reads_from_the_destination_what_the_source_sto
     ``true`` as a boolean of one byte, and its 0-9-1 delivery sorts the headers)."""
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _stream(uri), _stream(uri)
+    src, dst = new_stream(uri), new_stream(uri)
     with blocking_connection(uri) as c:
         ch = c.channel()
         ch.confirm_delivery()
@@ -363,8 +296,8 @@ def test_a_foreign_streams_client_reads_from_the_destination_what_the_source_sto
             delivery_mode=2, priority=1, message_id="m-1", correlation_id="c-1",
             timestamp=1_700_000_000, type="kind", app_id="app", user_id="guest",
             expiration="60000", reply_to="r"))
-        _publish(uri, src, 1, 20)
-    cfg = shovel("foreign", **stream_shovel("foreign", uri, src, uri, dst, node.stream_port))
+        publish(uri, src, 1, 20)
+    cfg = shovel("foreign", **stream_shovel(uri, src, uri, dst, node.stream_port))
     with running(cfg) as pumps:
         pumps.wait_for(lambda: len(read_stream(uri, dst, 21, timeout=2)) >= 21, 60,
                        "21 in the destination stream")
@@ -378,7 +311,7 @@ def test_a_super_stream_gets_each_message_in_the_partition_its_routing_key_hashe
     uri = node.uri()
     assert node.stream_port is not None
     tag = uuid.uuid4().hex[:6]
-    src, parts, exchange = _stream(uri), [f"parts-{tag}-{i}" for i in range(3)], f"parts-{tag}"
+    src, parts, exchange = new_stream(uri), [f"parts-{tag}-{i}" for i in range(3)], f"parts-{tag}"
     with blocking_connection(uri) as c:
         ch = c.channel()
         ch.exchange_declare(exchange, "direct", durable=True)
@@ -391,7 +324,7 @@ def test_a_super_stream_gets_each_message_in_the_partition_its_routing_key_hashe
         n = 300
         for i in range(n):
             ch.basic_publish(f"in-{tag}", f"key-{i % 10}", b"body %d" % i)
-    clauses = stream_shovel("super", uri, src, uri, "", node.stream_port)
+    clauses = stream_shovel(uri, src, uri, "", node.stream_port)
     clauses["destinations"] = {"protocol": "stream", "broker": uri, "super_stream": exchange,
                                "stream_port": node.stream_port}
     with running(shovel("super", **clauses)) as pumps:
@@ -403,7 +336,7 @@ def test_a_super_stream_gets_each_message_in_the_partition_its_routing_key_hashe
                 for index in range(3)]
     seen: list[int] = []
     for index, p in enumerate(parts):
-        offsets = _offsets(uri, p, expected[index])
+        offsets = stored_offsets(uri, p, expected[index])
         assert len(offsets) == expected[index] and offsets == sorted(offsets)
         for i in offsets:
             assert partition(f"key-{i % 10}".encode(), 3) == index
@@ -418,8 +351,8 @@ def test_a_destination_that_stored_past_the_sources_end_is_refused_and_nothing_s
     and forwards nothing (resuming there would skip every message the source gets next)."""
     uri = node.uri()
     assert node.stream_port is not None
-    src, dst = _stream(uri), _stream(uri)
-    _publish(uri, src, 0, 10)
+    src, dst = new_stream(uri), new_stream(uri)
+    publish(uri, src, 0, 10)
     producer = producer_reference(None, "liar", 0)
     u = parse_uri(uri)
     with StreamsConnection(u.effective_host, node.stream_port, u.username, u.password,
@@ -428,7 +361,7 @@ def test_a_destination_that_stored_past_the_sources_end_is_refused_and_nothing_s
         message = b"\x00\x53\x75\xa0\x05" + b"liar!"  # one data section
         conn.publish([struct.pack(">QI", 1_000_000, len(message)) + message], 1)
         assert conn.outcomes() == (1, [])
-    cfg = shovel("liar", **stream_shovel("liar", uri, src, uri, dst, node.stream_port,
+    cfg = shovel("liar", **stream_shovel(uri, src, uri, dst, node.stream_port,
                                          source_stream_port=node.stream_port))
     with running(cfg) as pumps:
         pumps.wait_for(lambda: "stored source offset" in (pumps.status().reason or ""), 60,
