@@ -15,7 +15,7 @@ import pika
 import pytest
 from pumpd.config.uri import parse_uri
 from pumpd.spark.read.read_options import parse_read_options
-from pumpd.spark.read.streams.protocol import connect
+from pumpd.spark.read.streams.protocol import StreamProbe, connect
 from pumpd.spark.read.streams.wire import FIRST, StreamsError
 from pumpd.streams.chunk_probe import chunk_at, last_offset
 from pumpd.streams.client import StreamsClient
@@ -207,3 +207,20 @@ def test_the_chunk_probe_names_a_missing_stream(node: LocalNode) -> None:
 
     msg = _probe(node, body)
     assert "cannot read stream 'no-such-stream' (STREAM_DOES_NOT_EXIST)" in msg, msg
+
+
+def test_a_short_poll_timeout_bounds_the_wait_for_a_chunk_not_the_login(node: LocalNode) -> None:
+    """pollTimeoutMs is how long the driver waits for an empty stream's first chunk; the login
+    and the requests around it take what a busy broker needs (a millisecond is less)."""
+    empty = _stream(node)
+    options = parse_read_options({"uri": node.uri(), "stream": empty, "protocol": "stream",
+                                  "streamPort": str(node.stream_port), "pollTimeoutMs": "1"})
+    for _ in range(5):
+        probe = StreamProbe(options)
+        try:
+            began = time.monotonic()
+            assert probe.next_offset(empty) is None
+            assert probe.first_offset(empty) is None  # on the connection opened again
+            assert time.monotonic() - began < 5
+        finally:
+            probe.close()

@@ -119,8 +119,6 @@ def stream_length(uri: str, port: int, stream: str) -> int:
     from pumpd.spark.read.read_options import parse_read_options
     from pumpd.spark.read.streams.protocol import StreamProbe
 
-    # the probe's connection and each of its steps wait as long as an empty stream's chunk:
-    # a handshake on a loaded test machine takes more than a tenth of a second
     probe = StreamProbe(parse_read_options({"uri": uri, "stream": stream,
                                             "streamPort": str(port),
                                             "pollTimeoutMs": str(PROBE_WAIT_MS)}))

@@ -147,8 +147,7 @@ class StreamProbe:
         self.used = time.monotonic()
 
     def _connect(self) -> StreamsConnection:
-        return connect(self.options, "pumpd spark read (driver)",
-                       timeout=self.options.poll_timeout)
+        return connect(self.options, "pumpd spark read (driver)")
 
     def alive(self) -> bool:
         """False once idle for :data:`PROBE_IDLE` seconds: the broker may have closed the
@@ -158,12 +157,16 @@ class StreamProbe:
     def _chunk_at(self, stream: str, kind: int, value: int = 0) -> Chunk | None:
         self.used = time.monotonic()
         self.conn.subscribe(stream, kind, value, credit=1)
+        # the login and the requests may take their time on a busy broker; only the chunk,
+        # which an empty stream never sends, is waited for no longer than pollTimeoutMs
+        self.conn.set_timeout(self.options.poll_timeout)
         try:
             c = self.conn.chunk()
         except TimeoutError:  # a socket file that timed out reads no more: a new one
             self.conn.close()
             self.conn = self._connect()
             return None
+        self.conn.set_timeout(STALL_SECONDS)
         self.conn.unsubscribe()
         return c
 

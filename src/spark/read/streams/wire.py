@@ -469,6 +469,11 @@ class StreamsConnection:
                 return got, count, []
             return got, 0, [struct.unpack_from(">QH", frame, 13 + i * 10) for i in range(count)]
 
+    def set_timeout(self, seconds: float) -> None:
+        """How long each read waits from now on (the login waited the connection's own)."""
+        self.timeout = seconds
+        self.sock.settimeout(seconds)
+
     def close(self) -> None:
         try:
             self.sock.settimeout(1.0)
