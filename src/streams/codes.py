@@ -88,6 +88,7 @@ class ResponseCode(NamedTuple):
 
 
 OK = 1
+STREAM_NOT_AVAILABLE = 6  # a stream without a leader for now: asked again, it may have one
 RESPONSE_CODES: dict[int, ResponseCode] = {
     OK: ResponseCode("OK", "the request succeeded", "request"),
     2: ResponseCode("STREAM_DOES_NOT_EXIST", "it does not exist in the vhost", "request"),
@@ -96,7 +97,7 @@ RESPONSE_CODES: dict[int, ResponseCode] = {
     4: ResponseCode("SUBSCRIPTION_ID_DOES_NOT_EXIST",
                     "the connection has no subscription with that id", "request"),
     5: ResponseCode("STREAM_ALREADY_EXISTS", "a stream of that name exists already", "request"),
-    6: ResponseCode("STREAM_NOT_AVAILABLE",
+    STREAM_NOT_AVAILABLE: ResponseCode("STREAM_NOT_AVAILABLE",
                     "the stream has no member ready on this node (no replica here, or it is "
                     "starting or electing a leader)", "request"),
     7: ResponseCode("SASL_MECHANISM_NOT_SUPPORTED",

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -26,7 +27,7 @@ from pumpd.testing.proxy import TcpProxy
 from pyspark import cloudpickle
 
 from tests.support import spark_helpers
-from tests.support.amqp_helpers import blocking_connection, super_stream
+from tests.support.amqp_helpers import blocking_connection, drain_queue, super_stream
 from tests.support.spark_helpers import Trigger, pull
 
 pytest.importorskip("pyspark")
@@ -342,6 +343,72 @@ def test_a_stream_write_whose_connection_is_reset_or_stalls_writes_every_row_onc
     got = Counter(int(body[:8]) for _, body, _ in _read_back(node.uri(), s, rows))
     assert sorted(got) == list(range(rows))
     assert set(got.values()) == {1}
+
+
+@pytest.mark.parametrize("target", ["stream", "queue"])
+def test_a_write_waits_out_its_broker_stopped_and_started_mid_write(spark: Any,
+                                                                   target: str) -> None:
+    """The broker stops once 10,000 rows are stored and starts again 3 s later. The tasks that
+    lost their connection fail; Spark's retries (local[2,4]) find no broker and try again to
+    connect for up to connectWaitMs, then write what the target lacks: into a stream every row
+    once, into a queue every row at least once."""
+    rows, cut_at = 40_000, 15_000
+    with LocalNode(plugins=["rabbitmq_stream"]) as n:
+        assert n.stream_port is not None
+        uri, name, producer = n.uri(), _name(f"restart-{target}"), _name("job")
+        with blocking_connection(uri) as c:
+            c.channel().queue_declare(name, durable=True, arguments=(
+                {"x-queue-type": "stream"} if target == "stream" else {}))
+
+        def stored_10k() -> bool:
+            if target == "stream":
+                with _connection(n) as conn:
+                    return bool(conn.query_publisher_sequence(name, f"{producer}-0")
+                                >= producer_id(0, 9_999))
+            with blocking_connection(uri) as c:
+                return c.channel().queue_declare(name, passive=True).method.message_count >= 10_000
+
+        def cut() -> None:
+            deadline = time.monotonic() + 60
+            while not stored_10k() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            n.stop()
+
+            def back() -> None:
+                time.sleep(3)
+                n.start()
+            threading.Thread(target=back, daemon=True).start()
+
+        trigger = Trigger(cut)
+        port = trigger.port
+
+        def at_row(attempt: int, row: int) -> None:
+            if attempt == 0 and row == cut_at:
+                from pyspark import TaskContext
+
+                if TaskContext.get().partitionId() == 0:
+                    pull(port)
+
+        df = _numbered(spark, rows, 2, fault=at_row)
+        w = df.write.format("pumpd").option("uri", uri).option("connectWaitMs", "120000")
+        if target == "stream":
+            w = w.option("stream", name).option("streamPort", n.stream_port) \
+                .option("producerName", producer)
+        else:
+            w = w.option("routingKey", name).option("persistent", "true") \
+                .option("confirmTimeoutMs", "10000")
+        try:
+            w.mode("append").save()
+        finally:
+            trigger.close()
+        assert trigger.calls == 1
+        if target == "stream":
+            got = Counter(int(body[:8]) for _, body, _ in _read_back(uri, name, rows))
+            assert sorted(got) == list(range(rows))
+            assert set(got.values()) == {1}
+        else:
+            got = Counter(int(d.body[:8]) for d in drain_queue(uri, name))
+            assert sorted(got) == list(range(rows))  # duplicates allowed: at least once
 
 
 # -- super streams ------------------------------------------------------------------------------

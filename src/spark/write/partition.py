@@ -18,6 +18,7 @@ cost a Python list per column and a property encoding per row.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,6 +41,40 @@ class PartitionCounts:
     confirmed: int
     skipped: int = 0  # rows a stream already had from an earlier attempt or run: not sent
     deduplicated: bool = False  # a stream write: the broker drops what is sent again
+
+
+CONNECT_RETRY_FIRST = 0.25  # seconds before a failed connection is tried again...
+CONNECT_RETRY_MOST = 5.0  # ...doubling up to this
+
+
+def patiently(connect: Callable[[], T], wait: float, transient: Callable[[BaseException], bool],
+              what: str) -> T:
+    """``connect()``, tried again while it fails in a way ``transient`` says passes (a broker
+    restarting or failing over refuses connections for a while), for up to ``wait`` seconds
+    (the option connectWaitMs); then its last failure is raised. Any other failure is raised at
+    once: a wrong password does not get better by waiting."""
+    deadline = time.monotonic() + wait
+    delay = CONNECT_RETRY_FIRST
+    while True:
+        try:
+            return connect()
+        except Exception as exc:
+            left = deadline - time.monotonic()
+            if left <= 0 or not transient(exc):
+                raise
+            log.warning("pumpd: %s: cannot connect (%s); trying again for up to %.0f s more",
+                        what, exc, left)
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, CONNECT_RETRY_MOST)
+
+
+def _no_connection(exc: BaseException) -> bool:
+    """No AMQP 0-9-1 connection for now: refused, reset, timed out, or closed by a broker
+    shutting down (320 CONNECTION_FORCED), not a login or vhost the broker refused."""
+    if isinstance(exc, LinkError):
+        return exc.reply_code in (None, 320) and "refused for user" not in str(exc) \
+            and "access refused" not in str(exc)
+    return isinstance(exc, OSError)
 
 
 class PartitionFailed(RuntimeError):
@@ -168,11 +203,16 @@ class PartitionPublisher:
         p = self._publishers.get(exchange)
         if p is None:
             o = self.options
+
+            def publisher() -> Publisher:
+                return Publisher(o.connect_uris(), exchange=exchange, routing_key=o.routing_key,
+                                 mode="async", window=o.max_in_flight, mandatory=o.mandatory,
+                                 declarations=o.declarations if not self._publishers else (),
+                                 confirm_timeout=o.confirm_timeout,
+                                 client_name=self.client_name)
             try:
-                p = Publisher(o.connect_uris(), exchange=exchange, routing_key=o.routing_key,
-                              mode="async", window=o.max_in_flight, mandatory=o.mandatory,
-                              declarations=o.declarations if not self._publishers else (),
-                              confirm_timeout=o.confirm_timeout, client_name=self.client_name)
+                p = patiently(publisher, o.connect_wait, _no_connection,
+                              f"partition {self.partition} (attempt {self.attempt})")
             except (LinkError, OSError) as exc:
                 raise self._failed(f"cannot connect: {exc}") from exc
             self._publishers[exchange] = p

@@ -36,11 +36,11 @@ from typing import Any
 from ...config.tls import ssl_context, tls_server_name
 from ...config.uri import parse_uri
 from ...streams.amqp091_form import stores_container_form
-from ...streams.codes import code_name
+from ...streams.codes import STREAM_NOT_AVAILABLE, code_name
 from ...streams.routing import MAX_PARTITIONS, partition
 from ...streams.wire import PUBLISH_OVERHEAD
 from ..read.streams.wire import ENTRY_OVERHEAD, StreamsConnectError, StreamsConnection, StreamsError
-from .partition import PartitionCounts, PartitionFailed, row_chunks
+from .partition import PartitionCounts, PartitionFailed, patiently, row_chunks
 from .stream_messages import RowRefused, StreamMessages
 from .write_options import KNOWN_COLUMNS, WriteOptions
 
@@ -149,12 +149,8 @@ class StreamPartitionPublisher:
         self.last: list[int] = []
         self.conn: StreamsConnection | None = None
         try:
-            self.conn = connect(options, f"pumpd spark write {self.target}",
-                                options.confirm_timeout)
-            self.streams = target_streams(self.conn, options)
-            for i, stream in enumerate(self.streams):
-                self.conn.declare_publisher(stream, self.reference, i)
-                self.last.append(self.conn.query_publisher_sequence(stream, self.reference))
+            self.conn = patiently(self._open, options.connect_wait, self._transient,
+                                  f"partition {partition} (attempt {attempt}) to {self.target}")
         except (StreamsError, StreamsConnectError, ConnectionError, TimeoutError) as exc:
             self.close()
             raise self._failed(str(exc)) from None
@@ -167,6 +163,26 @@ class StreamPartitionPublisher:
         frame_max = self.conn.tuned_frame_max or FRAME_BYTES
         self._frame_bytes = min(frame_max, FRAME_BYTES) - PUBLISH_OVERHEAD
         self._frame_max = frame_max
+
+    def _open(self) -> StreamsConnection:
+        """Connect, declare a publisher per stream and ask each for its last id."""
+        self.close()
+        self.conn = conn = connect(self.options, f"pumpd spark write {self.target}",
+                                   self.options.confirm_timeout)
+        self.streams = target_streams(conn, self.options)
+        self.last = []
+        for i, stream in enumerate(self.streams):
+            conn.declare_publisher(stream, self.reference, i)
+            self.last.append(conn.query_publisher_sequence(stream, self.reference))
+        return conn
+
+    @staticmethod
+    def _transient(exc: BaseException) -> bool:
+        """A failure that a broker restarting or failing over causes for a while: no
+        connection, or a stream without a leader yet."""
+        if isinstance(exc, StreamsError):
+            return exc.code == STREAM_NOT_AVAILABLE
+        return isinstance(exc, ConnectionError | TimeoutError)
 
     # -- failures -------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "persistent": ("persistent", "false"),
     "maxinflight": ("maxInFlight", "5000"),
     "confirmtimeoutms": ("confirmTimeoutMs", "30000"),
+    "connectwaitms": ("connectWaitMs", "60000"),
     "messageid": ("messageId", "column"),
     "declarations": ("declarations", "[]"),
     "ignoreunknowncolumns": ("ignoreUnknownColumns", "false"),
@@ -83,6 +84,7 @@ class WriteOptions:
     persistent: bool = False
     max_in_flight: int = 5000
     confirm_timeout: float = 30.0
+    connect_wait: float = 60.0  # how long a task tries again to connect to a broker that is away
     message_id: MessageIdMode = "column"
     declarations: tuple[Declaration, ...] = field(default_factory=tuple)
     ignore_unknown_columns: bool = False
@@ -141,6 +143,7 @@ def option_bool(name: str, value: str) -> bool:
 
 MAX_IN_FLIGHT = 1_000_000  # maxInFlight: unconfirmed messages held by one task
 MAX_CONFIRM_TIMEOUT_MS = 86_400_000  # confirmTimeoutMs: one day
+MAX_CONNECT_WAIT_MS = 3_600_000  # connectWaitMs: one hour
 
 
 def option_int(name: str, value: str, low: int, high: int) -> int:
@@ -235,6 +238,8 @@ def parse_options(options: Mapping[str, Any]) -> WriteOptions:
         max_in_flight=option_int("maxInFlight", opts.get("maxinflight", "5000"), 1, MAX_IN_FLIGHT),
         confirm_timeout=option_int("confirmTimeoutMs", opts.get("confirmtimeoutms", "30000"), 1,
                              MAX_CONFIRM_TIMEOUT_MS) / 1000,
+        connect_wait=option_int("connectWaitMs", opts.get("connectwaitms", "60000"), 0,
+                                MAX_CONNECT_WAIT_MS) / 1000,
         message_id=mode,  # type: ignore[arg-type]  # checked against MESSAGE_ID_MODES above
         declarations=_declarations(opts.get("declarations", "[]")),
         ignore_unknown_columns=option_bool("ignoreUnknownColumns",

@@ -90,7 +90,12 @@ DATA_AT = DELIVER_DATA_AT  # where a Deliver frame's chunk data begins (after 4 
 class StreamsError(RuntimeError):
     """The broker answered a request with an error code, or with a frame this client cannot
     use. The message names the broker, the vhost, the user and the step, and the code by its
-    name (:mod:`pumpd.streams.codes`); never the password."""
+    name (:mod:`pumpd.streams.codes`); never the password. ``code`` is the broker's code, None
+    for a frame this client cannot use."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class StreamsConnectError(ConnectionError):
@@ -341,7 +346,8 @@ class StreamsConnection:
             if got in (key | RESPONSE_BIT, key) and struct.unpack_from(">I", frame, 8)[0] == corr:
                 code = struct.unpack_from(">H", frame, 12)[0]
                 if code != OK:
-                    raise StreamsError(f"{self.where}: {refusal(code, step, self.username)}")
+                    raise StreamsError(f"{self.where}: {refusal(code, step, self.username)}",
+                                       code)
                 return frame
 
     def partitions(self, super_stream: str) -> list[str]:
