@@ -489,6 +489,49 @@ def test_a_super_stream_write_retried_mid_partition_and_rerun_adds_no_duplicate(
     assert [_tail(node, p) for p in parts] == tails
 
 
+def test_a_streaming_query_into_a_super_stream_restarted_from_its_checkpoint_writes_once(
+        spark: Any, node: LocalNode, tmp_path: Path) -> None:
+    """A rate source's rows, keyed by the row's number, into a super stream: stopped after a
+    few micro-batches (the last one cut short) and restarted from its checkpoint. Every row of a
+    committed micro-batch is once in the partition its key hashes to; the replayed batch adds
+    no duplicate."""
+    uri, name = node.uri(), _name("ssquery")
+    parts = super_stream(uri, name, 3)
+    checkpoint = str(tmp_path / "checkpoint")
+    keys = ", ".join(f"'{k}'" for k in KNOWN_ROUTES)
+
+    def run(batches: int) -> int:
+        """Rows of the micro-batches the run completed."""
+        rows = (spark.readStream.format("rate").option("rowsPerSecond", 2000)
+                .option("numPartitions", 2).load()
+                .selectExpr("CAST(value AS STRING) AS body",
+                            f"element_at(array({keys}), CAST(value % {len(KNOWN_ROUTES)} AS INT)"
+                            " + 1) AS routing_key"))
+        query = (rows.writeStream.format("pumpd").option("uri", uri)
+                 .option("superStream", name).option("streamPort", node.stream_port)
+                 .option("checkpointLocation", checkpoint)
+                 .trigger(processingTime="300 milliseconds").start())
+        try:
+            while query.lastProgress is None or query.lastProgress["batchId"] < batches:
+                query.awaitTermination(0.2)
+                assert query.exception() is None
+        finally:
+            query.stop()
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    committed = run(3) + run(6)
+    assert committed > 0
+    routes = list(KNOWN_ROUTES.values())
+    seen: Counter[int] = Counter()
+    for index, p in enumerate(parts):
+        for _props, body, key in _read_back(uri, p, 0, quiet=2):
+            value = int(body)
+            assert routes[value % len(routes)] == index, (value, key, index)
+            seen[value] += 1
+    assert set(range(committed)) <= set(seen)
+    assert set(seen.values()) == {1}, [v for v, c in seen.items() if c > 1][:10]
+
+
 def test_super_stream_write_errors_name_the_super_stream_and_the_options(
         spark: Any, node: LocalNode) -> None:
     df = spark.createDataFrame([(b"x",)], "body binary")
