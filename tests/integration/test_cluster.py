@@ -12,9 +12,7 @@ the group moves within seconds; bench/group_spread.py measures the default ones.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -30,11 +28,13 @@ from pumpd.testing.localnode import LocalNode, find_free_port
 from tests.support.amqp_helpers import SteadyPublisher, drain_queue
 from tests.support.daemon_helpers import Daemon, shovel_def
 from tests.support.group_helpers import (
+    freeze,
     group_member,
     iso,
     member_ident,
     process_tree,
     taken_over_after,
+    wake,
 )
 
 SHOVELS = 9
@@ -352,8 +352,7 @@ def test_a_member_frozen_or_killed_fails_over_within_the_source_heartbeat_and_no
         tree = process_tree(victim)
         faulted = time.time()
         if fault == "freeze":
-            for pid in tree:
-                os.kill(pid, signal.SIGSTOP)
+            freeze(tree)
         else:
             victim.kill_everything()
         try:
@@ -363,11 +362,7 @@ def test_a_member_frozen_or_killed_fails_over_within_the_source_heartbeat_and_no
             during = _one_consumer_each(node_a, vhost_a, queues)
         finally:
             if fault == "freeze":
-                for pid in tree:
-                    try:
-                        os.kill(pid, signal.SIGCONT)
-                    except ProcessLookupError:
-                        pass
+                wake(tree)
         returned = time.time()
         if fault == "kill":
             victim.start()  # the same files: the same member id

@@ -392,13 +392,7 @@ def test_a_streaming_query_restarted_from_its_checkpoint_loses_nothing(
                  .option("routingKey", "q").option("messageId", "deterministic")
                  .option("checkpointLocation", checkpoint)
                  .trigger(processingTime="300 milliseconds").start())
-        try:
-            while query.lastProgress is None or query.lastProgress["batchId"] < batches:
-                query.awaitTermination(0.2)
-                assert query.exception() is None
-        finally:
-            query.stop()
-        return str(query.id), sum(p["numInputRows"] for p in query.recentProgress)
+        return str(query.id), spark_helpers.run_until_batch(query, batches)
 
     first, rows_first = run(3)
     second, rows_second = run(6)

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +146,40 @@ def _numbered(spark: Any, rows: int, partitions: int, *, fault: Any = None,
                                  else "body string")
 
 
+def _wait_until(done: Callable[[], bool], seconds: float = 60) -> None:
+    """Poll ``done`` until it holds or ``seconds`` pass (the test's own assertions then tell)."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _producer_holds(node: LocalNode, streams: list[str], producer: str, row: int) -> bool:
+    """Whether every one of ``streams`` holds partition 0's row ``row`` of micro-batch 0 (or a
+    later one) from ``producer``."""
+    with _connection(node) as conn:
+        return min(conn.query_publisher_sequence(s, f"{producer}-0")
+                   for s in streams) >= producer_id(0, row)
+
+
+def _at_row(action: Callable[[], None], at: int, *, fail: bool) -> tuple[Trigger, Any]:
+    """A trigger that runs ``action`` on the driver when partition 0's first attempt reaches
+    row ``at``, and the per-row hook for :func:`_numbered` that pulls it (and then fails that
+    attempt, with ``fail``). The caller closes the trigger."""
+    trigger = Trigger(action)
+    port = trigger.port
+
+    def hook(attempt: int, row: int) -> None:
+        if attempt == 0 and row == at:
+            from pyspark import TaskContext
+
+            if TaskContext.get().partitionId() == 0:
+                pull(port)
+                if fail:
+                    raise RuntimeError("the first attempt fails after publishing")
+
+    return trigger, hook
+
+
 def _write(df: Any, node: LocalNode, stream: str | None, *, port: int | None = None,
            **options: Any) -> None:
     """A batch write to ``stream`` (None: the options name the target) on ``node``'s streams
@@ -234,25 +268,11 @@ def test_a_task_retried_after_publishing_part_of_its_rows_adds_no_duplicate(
     _stream(node.uri(), s)
     rows, fail_at = 50_000, 20_000
 
-    def published_some() -> None:
-        """The first attempt waits here until its first Arrow batches (10,000 rows each) are
-        confirmed, then fails."""
-        deadline = time.monotonic() + 60
-        with _connection(node) as conn:
-            while (conn.query_publisher_sequence(s, f"{producer}-0") < producer_id(0, 9_999)
-                   and time.monotonic() < deadline):
-                time.sleep(0.05)
-
-    trigger = Trigger(published_some)
-    port = trigger.port
-
-    def fault(attempt: int, row: int) -> None:
-        if attempt == 0 and row == fail_at:
-            from pyspark import TaskContext
-
-            if TaskContext.get().partitionId() == 0:
-                pull(port)
-                raise RuntimeError("the first attempt fails after publishing")
+    # the first attempt waits until its first Arrow batches (10,000 rows each) are confirmed,
+    # then fails
+    trigger, fault = _at_row(lambda: _wait_until(lambda: _producer_holds(node, [s], producer,
+                                                                          9_999)),
+                             fail_at, fail=True)
 
     try:
         _write(_numbered(spark, rows, 2, fault=fault), node, s, producerName=producer)
@@ -312,25 +332,13 @@ def test_a_stream_write_whose_connection_is_reset_or_stalls_writes_every_row_onc
     with TcpProxy("127.0.0.1", node.stream_port) as proxy:
 
         def cut() -> None:
-            deadline = time.monotonic() + 60
-            with _connection(node) as conn:
-                while (conn.query_publisher_sequence(s, f"{producer}-0") < producer_id(0, 9_999)
-                       and time.monotonic() < deadline):
-                    time.sleep(0.05)
+            _wait_until(lambda: _producer_holds(node, [s], producer, 9_999))
             if fault == "reset":
                 assert proxy.reset_all() >= 1
             else:
                 assert proxy.stall_open() >= 1
 
-        trigger = Trigger(cut)
-        port = trigger.port
-
-        def at_row(attempt: int, row: int) -> None:
-            if attempt == 0 and row == cut_at:
-                from pyspark import TaskContext
-
-                if TaskContext.get().partitionId() == 0:
-                    pull(port)
+        trigger, at_row = _at_row(cut, cut_at, fail=False)
 
         try:
             _write(_numbered(spark, rows, 2, fault=at_row), node, s, port=proxy.port,
@@ -362,16 +370,12 @@ def test_a_write_waits_out_its_broker_stopped_and_started_mid_write(spark: Any,
 
         def stored_10k() -> bool:
             if target == "stream":
-                with _connection(n) as conn:
-                    return bool(conn.query_publisher_sequence(name, f"{producer}-0")
-                                >= producer_id(0, 9_999))
+                return _producer_holds(n, [name], producer, 9_999)
             with blocking_connection(uri) as c:
                 return c.channel().queue_declare(name, passive=True).method.message_count >= 10_000
 
         def cut() -> None:
-            deadline = time.monotonic() + 60
-            while not stored_10k() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            _wait_until(stored_10k)
             n.stop()
 
             def back() -> None:
@@ -379,15 +383,7 @@ def test_a_write_waits_out_its_broker_stopped_and_started_mid_write(spark: Any,
                 n.start()
             threading.Thread(target=back, daemon=True).start()
 
-        trigger = Trigger(cut)
-        port = trigger.port
-
-        def at_row(attempt: int, row: int) -> None:
-            if attempt == 0 and row == cut_at:
-                from pyspark import TaskContext
-
-                if TaskContext.get().partitionId() == 0:
-                    pull(port)
+        trigger, at_row = _at_row(cut, cut_at, fail=False)
 
         df = _numbered(spark, rows, 2, fault=at_row)
         w = df.write.format("pumpd").option("uri", uri).option("connectWaitMs", "120000")
@@ -455,25 +451,11 @@ def test_a_super_stream_write_retried_mid_partition_and_rerun_adds_no_duplicate(
     parts = super_stream(uri, name, 3)
     rows, fail_at = 40_000, 15_000
 
-    def published_some() -> None:
-        """The first attempt waits here until its first Arrow batch (10,000 rows, whose last
-        twelve go to every partition) is confirmed in every partition, then fails."""
-        deadline = time.monotonic() + 60
-        with _connection(node) as conn:
-            while (min(conn.query_publisher_sequence(p, f"{producer}-0") for p in parts)
-                   < producer_id(0, 9_988) and time.monotonic() < deadline):
-                time.sleep(0.05)
-
-    trigger = Trigger(published_some)
-    port = trigger.port
-
-    def fault(attempt: int, row: int) -> None:
-        if attempt == 0 and row == fail_at:
-            from pyspark import TaskContext
-
-            if TaskContext.get().partitionId() == 0:
-                pull(port)
-                raise RuntimeError("the first attempt fails after publishing")
+    # the first attempt waits until its first Arrow batch (10,000 rows, whose last twelve go
+    # to every partition) is confirmed in every partition, then fails
+    trigger, fault = _at_row(lambda: _wait_until(lambda: _producer_holds(node, parts, producer,
+                                                                          9_988)),
+                             fail_at, fail=True)
 
     df = _numbered(spark, rows, 2, fault=fault, keyed=True)
     try:
@@ -511,13 +493,7 @@ def test_a_streaming_query_into_a_super_stream_restarted_from_its_checkpoint_wri
                  .option("superStream", name).option("streamPort", node.stream_port)
                  .option("checkpointLocation", checkpoint)
                  .trigger(processingTime="300 milliseconds").start())
-        try:
-            while query.lastProgress is None or query.lastProgress["batchId"] < batches:
-                query.awaitTermination(0.2)
-                assert query.exception() is None
-        finally:
-            query.stop()
-        return sum(p["numInputRows"] for p in query.recentProgress)
+        return spark_helpers.run_until_batch(query, batches)
 
     committed = run(3) + run(6)
     assert committed > 0

@@ -11,8 +11,6 @@ before (the survivor publishes under the same producer name). The handover's tim
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import uuid
 from collections import Counter
@@ -23,7 +21,13 @@ import pytest
 from pumpd.testing.localnode import LocalNode
 
 from tests.support.daemon_helpers import Daemon
-from tests.support.group_helpers import group_member, process_tree, taken_over_after
+from tests.support.group_helpers import (
+    freeze,
+    group_member,
+    process_tree,
+    taken_over_after,
+    wake,
+)
 from tests.support.stream_helpers import (
     in_background,
     new_stream,
@@ -125,8 +129,7 @@ def test_a_member_killed_or_frozen_mid_stream_hands_over_and_every_offset_is_sto
     if fault == "kill":
         victim.kill_everything()
     else:
-        for pid in tree:
-            os.kill(pid, signal.SIGSTOP)
+        freeze(tree)
     try:
         survivor.wait_for(lambda: _running(survivor, shovel), 90,
                           f"{shovel} running on the survivor")
@@ -139,11 +142,7 @@ def test_a_member_killed_or_frozen_mid_stream_hands_over_and_every_offset_is_sto
                               "2000 more stored by the survivor")
     finally:
         if fault == "freeze":
-            for pid in tree:
-                try:
-                    os.kill(pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
+            wake(tree)
     woke = time.time()
     if fault == "kill":
         victim.start()  # the same files: the same member id, back in the group

@@ -4,6 +4,8 @@ token), as if on machines of their own; who runs what and how soon, from their l
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -36,6 +38,21 @@ def process_tree(d: Daemon) -> list[int]:
     for pid in pids:
         pids.extend(p for p in _children(pid) if p not in pids)
     return pids
+
+
+def freeze(pids: list[int]) -> None:
+    """SIGSTOP each process: a member that hangs (a long GC pause, a VM paused) and may wake."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+
+
+def wake(pids: list[int]) -> None:
+    """SIGCONT each process still there."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
 
 
 def log_time(event: dict[str, Any]) -> float:

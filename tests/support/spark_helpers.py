@@ -85,3 +85,15 @@ def take_first(uri: str, queue: str, n: int) -> None:
 def batches_of(rows: int, size: int) -> Iterator[tuple[int, int]]:
     for start in range(0, rows, size):
         yield start, min(size, rows - start)
+
+
+def run_until_batch(query: Any, batches: int) -> int:
+    """Let a streaming ``query`` complete micro-batch ``batches`` (failing on its error), stop
+    it, and return the rows of the micro-batches it completed."""
+    try:
+        while query.lastProgress is None or query.lastProgress["batchId"] < batches:
+            query.awaitTermination(0.2)
+            assert query.exception() is None
+    finally:
+        query.stop()
+    return sum(p["numInputRows"] for p in query.recentProgress)
