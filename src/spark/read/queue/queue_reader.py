@@ -207,10 +207,6 @@ class PumpdQueueReader(DataSourceStreamReader):  # type: ignore[misc]
     def initialOffset(self) -> dict[str, int]:
         # the consumer starts now, so the first micro-batch arrives while Spark plans it
         self._consuming()
-        # pyarrow's import (a few hundred ms) overlaps the first deliveries' arrival, instead
-        # of following it
-        import pyarrow  # noqa: F401
-
         return {"delivered": 0}
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None
