@@ -339,3 +339,60 @@ def test_the_queue_reader_waits_out_a_broker_killed_and_restarted(
         query.stop()
         node.ensure_running()
 
+
+
+def _depth_reaches(uri: str, queue: str, n: int, within: float = 20.0) -> int:
+    """The queue's ready messages once they are ``n`` (the broker requeues a closed
+    connection's deliveries a moment after), or at the deadline."""
+    deadline = time.monotonic() + within
+    depth = _depth(uri, queue)
+    while depth != n and time.monotonic() < deadline:
+        time.sleep(0.1)
+        depth = _depth(uri, queue)
+    return depth
+
+
+def test_the_queue_reader_takes_the_backlog_and_acks_nothing_before_commit(
+        node: LocalNode) -> None:
+    """The reader on the driver, as Spark calls it: the consumer starts at initialOffset() and
+    counts the backlog; micro-batches take it up to their bound, then what comes after; none
+    of it is acknowledged until commit(), so a reader stopped before its first commit loses
+    nothing (every message back in the queue), and one stopped after a commit requeues the
+    rest alone."""
+    from pumpd.spark.read.queue.queue_reader import PumpdQueueReader
+    from pumpd.spark.read.read_options import parse_read_options
+
+    uri, q = node.uri(), f"backlog-{uuid.uuid4().hex[:8]}"
+    _publish(uri, q, 0, 300)
+    options = parse_read_options({"uri": uri, "queue": q, "maxRecordsPerTrigger": "200"})
+    reader = PumpdQueueReader(options)
+    try:
+        assert reader.initialOffset() == {"delivered": 0}
+        assert reader._consumer is not None and reader._consumer.backlog == 300
+        first = reader.latestOffset({"delivered": 0}, None)
+        second = reader.latestOffset(first, None)
+        assert (first, second) == ({"delivered": 200}, {"delivered": 300})
+        rows = [r for p in reader.partitions({"delivered": 0}, first) for b in reader.read(p)
+                for r in b.column("message_id").to_pylist()]
+        assert rows == [f"id{i}" for i in range(200)]
+        _publish(uri, q, 300, 5)  # after the backlog: taken when they pause
+        assert reader.latestOffset(second, None) == {"delivered": 305}
+        assert _depth(uri, q) == 0  # all 305 are with the reader, unacknowledged
+    finally:
+        reader.stop()
+    assert _depth_reaches(uri, q, 305) == 305  # no commit: none acknowledged, none lost
+
+    again = PumpdQueueReader(options)
+    try:
+        again.initialOffset()
+        assert again._consumer is not None and again._consumer.backlog == 305
+        end = again.latestOffset({"delivered": 0}, None)
+        assert end == {"delivered": 200}
+        parts = again.partitions({"delivered": 0}, end)
+        redelivered = [r for p in parts for b in again.read(p)
+                       for r in b.column("redelivered").to_pylist()]
+        assert len(redelivered) == 200 and all(redelivered)
+        again.commit(end)
+    finally:
+        again.stop()
+    assert _depth_reaches(uri, q, 105) == 105  # the committed 200 acknowledged, the rest back

@@ -148,11 +148,19 @@ def test_a_queue_micro_batch_travels_in_partitions_within_their_bound() -> None:
     import pickle
 
     from pumpd.spark.read.arrow import deliveries_batch
-    from pumpd.spark.read.queue.queue_reader import arrow_parts, rows_of
+    from pumpd.spark.read.queue.queue_reader import arrow_parts, joined, rows_of
 
     batch = deliveries_batch(_deliveries(1000, 1000), "q")
     parts = arrow_parts(batch, 100_000)
     assert len(parts) > 1 and all(len(p.arrow) < 2 * 100_000 for p in parts)
+    # joined into two read tasks, or more where the bytes need it; the rows come out the same
+    for tasks, most, expected in ((2, 10**9, 2), (1, 10**9, 1), (100, 10**9, len(parts)),
+                                  (2, 1, len(parts))):
+        together = joined(parts, tasks, most)
+        assert len(together) == expected
+        again = pa.Table.from_batches([b for p in together for b in rows_of(p)])
+        assert again.to_pylist() == pa.Table.from_batches([batch]).to_pylist()
+    assert joined([], 2) == [] and joined(parts[:1], 2) == parts[:1]
     back = [pickle.loads(pickle.dumps(p)) for p in parts]  # as Spark sends them to a task
     rows = pa.Table.from_batches([b for p in back for b in rows_of(p)])
     assert rows.to_pylist() == pa.Table.from_batches([batch]).to_pylist()
@@ -170,6 +178,22 @@ def test_a_queue_micro_batch_travels_in_partitions_within_their_bound() -> None:
     assert odd.column("redelivered").to_pylist() == [True, False]
 
 
+def test_a_queue_micro_batch_takes_the_rest_of_the_backlog_then_ends_at_a_pause() -> None:
+    """Within the backlog counted at the start, a micro-batch's goal is the backlog's rest (up
+    to the bound) and only a long pause ends it early; past the backlog, the bound and the
+    short pause."""
+    pytest.importorskip("pyspark")
+    from pumpd.spark.read.queue.queue_reader import _PAUSE, BACKLOG_PAUSE, batch_goal
+
+    assert batch_goal(250_000, 200_000, 0) == (200_000, BACKLOG_PAUSE)
+    assert batch_goal(100_000, 1_000_000, 950_000) == (50_000, BACKLOG_PAUSE)
+    assert batch_goal(100_000, 1_000_000, 200_000) == (100_000, BACKLOG_PAUSE)
+    assert batch_goal(100_000, 1_000, 1_000) == (100_000, _PAUSE)
+    assert batch_goal(100_000, 0, 0) == (100_000, _PAUSE)
+    assert batch_goal(100_000, 10, 20) == (100_000, _PAUSE)  # more came than was counted
+    assert BACKLOG_PAUSE > _PAUSE
+
+
 def test_the_queue_reader_pickles_without_its_consumer_and_replays_nothing() -> None:
     """A read task gets the reader without the driver's connection or batches; a range Spark
     replays from its checkpoint (its messages requeued when the old connection closed) reads
@@ -179,12 +203,13 @@ def test_the_queue_reader_pickles_without_its_consumer_and_replays_nothing() -> 
     import pickle
 
     from pumpd.spark.read.queue.queue_reader import PumpdQueueReader
+    from pumpd.spark.read.read_options import QUEUE_BATCH_DEFAULT
 
     reader = PumpdQueueReader(parse_read_options({"uri": "amqp://u:p@h/v", "queue": "q"}))
-    assert (reader.batch_max, reader.qos) == (100_000, 0)
+    assert (reader.batch_max, reader.qos) == (QUEUE_BATCH_DEFAULT, 0)
     reader._batches[5] = (0, [], 5)
     copy = pickle.loads(pickle.dumps(reader))
-    assert copy._batches == {} and copy._consumer is None and copy.batch_max == 100_000
+    assert copy._batches == {} and copy._consumer is None and copy.batch_max == QUEUE_BATCH_DEFAULT
     replayed = reader.partitions({"delivered": 100}, {"delivered": 120})
     assert [list(reader.read(p)) for p in replayed] == [[]]
     assert reader.partitions({"delivered": 120}, {"delivered": 120}) == []

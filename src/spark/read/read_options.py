@@ -32,11 +32,13 @@ STARTS = {"first": "first", "earliest": "first", "last": "last", "next": "next",
 PREFETCH_MAX = 65535  # basic.qos's prefetch_count is 16 bits
 QUEUE_BATCH_MAX = PREFETCH_MAX // 2  # with the option prefetch, basic.qos is twice a micro-batch
 # A queue's micro-batch bound without the option prefetch (no basic.qos: the reader bounds its
-# read-ahead by it): large, as each micro-batch costs Spark a fixed few hundred ms that the
-# reading of the next must hide; not larger, as a backlog's last micro-batch is Spark's alone,
-# and acks come a micro-batch at a time. At most QUEUE_BATCH_LIMIT, as up to three
-# micro-batches of deliveries are held at once.
-QUEUE_BATCH_DEFAULT = 100_000
+# read-ahead by it): large, as each micro-batch costs Spark a fixed few hundred ms (more on a
+# loaded host) that the reading of the next must hide, and a backlog read in fewer micro-batches
+# pays that cost fewer times; not larger, as acks come a micro-batch at a time and the
+# read-ahead holds that many deliveries as Python objects (some 250 B each beside the body).
+# A micro-batch's bodies are bounded in bytes too (BATCH_BYTES in queue/consumer.py). At most
+# QUEUE_BATCH_LIMIT, as up to three micro-batches of deliveries are held at once.
+QUEUE_BATCH_DEFAULT = 250_000
 QUEUE_BATCH_LIMIT = 1_000_000
 
 # name (lower case) -> (the documented spelling, default shown in errors and docs/spark.md)

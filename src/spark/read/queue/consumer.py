@@ -52,14 +52,21 @@ class QueueConsumer:
     def __init__(self, uri: str, queue: str, prefetch: int,
                  client_name: str = "pumpd spark queue reader",
                  arguments: Mapping[str, Any] | None = None,
-                 read_ahead: int | None = None) -> None:
+                 read_ahead: int | None = None, count_backlog: bool = False) -> None:
         """:param prefetch: basic.qos's prefetch count; 0 sets none (then bound ``read_ahead``)
         :param arguments: basic.consume's (``x-stream-offset`` for a stream)
         :param read_ahead: the most deliveries gathered and not yet taken: past it the socket is
-            not read (TCP holds the broker back) until half of them are taken"""
+            not read (TCP holds the broker back) until half of them are taken
+        :param count_backlog: count the messages ready in ``queue`` just before consuming
+            (:attr:`backlog`; a passive ``queue.declare``)"""
         self.queue = queue
         self._read_ahead = read_ahead
         self._arguments = dict(arguments) if arguments else None
+        self._count_backlog = count_backlog
+        # the messages ready in the queue just before basic.consume (0 when not counted): as
+        # the only consumer, this one receives them all, whatever else is published after
+        self.backlog = 0
+        self.taken = 0  # deliveries handed out by take()
         self._lock = threading.Lock()
         self._reader: Any = None  # a DeliveryReader once the channel is open
         self._opened = threading.Event()
@@ -95,6 +102,8 @@ class QueueConsumer:
             link.intercept(self._feed)
             if prefetch:
                 await link.qos(prefetch)
+            if self._count_backlog:
+                self.backlog = await link.queue_length(self.queue)
             await link.consume(self.queue, no_ack=False, arguments=self._arguments)
             self._opened.set()
             stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
@@ -142,6 +151,7 @@ class QueueConsumer:
         bound = BATCH_BYTES if max_bytes is None else max(max_bytes, 1)
         with self._lock:
             batch: list[Delivery] = self._reader.take(most, bound)
+            self.taken += len(batch)
         # whether there is room now is decided on the loop's thread, which reads the socket
         if self._link is not None and self._link.reading_paused:
             try:

@@ -8,9 +8,13 @@ for the life of the query: one connection, one consumer, reading on its own thre
 ``latestOffset()`` takes the deliveries that arrive, up to the micro-batch's bound (see
 :data:`~pumpd.spark.read.read_options.QUEUE_BATCH_DEFAULT`; it waits up to ``pollTimeoutMs``
 for the first), building their Arrow record batches a chunk at a time while the next chunk
-arrives, and answers the count of deliveries handed to Spark so far; ``partitions()`` hands
-those batches to the read tasks inside their partitions, as LZ4-compressed Arrow IPC bytes of
-at most :data:`PART_BYTES` each before compression;
+arrives, and answers the count of deliveries handed to Spark so far. The consumer counts the
+messages ready in the queue when it starts (the backlog): a micro-batch ends as soon as the
+backlog's last message is in, and a pause of the broker's within the backlog must last
+``BACKLOG_PAUSE`` to end one early. ``partitions()`` hands those batches to the read tasks
+inside their partitions, as LZ4-compressed Arrow IPC streams (each at most :data:`PART_BYTES`
+before compression), joined into :data:`READ_TASKS` partitions of at most :data:`PART_BYTES`
+each;
 ``commit(end)`` runs after Spark has committed the micro-batch to the sink and checkpoint, and
 sends one ``basic.ack(multiple=true)`` for its last delivery tag. A crash, a failed batch or
 ``query.stop()`` before that closes the connection with the deliveries unacknowledged: the
@@ -58,19 +62,28 @@ from .consumer import BATCH_BYTES, QueueConsumer
 # micro-batch's fixed cost). With a backlog the wait ends at the bound: the consumer goes on
 # reading while Spark runs the batch, so Spark's time hides behind the reading's.
 _PAUSE = 0.25
+# Within the backlog counted at the start, more is known to come: a micro-batch ends early only
+# after a pause this long (a loaded broker stalls for most of a second; another consumer of the
+# queue may have taken the rest).
+BACKLOG_PAUSE = 1.0
 # a micro-batch is taken and built into Arrow in chunks of this many deliveries while the rest
 # arrive, so only its last chunk's building is left when it is complete
 CHUNK = 50_000
 # the most Arrow IPC bytes one partition carries to its read task (Spark sends a task whole;
 # a cluster refuses tasks over spark.rpc.message.maxSize, 128 MiB by default)
 PART_BYTES = 16 * 1024 * 1024
+# A micro-batch's chunks are joined into this many read tasks, or more when the bytes need it:
+# each task costs Spark a fixed few tens of ms, and a task unpacks on one core, so two let two
+# cores unpack at once.
+READ_TASKS = 2
 # how long the reader tries to connect again after its connection failed, before the query fails
 RECONNECT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
 class QueueRows(InputPartition):  # type: ignore[misc]
-    """A read task's share of a micro-batch: its rows as an Arrow IPC stream (empty: none)."""
+    """A read task's share of a micro-batch: its rows as Arrow IPC streams one after the
+    other (empty: none)."""
 
     arrow: bytes
 
@@ -94,13 +107,48 @@ def arrow_parts(batch: Any, most_bytes: int = PART_BYTES) -> list[QueueRows]:
     return out
 
 
+def joined(parts: Sequence[QueueRows], tasks: int = READ_TASKS,
+           most_bytes: int = PART_BYTES) -> list[QueueRows]:
+    """Consecutive ``parts`` joined into ``tasks`` partitions (fewer when there are fewer
+    parts), in order; more when joining would take one over ``most_bytes`` (a part over it
+    alone stays alone)."""
+    per = -(-len(parts) // max(1, tasks))  # parts per partition, rounded up
+    out: list[QueueRows] = []
+    streams: list[bytes] = []
+    size = 0
+    for part in parts:
+        if streams and (len(streams) >= per or size + len(part.arrow) > most_bytes):
+            out.append(QueueRows(b"".join(streams)))
+            streams, size = [], 0
+        streams.append(part.arrow)
+        size += len(part.arrow)
+    if streams:
+        out.append(QueueRows(b"".join(streams)))
+    return out
+
+
 def rows_of(part: QueueRows) -> Iterator[Any]:
     """A partition's Arrow record batches, as the read task hands them to Spark."""
     if not part.arrow:
         return iter(())
     import pyarrow as pa
 
-    return iter(list(pa.ipc.open_stream(part.arrow)))
+    source = pa.BufferReader(part.arrow)
+    batches: list[Any] = []
+    while source.tell() < len(part.arrow):  # each stream ends where the next begins
+        batches += pa.ipc.open_stream(source)
+    return iter(batches)
+
+
+def batch_goal(batch_max: int, backlog: int, taken: int) -> tuple[int, float]:
+    """A micro-batch's most deliveries and the pause in their arrival that ends it early,
+    given the bound, the backlog counted when the consumer started and the deliveries taken
+    since: within the backlog, the rest of it (up to the bound), as it is known to come; past
+    it, the bound, ended by a pause of ``_PAUSE``."""
+    rest = backlog - taken
+    if rest > 0:
+        return min(batch_max, rest), BACKLOG_PAUSE
+    return batch_max, _PAUSE
 
 
 class PumpdQueueReader(DataSourceStreamReader):  # type: ignore[misc]
@@ -138,7 +186,8 @@ class PumpdQueueReader(DataSourceStreamReader):  # type: ignore[misc]
         self._forget()  # the old connection's deliveries are back in the queue
         try:
             self._consumer = QueueConsumer(self.options.uri, self.options.queue,
-                                           prefetch=self.qos, read_ahead=self.batch_max)
+                                           prefetch=self.qos, read_ahead=self.batch_max,
+                                           count_backlog=True)
         except Exception as exc:
             now = time.monotonic()
             self._failing_since = self._failing_since or now
@@ -182,12 +231,14 @@ class PumpdQueueReader(DataSourceStreamReader):  # type: ignore[misc]
     def _gather(self, consumer: QueueConsumer) -> tuple[list[QueueRows], int, int]:
         """A micro-batch's partitions, its count of deliveries and its last delivery tag: up
         to ``batch_max`` deliveries and ``BATCH_BYTES`` of bodies, each chunk built while the
-        next arrives; it ends early once deliveries pause for ``_PAUSE``."""
+        next arrives; it ends at once when the rest of the backlog is in, and early once
+        deliveries pause (see :func:`batch_goal`)."""
         parts: list[QueueRows] = []
         count = size = tag = 0
-        while count < self.batch_max and size < BATCH_BYTES:
-            most = min(CHUNK, self.batch_max - count)
-            consumer.wait(most, _PAUSE, _PAUSE if count else self.options.poll_timeout)
+        goal, pause = batch_goal(self.batch_max, consumer.backlog, consumer.taken)
+        while count < goal and size < BATCH_BYTES:
+            most = min(CHUNK, goal - count)
+            consumer.wait(most, pause, pause if count else self.options.poll_timeout)
             chunk: list[Delivery] = consumer.take(most, BATCH_BYTES - size)
             if not chunk:
                 break
@@ -197,7 +248,7 @@ class PumpdQueueReader(DataSourceStreamReader):  # type: ignore[misc]
             tag = chunk[-1][0]
             if len(chunk) < most:  # they paused, or the bytes are reached
                 break
-        return parts, count, tag
+        return joined(parts), count, tag
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[QueueRows]:
         a, e = int(start["delivered"]), int(end["delivered"])
