@@ -34,6 +34,9 @@ READ_TIMEOUT = 10.0  # seconds a whole reading may take, connection included
 #: seconds a subscription waits for its first chunk: the broker sends one at once when the
 #: stream has it, so a longer silence is an empty stream (or nothing at that offset yet)
 CHUNK_WAIT = 1.0
+#: ... when the answer decides whether a destination's word is refused: a busy broker's slow
+#: first chunk must not read as an empty stream there
+CHECK_CHUNK_WAIT = 5.0
 
 #: (messages behind, when the chunk of the first of them was written: wall-clock seconds,
 #: None when nothing is behind or it is not known)
@@ -94,7 +97,6 @@ class StreamSourceLag:
         return behind, None if head is None else head.timestamp / 1000
 
 
-
 async def source_last_offset(uri: BrokerURI, stream: str, port: int | None, *,
                              client_name: str) -> int | None:
     """The offset of the last message in ``stream`` on the source node (None: it holds none),
@@ -107,7 +109,7 @@ async def source_last_offset(uri: BrokerURI, stream: str, port: int | None, *,
         client = await asyncio.wait_for(
             connect_streams(uri, host, at, client_name, side="source"), READ_TIMEOUT)
         try:
-            last = await asyncio.wait_for(last_offset(client, stream, wait=CHUNK_WAIT),
+            last = await asyncio.wait_for(last_offset(client, stream, wait=CHECK_CHUNK_WAIT),
                                           READ_TIMEOUT)
         except BaseException:
             client.abort()
