@@ -42,6 +42,10 @@ class StompError(LocalNodeError):
     """The broker answered with an ERROR frame, broke the protocol, or did not answer in time."""
 
 
+class StompClosed(StompError):
+    """The broker closed the connection with no frame left to read."""
+
+
 @dataclass(frozen=True)
 class StompFrame:
     """One STOMP frame: its command, its headers (the first of a repeated header wins, as the
@@ -174,7 +178,13 @@ class StompClient:
             if passcode is not None:
                 headers["passcode"] = passcode
             self._sock.sendall(encode_frame("CONNECT", headers))
-            answer = self._from_wire(time.monotonic() + timeout)
+            try:
+                answer = self._from_wire(time.monotonic() + timeout)
+            except StompClosed:
+                # ActiveMQ refuses a login with an ERROR frame and closes the connection, and
+                # now and then the close overtakes the frame: a refusal without its reason
+                raise StompError(f"STOMP login as {login!r} refused: the broker closed the "
+                                 "connection without saying why") from None
             if answer.command != "CONNECTED":
                 raise StompError(f"STOMP login as {login!r} refused: {_describe(answer)}")
         except BaseException:
@@ -203,7 +213,7 @@ class StompClient:
             except TimeoutError:
                 raise StompError("no STOMP frame from the broker in time") from None
             if not data:
-                raise StompError("the broker closed the STOMP connection")
+                raise StompClosed("the broker closed the STOMP connection")
             self._reader.feed(data)
 
     def _send_with_receipt(self, command: str, headers: dict[str, str],

@@ -73,12 +73,17 @@ def test_count_includes_messages_delivered_and_not_acknowledged(
     assert activemq.queue_depth(activemq_queue) == 3
 
 
+# ActiveMQ refuses a login with an ERROR frame ("... password is invalid") and closes the
+# connection; now and then the close overtakes the frame, and the refusal comes without reason
+REFUSED = r"STOMP login as .* refused: (.*password is invalid|the broker closed the connection)"
+
+
 def test_logins_need_the_password(activemq: LocalActiveMQ) -> None:
-    with pytest.raises(StompError, match="password is invalid"):
+    with pytest.raises(StompError, match=REFUSED):
         activemq.stomp(password="wrong")
-    with pytest.raises(StompError, match="password is invalid"):
+    with pytest.raises(StompError, match=REFUSED):
         activemq.stomp(anonymous=True)
-    with pytest.raises(StompError, match="password is invalid"):
+    with pytest.raises(StompError, match=REFUSED):
         activemq.stomp(user="nobody", password=activemq.password)
 
 
