@@ -39,16 +39,9 @@ from tests.support.daemon_helpers import Daemon
 from tests.support.harness import RunningPumps, running, shovel
 
 
-def unacked(node: LocalNode, vhost: str, queue: str) -> int:
-    out = node.ctl("list_queues", "-q", "--no-table-headers", "-p", vhost, "name",
-                   "messages_unacknowledged")
-    counts = dict(line.split() for line in out.splitlines() if line.strip())
-    return int(counts.get(queue, 0))
-
-
 def source_settled(node: LocalNode, vhost: str, queue: str) -> bool:
     """Nothing ready in ``queue`` and nothing delivered unsettled from it."""
-    return amqp.queue_depth(node.uri(vhost), queue)[0] == 0 and unacked(node, vhost, queue) == 0
+    return amqp.queue_depth(node.uri(vhost), queue)[0] == 0 and amqp.unacked(node, vhost, queue) == 0
 
 
 def numbered(n: int, start: int = 0, **props: object) -> list[amqp.Message]:

@@ -42,13 +42,6 @@ def numbered(n: int, **props: object) -> list[amqp.Message]:
             for i in range(n)]
 
 
-def unacked(node: LocalNode, vhost: str, queue: str) -> int:
-    out = node.ctl("list_queues", "-q", "--no-table-headers", "-p", vhost, "name",
-                   "messages_unacknowledged")
-    counts = dict(line.split() for line in out.splitlines() if line.strip())
-    return int(counts.get(queue, 0))
-
-
 def moved_all(cfg: ShovelConfig, n: int, dst: str, queue: str) -> None:
     with running(cfg) as pumps:
         pumps.wait_for(lambda: amqp.queue_depth(dst, queue)[0] == n, 120, f"{n} arrived")
@@ -87,7 +80,7 @@ def test_amqp10_to_amqp10_sends_the_bare_message_byte_for_byte(
     assert [g.bare for g in got] == [encode_message(m) [len(_prefix(m)):] for m in sent]
     assert [g.properties.message_id for g in got if g.properties] == [f"id-{i}" for i in range(n)]
     assert got[0].application_properties == sent[0].application_properties
-    assert amqp.queue_depth(src, "in") == (0, 0) and unacked(node_a, vhost_a, "in") == 0
+    assert amqp.queue_depth(src, "in") == (0, 0) and amqp.unacked(node_a, vhost_a, "in") == 0
 
 
 def _prefix(m: Message) -> bytes:
@@ -116,7 +109,7 @@ def test_amqp091_to_amqp10_maps_properties_and_headers(
         assert g.properties.creation_time == 1_700_000_000_000
         assert g.header is not None and (g.header.durable, g.header.priority) == (True, 3)
         assert g.application_properties == {"k": "v", "n": 7}
-    assert amqp.queue_depth(src, "in") == (0, 0) and unacked(node_a, vhost_a, "in") == 0
+    assert amqp.queue_depth(src, "in") == (0, 0) and amqp.unacked(node_a, vhost_a, "in") == 0
 
 
 def test_amqp10_to_amqp091_maps_properties_and_application_properties(
@@ -140,7 +133,7 @@ def test_amqp10_to_amqp091_maps_properties_and_application_properties(
         assert p.headers is not None
         assert {k: p.headers[k] for k in ("k", "n", "big", "flag", "b")} == {
             "k": "v", "n": -7, "big": 2**40, "flag": True, "b": b"\x00\xff"}
-    assert amqp.queue_depth(src, "in") == (0, 0) and unacked(node_a, vhost_a, "in") == 0
+    assert amqp.queue_depth(src, "in") == (0, 0) and amqp.unacked(node_a, vhost_a, "in") == 0
 
 
 # -- a client that is not pumpd's: Qpid Proton sends, Proton receives ---------------------------

@@ -27,12 +27,6 @@ def q_to_out(src: str, dst: str, **clauses: Any) -> ShovelConfig:
                   publish_fields={"exchange": "", "routing_key": "out"}, **clauses)
 
 
-def unacked(node: LocalNode, vhost: str, queue: str) -> int:
-    out = node.ctl("list_queues", "-q", "--no-table-headers", "-p", vhost, "name", "messages_unacknowledged")
-    counts = dict(line.split() for line in out.splitlines() if line.strip())
-    return int(counts.get(queue, 0))
-
-
 def first_pick_seed(options: int, wanted: int) -> int:
     """A seed whose first broker among ``options`` is ``wanted`` (engine/brokers.py shuffles the
     source list first)."""
@@ -139,9 +133,9 @@ def test_blocked_destination_holds_messages_in_order_within_prefetch(
             # the broker blocks a connection (and says so) when it next publishes
             amqp.publish_messages(src, "", "q", sent[10:])
             pumps.wait_for(lambda: pumps.status().state == State.BLOCKED, 30, "blocked")
-            pumps.wait_for(lambda: unacked(node_a, vhost_a, "q") == 50, 30, "prefetch reached")
+            pumps.wait_for(lambda: amqp.unacked(node_a, vhost_a, "q") == 50, 30, "prefetch reached")
             time.sleep(1)
-            assert unacked(node_a, vhost_a, "q") == 50
+            assert amqp.unacked(node_a, vhost_a, "q") == 50
             assert pumps.status().counters.buffered <= 50
             assert amqp.queue_depth(dst, "out")[0] == 10
         finally:
@@ -196,7 +190,7 @@ def test_broker_killed_mid_stream_loses_nothing(node_a: LocalNode, node_b: Local
         node.restart()
         pumps.wait_for(lambda: pumps.status().counters.reconnects >= 1, 60, "a reconnect")
         pumps.wait_for(lambda: amqp.queue_depth(src, "q")[0] == 0 and pumps.status().counters.in_flight == 0
-                       and unacked(node_a, vhost_a, "q") == 0, 120, "source drained")
+                       and amqp.unacked(node_a, vhost_a, "q") == 0, 120, "source drained")
     depth = amqp.queue_depth(dst, "out")[0]
     bodies = [d.body for d in amqp.drain_queue(dst, "out", expected=depth, timeout=120)]
     missing = {m.body for m in sent} - set(bodies)

@@ -66,13 +66,6 @@ def bodies(deliveries: list[Any]) -> list[bytes]:
     return [d.body for d in deliveries]
 
 
-def unacked(node: LocalNode, vhost: str, queue: str) -> int:
-    out = node.ctl("list_queues", "-q", "--no-table-headers", "-p", vhost, "name",
-                   "messages_unacknowledged")
-    counts = dict(line.split() for line in out.splitlines() if line.strip())
-    return int(counts.get(queue, 0))
-
-
 def test_every_message_arrives_with_its_properties_and_headers_byte_for_byte(
         node_a: LocalNode, node_b: LocalNode, vhost_a: str, vhost_b: str) -> None:
     """Each message goes to two queues of the source: the shovel moves one; the other is what
@@ -99,7 +92,7 @@ def test_every_message_arrives_with_its_properties_and_headers_byte_for_byte(
     for i, (got, want) in enumerate(zip(moved, reference, strict=True)):
         assert got == want, f"message {i} differs"
     assert amqp.queue_depth(dst, "out") == (0, 0)
-    assert amqp.queue_depth(src, "q")[0] == 0 and unacked(node_a, vhost_a, "q") == 0
+    assert amqp.queue_depth(src, "q")[0] == 0 and amqp.unacked(node_a, vhost_a, "q") == 0
     c = pumps.status().counters
     assert (c.consumed, c.published, c.confirmed, c.acked, c.nacked) == (n, n, n, n, 0)
     assert c.bytes == sum(len(m.body) for m in sent)
@@ -118,7 +111,7 @@ def test_each_ack_mode_moves_everything(node_a: LocalNode, node_b: LocalNode, vh
     with running(s) as pumps:
         pumps.wait_for(lambda: amqp.queue_depth(dst, "q2")[0] == 2000, 60, "2000 arrived")
         pumps.wait_for(lambda: amqp.queue_depth(src, "q")[0] == 0
-                       and unacked(node_a, vhost_a, "q") == 0, 30, "source settled")
+                       and amqp.unacked(node_a, vhost_a, "q") == 0, 30, "source settled")
         if ack_mode != "no_ack":
             pumps.wait_for(lambda: pumps.status().counters.acked == 2000, 10, "counted")
     assert bodies(amqp.drain_queue(dst, "q2", expected=2000)) == [m.body for m in sent]
@@ -155,7 +148,7 @@ def test_messages_the_destination_refuses_are_parked(
     headers = parked[0].properties.headers
     assert headers["x-pumpd-undeliverable"] == "rejected by the destination"
     assert parked[0].properties.message_id == "id-5"
-    assert amqp.queue_depth(src, "in")[0] == 0 and unacked(node_a, vhost_a, "in") == 0
+    assert amqp.queue_depth(src, "in")[0] == 0 and amqp.unacked(node_a, vhost_a, "in") == 0
 
 
 def test_stopping_on_a_refused_message_acks_nothing_after_it(
@@ -201,7 +194,7 @@ def test_returned_messages_are_parked_before_their_source_ack(
     parked = amqp.drain_queue(src, "pumpd.parked", expected=2)
     assert bodies(parked) == [b"m00001", b"m00004"]
     assert "312 NO_ROUTE" in parked[0].properties.headers["x-pumpd-undeliverable"]
-    assert amqp.queue_depth(src, "in")[0] == 0 and unacked(node_a, vhost_a, "in") == 0
+    assert amqp.queue_depth(src, "in")[0] == 0 and amqp.unacked(node_a, vhost_a, "in") == 0
 
 
 def test_a_source_connection_killed_mid_stream_loses_nothing(
@@ -220,7 +213,7 @@ def test_a_source_connection_killed_mid_stream_loses_nothing(
         assert proxy_a.reset_all() >= 1
         pumps.wait_for(lambda: pumps.status().counters.reconnects >= 1, 60, "a reconnect")
         pumps.wait_for(lambda: amqp.queue_depth(src, "q")[0] == 0
-                       and unacked(node_a, vhost_a, "q") == 0, 120, "source emptied")
+                       and amqp.unacked(node_a, vhost_a, "q") == 0, 120, "source emptied")
     got = bodies(amqp.drain_queue(dst, "out", timeout=30))
     # at least once: what was unacknowledged when the connection died may arrive twice (at
     # most a prefetch window of it), and nothing is missing

@@ -33,7 +33,7 @@ from pumpd.testing.localnode import LocalNode
 from pyspark import cloudpickle
 
 from tests.support import spark_helpers
-from tests.support.amqp_helpers import blocking_connection
+from tests.support.amqp_helpers import blocking_connection, unacked
 
 cloudpickle.register_pickle_by_value(spark_helpers)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -319,6 +319,26 @@ def test_the_queue_reader_goes_on_after_the_broker_closes_its_connection(
         query.stop()
 
 
+def test_the_last_micro_batch_before_a_quiet_spell_is_acknowledged(
+        spark: Any, node: LocalNode) -> None:
+    """The trigger after a micro-batch acknowledges it, data or not: a query stopped while the
+    queue is quiet reads nothing of it again."""
+    uri = node.uri()
+    q = f"q-{uuid.uuid4().hex[:8]}"
+    _publish(uri, q, 0, 30)
+    query, table = _memory_query(spark, uri, q, 20)
+    try:
+        assert len(_ids_read(spark, query, table, 30, time.monotonic() + 120)) == 30
+        assert _unacked_reaches(node, q, 0) == 0  # the second micro-batch (10) acked too
+    finally:
+        query.stop()
+    stopped = time.monotonic()
+    while time.monotonic() - stopped < 3.0:  # nothing requeued at the stop
+        assert _depth(uri, q) == 0
+        time.sleep(0.2)
+    assert spark.table(table).count() == 30
+
+
 def test_the_queue_reader_waits_out_a_broker_killed_and_restarted(
         spark: Any, node: LocalNode) -> None:
     """Last in this module: it kills the module's node (and leaves it running again)."""
@@ -352,13 +372,25 @@ def _depth_reaches(uri: str, queue: str, n: int, within: float = 20.0) -> int:
     return depth
 
 
-def test_the_queue_reader_takes_the_backlog_and_acks_nothing_before_commit(
+def _unacked_reaches(node: LocalNode, queue: str, n: int, within: float = 20.0) -> int:
+    """The queue's unacknowledged messages once they are ``n`` (an ack reaches the queue a
+    moment after it is sent), or at the deadline."""
+    deadline = time.monotonic() + within
+    count = unacked(node, "/", queue)
+    while count != n and time.monotonic() < deadline:
+        time.sleep(0.1)
+        count = unacked(node, "/", queue)
+    return count
+
+
+def test_the_queue_reader_takes_the_backlog_and_acks_a_batch_once_spark_is_past_it(
         node: LocalNode) -> None:
     """The reader on the driver, as Spark calls it: the consumer starts at initialOffset() and
-    counts the backlog; micro-batches take it up to their bound, then what comes after; none
-    of it is acknowledged until commit(), so a reader stopped before its first commit loses
-    nothing (every message back in the queue), and one stopped after a commit requeues the
-    rest alone."""
+    counts the backlog; micro-batches take it up to their bound, then what comes after. A
+    micro-batch is acknowledged only once Spark is past it: when Spark asks for a micro-batch
+    starting where it ended (Spark asks only after the sink and the checkpoint have it), or at
+    its commit(). A reader stopped before that loses nothing (every message back in the
+    queue)."""
     from pumpd.spark.read.queue.queue_reader import PumpdQueueReader
     from pumpd.spark.read.read_options import parse_read_options
 
@@ -370,29 +402,33 @@ def test_the_queue_reader_takes_the_backlog_and_acks_nothing_before_commit(
         assert reader.initialOffset() == {"delivered": 0}
         assert reader._consumer is not None and reader._consumer.backlog == 300
         first = reader.latestOffset({"delivered": 0}, None)
-        second = reader.latestOffset(first, None)
-        assert (first, second) == ({"delivered": 200}, {"delivered": 300})
+        assert first == {"delivered": 200}
         rows = [r for p in reader.partitions({"delivered": 0}, first) for b in reader.read(p)
                 for r in b.column("message_id").to_pylist()]
         assert rows == [f"id{i}" for i in range(200)]
-        _publish(uri, q, 300, 5)  # after the backlog: taken when they pause
-        assert reader.latestOffset(second, None) == {"delivered": 305}
-        assert _depth(uri, q) == 0  # all 305 are with the reader, unacknowledged
+        assert _unacked_reaches(node, q, 300) == 300  # none acknowledged yet
     finally:
         reader.stop()
-    assert _depth_reaches(uri, q, 305) == 305  # no commit: none acknowledged, none lost
+    assert _depth_reaches(uri, q, 300) == 300  # never past the first batch: none lost
 
     again = PumpdQueueReader(options)
     try:
         again.initialOffset()
-        assert again._consumer is not None and again._consumer.backlog == 305
-        end = again.latestOffset({"delivered": 0}, None)
-        assert end == {"delivered": 200}
-        parts = again.partitions({"delivered": 0}, end)
+        assert again._consumer is not None and again._consumer.backlog == 300
+        first = again.latestOffset({"delivered": 0}, None)
+        parts = again.partitions({"delivered": 0}, first)
         redelivered = [r for p in parts for b in again.read(p)
                        for r in b.column("redelivered").to_pylist()]
         assert len(redelivered) == 200 and all(redelivered)
-        again.commit(end)
+        second = again.latestOffset(first, None)  # Spark is past the first: it is acked
+        assert second == {"delivered": 300}
+        assert _unacked_reaches(node, q, 100) == 100
+        _publish(uri, q, 300, 5)  # after the backlog: taken when they pause
+        assert again.latestOffset(second, None) == {"delivered": 305}
+        assert _unacked_reaches(node, q, 5) == 5
+        again.commit({"delivered": 305})
+        assert _unacked_reaches(node, q, 0) == 0
+        again.commit({"delivered": 305})  # a commit of what is acked already sends nothing
     finally:
         again.stop()
-    assert _depth_reaches(uri, q, 105) == 105  # the committed 200 acknowledged, the rest back
+    assert _depth_reaches(uri, q, 0) == 0

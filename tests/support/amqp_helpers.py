@@ -239,6 +239,15 @@ def queue_depth(uri: str, queue: str) -> tuple[int, int]:
         return int(frame.method.message_count), int(frame.method.consumer_count)
 
 
+def unacked(node: Any, vhost: str, queue: str) -> int:
+    """``queue``'s messages delivered and not yet acknowledged, as the broker counts them
+    (``node``: a LocalNode; rabbitmqctl, since AMQP 0-9-1 reports only the ready ones)."""
+    out = node.ctl("list_queues", "-q", "--no-table-headers", "-p", vhost, "name",
+                   "messages_unacknowledged")
+    counts = dict(line.split() for line in out.splitlines() if line.strip())
+    return int(counts.get(queue, 0))
+
+
 def declare_queue(
     uri: str,
     name: str,

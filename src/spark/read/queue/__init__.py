@@ -1,2 +1,2 @@
-"""Reading a queue: one consumer beside the driver, acked on commit.
+"""Reading a queue: one consumer beside the driver, a micro-batch acked once Spark is past it.
 """
