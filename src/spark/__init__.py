@@ -6,8 +6,9 @@
 The data source needs Spark >= 4.0 (its Python Data Source API) and pyarrow (``pip install
 'pumpd[spark]'``); installed, the top-level module ``pyspark_pumpd`` registers it by itself, and
 :func:`register` does so explicitly. On Spark 3.x, :func:`publish_partition` in
-``foreachPartition`` gives the same semantics. pyspark is imported only by :func:`register` and
-:mod:`pumpd.spark.source`; this package and :mod:`pumpd.spark.write.partition` do not need it.
+``foreachPartition`` gives the same semantics. pyspark is imported only by :func:`register`,
+:mod:`pumpd.spark.source` and the readers and writers it picks; this package and
+:mod:`pumpd.spark.write.partition` do not need it.
 
 At-least-once: a task returns only when every row it published is confirmed; otherwise it
 fails, saying how many rows were confirmed, and Spark retries the whole partition, so the rows
@@ -20,17 +21,33 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.redaction import RedactingFilter
 from .redacted import redacting
-from .write.partition import PartitionCounts, PartitionFailed, PartitionPublisher
-from .write.write_options import WriteOptions, parse_options
+
+if TYPE_CHECKING:
+    from .write.partition import PartitionCounts, PartitionFailed
+    from .write.write_options import WriteOptions, parse_options
 
 __all__ = ["PartitionCounts", "PartitionFailed", "WriteOptions", "parse_options",
            "publish_partition", "register"]
 
 log = logging.getLogger("pumpd.spark")
+
+
+def __getattr__(name: str) -> Any:
+    # The write side is imported when first named: Spark starts a Python process for each
+    # streaming query's reader, which needs none of it.
+    if name in ("PartitionCounts", "PartitionFailed"):
+        from .write import partition
+
+        return getattr(partition, name)
+    if name in ("WriteOptions", "parse_options"):
+        from .write import write_options
+
+        return getattr(write_options, name)
+    raise AttributeError(f"module 'pumpd.spark' has no attribute {name!r}")
 # Spark's driver and executors log with their own handlers, not pumpd's redacting formatters.
 for _name in ("pumpd.spark", "pumpd.amqp_link"):
     logging.getLogger(_name).addFilter(RedactingFilter())
@@ -71,6 +88,9 @@ def publish_partition(rows: Iterable[Any], **options: Any) -> PartitionCounts:
     :raises PartitionFailed: when a row was not confirmed (Spark retries the partition)
     :raises ValueError: for a bad option or column
     """
+    from .write.partition import PartitionPublisher
+    from .write.write_options import parse_options
+
     write_id = str(options.pop("writeId", options.pop("writeid", "job")))
     parsed = parse_options(options)
     if parsed.to_streams:
