@@ -17,7 +17,7 @@ from pumpd.testing.localnode import LocalNode
 from pyspark import cloudpickle
 
 from tests.support import spark_helpers
-from tests.support.amqp_helpers import blocking_connection, super_stream
+from tests.support.amqp_helpers import blocking_connection, super_stream, unacked
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -245,7 +245,7 @@ def _wait_depth(uri: str, queue: str, n: int, timeout: float = 30) -> int:
 
 
 @pytest.mark.parametrize("queue_type", ["classic", "quorum"])
-def test_queue_reader_acks_on_commit_and_a_failed_query_leaves_messages_queued(
+def test_queue_reader_acks_after_the_sink_and_a_failed_query_leaves_messages_queued(
         spark: Any, node: LocalNode, tmp_path: Path, queue_type: str) -> None:
     uri, q = node.uri(), _name("q")
     with blocking_connection(uri) as c:
@@ -271,16 +271,21 @@ def test_queue_reader_acks_on_commit_and_a_failed_query_leaves_messages_queued(
         deadline = time.monotonic() + 120
         while spark.table(table).count() < 30 and time.monotonic() < deadline:
             time.sleep(0.5)
-        _publish(uri, q, 30, 1)  # a next micro-batch, whose planning commits the last one
+        _publish(uri, q, 30, 1)  # one more, after the redelivered ones
         while spark.table(table).count() < 31 and time.monotonic() < deadline:
             time.sleep(0.5)
+        # the trigger after each micro-batch acknowledges it, the last one's included
+        while unacked(node, "/", q) and time.monotonic() < deadline:
+            time.sleep(0.2)
         query.stop()
         rows = spark.table(table).collect()
         assert sorted(r.message_id for r in rows) == sorted(f"id{i}" for i in range(31))
         assert {r.redelivered for r in rows if r.message_id != "id30"} == {True}
         assert all(r.offset is None and r.stream == q for r in rows)
-        # only the last micro-batch (the one message) was unacknowledged when the query stopped
-        assert _wait_depth(uri, q, 1) == 1
+        stopped = time.monotonic()
+        while time.monotonic() - stopped < 2.0:  # nothing was left to requeue at the stop
+            assert _depth(uri, q) == 0
+            time.sleep(0.2)
     finally:
         query.stop()
 
