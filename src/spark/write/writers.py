@@ -119,6 +119,22 @@ def _micro_batch(ctx: Any) -> tuple[str, int]:
     return query, int(batch)
 
 
+def _publish_all(pub: PartitionPublisher | StreamPartitionPublisher, batches: Iterator[Any]
+                 ) -> PartitionCommit:
+    """A task's Arrow batches (or, from Spark 4.0's streaming writer, rows) through ``pub``,
+    confirmed; on any failure the publisher is closed as aborted."""
+    try:
+        for batch in batches:
+            if hasattr(batch, "num_rows"):
+                pub.publish_arrow(batch)
+            else:  # a Row (Spark 4.0 streaming writer)
+                pub.publish_rows([batch, *batches])
+        return PartitionCommit(pub.finish())
+    except BaseException:
+        pub.close(abort=True)
+        raise
+
+
 def _write_stream(options: WriteOptions, batches: Iterator[Any], producer: str | None
                   ) -> PartitionCommit:
     """A task of a write to a stream: a batch write's ``producer`` made on the driver (or given
@@ -130,16 +146,7 @@ def _write_stream(options: WriteOptions, batches: Iterator[Any], producer: str |
         producer = f"pumpd-{query}"
     pub = StreamPartitionPublisher(options, producer=producer, batch=batch,
                                    partition=partition, attempt=attempt)
-    try:
-        for b in batches:
-            if hasattr(b, "num_rows"):
-                pub.publish_arrow(b)
-            else:  # a Row (Spark 4.0 streaming writer)
-                pub.publish_rows([b, *batches])
-        return PartitionCommit(pub.finish())
-    except BaseException:
-        pub.close(abort=True)
-        raise
+    return _publish_all(pub, batches)
 
 
 def _write(options: WriteOptions, batches: Iterator[Any], id_prefix: str, streaming: bool,
@@ -154,16 +161,7 @@ def _write(options: WriteOptions, batches: Iterator[Any], id_prefix: str, stream
                     "earlier attempt had confirmed are published again", partition, attempt)
     pub = PartitionPublisher(options, partition=partition, attempt=attempt,
                              id_prefix=f"{id_prefix}{partition}:")
-    try:
-        for batch in batches:
-            if hasattr(batch, "num_rows"):
-                pub.publish_arrow(batch)
-            else:  # a Row (Spark 4.0 streaming writer)
-                pub.publish_rows([batch, *batches])
-        return PartitionCommit(pub.finish())
-    except BaseException:
-        pub.close(abort=True)
-        raise
+    return _publish_all(pub, batches)
 
 
 class PumpdWriter(DataSourceArrowWriter):  # type: ignore[misc]
