@@ -194,6 +194,7 @@ class Pump:
             halter.cancel()
             if timer is not None:
                 timer.cancel()
+            await self._watch.close()
             self.sink.counters_changed(self.counters())
 
     def _stop_after_duration(self, stop: asyncio.Event,

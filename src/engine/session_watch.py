@@ -62,6 +62,7 @@ class SessionWatch:
         self._stream_forwarded: int | None = None
         self._stream_reader: asyncio.Task[None] | None = None
         self._stream_behind = -1  # the last reading's messages behind; -1: none
+        self._closing: set[asyncio.Task[None]] = set()  # held stream connections being closed
 
     def start(self, session: Session) -> None:
         """The session forwards from now: its stall rule's clocks start, the backlog is read."""
@@ -84,12 +85,14 @@ class SessionWatch:
         self._cancel_stream_reader()
         uri = session.source_uri
         if not session.reads_stream or not isinstance(uri, BrokerURI) or not session.queue:
+            self._let_go()
             self._stream = self._stream_session = None
             self._stream_behind = -1
             self.lag.stream_unread()
             return
         port = self._cfg.source.stream_port
         if self._stream is None or not self._stream.same(uri, session.queue, port):
+            self._let_go()
             self._stream = stream_source_lag(uri, session.queue, port, shovel=self._cfg.name,
                                              client_name=f"pumpd {self._cfg.name} (stream lag)")
         self._stream_session = session
@@ -126,8 +129,26 @@ class SessionWatch:
         lag is not known."""
         self.backlog = self.lag_messages = -1
         self._cancel_stream_reader()
+        self._let_go()  # no reading until the position forwards again
         self._stream_behind = -1
         self.lag.unknown()
+
+    async def close(self) -> None:
+        """The pump is over: readings stop, and the stream connection held between them is
+        closed."""
+        self._cancel_reader()
+        self._cancel_stream_reader()
+        self._let_go()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def _let_go(self) -> None:
+        """Close the stream connection held between readings, if any (in the background: the
+        callers are not coroutines); the next reading opens another."""
+        if self._stream is not None:
+            task = asyncio.create_task(self._stream.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     def read_meanwhile(self, client_name: str) -> None:
         """The destination failed and no session forwards: read the last session's source

@@ -152,6 +152,17 @@ def _publish(uri: str, queue: str, n: int) -> None:
         conn.close()
 
 
+def _stream_shovel(name: str, stream: str, src_node: LocalNode, dst_node: LocalNode) -> Any:
+    """A shovel of ``stream`` on ``src_node`` from its first offset into the queue
+    ``STREAM-copy`` on ``dst_node``, its lag read over the source node's streams port."""
+    return shovel(name, sources={"broker": src_node.uri()}, queue=stream,
+                  destinations={"broker": dst_node.uri(), "declarations": [
+                      {"queue.declare": {"queue": f"{stream}-copy", "durable": True}}]},
+                  consumer_args={"x-stream-offset": "first"}, prefetch_count=100,
+                  publish_fields={"exchange": "", "routing_key": f"{stream}-copy"},
+                  reconnect_delay=1, source_stream_port=src_node.stream_port)
+
+
 def test_a_stream_source_read_over_its_streams_port_counts_what_waits_and_its_age(
         stream_nodes: tuple[LocalNode, LocalNode]) -> None:
     """Caught up: 0 and 0. With the destination node stopped, 250 published into the source
@@ -160,14 +171,9 @@ def test_a_stream_source_read_over_its_streams_port_counts_what_waits_and_its_ag
     written. Once the node is back and the shovel caught up: 0 and 0 again."""
     src_node, dst_node = stream_nodes
     assert src_node.stream_port is not None
-    src, dst = src_node.uri(), dst_node.uri()
+    src = src_node.uri()
     _publish(src, "st", 100)
-    s = shovel("lag-stream-port", sources={"broker": src}, queue="st",
-               destinations={"broker": dst, "declarations": [
-                   {"queue.declare": {"queue": "copy", "durable": True}}]},
-               consumer_args={"x-stream-offset": "first"}, prefetch_count=100,
-               publish_fields={"exchange": "", "routing_key": "copy"}, reconnect_delay=1,
-               source_stream_port=src_node.stream_port)
+    s = _stream_shovel("lag-stream-port", "st", src_node, dst_node)
     with running(s) as pumps:
         def figures() -> tuple[int, float | None]:
             c = pumps.status().counters
@@ -196,3 +202,62 @@ def test_a_stream_source_read_over_its_streams_port_counts_what_waits_and_its_ag
         dst_node.restart()
         pumps.wait_for(lambda: figures() == (0, 0.0) and pumps.status().counters.published
                        >= 350, 60 + 2 * BACKLOG_IDLE_EVERY, "caught up again")
+
+
+def _lag_connections(node: LocalNode, shovel_name: str) -> list[str]:
+    """The peer ports of ``node``'s streams connections that read ``shovel_name``'s lag (their
+    client properties carry the connection name pumpd gives them)."""
+    listed = node.ctl("list_stream_connections", "-q", "peer_port",
+                      "client_properties")
+    return [line.split()[0] for line in listed.splitlines()
+            if f"pumpd {shovel_name} (stream lag)" in line]
+
+
+def test_a_stream_source_s_lag_is_read_on_one_connection_held_between_readings(
+        stream_nodes: tuple[LocalNode, LocalNode]) -> None:
+    """While the shovel runs, the source node lists one lag connection, always the same one,
+    across readings (before, each reading opened and closed its own, and a listing between
+    two readings found none). After the source node restarts, the readings go on, on a new
+    connection. When the shovel stops, the connection is closed."""
+    src_node, dst_node = stream_nodes
+    assert src_node.stream_port is not None
+    src = src_node.uri()
+    _publish(src, "st-held", 100)  # a stream of its own: the module's nodes are shared
+    name = "lag-held"
+    s = _stream_shovel(name, "st-held", src_node, dst_node)
+    with running(s) as pumps:
+        def figures() -> tuple[int, float | None]:
+            c = pumps.status().counters
+            return c.lag_messages, lag_seconds(c, time.time())
+
+        pumps.wait_for(lambda: pumps.status().counters.published == 100
+                       and figures() == (0, 0.0), 2 * BACKLOG_EVERY + 30, "caught up")
+        # readings every BACKLOG_EVERY, doubling while unchanged: over this span, at least two
+        seen: list[list[str]] = []
+        until = time.monotonic() + 3 * BACKLOG_EVERY + 1
+        while time.monotonic() < until:
+            seen.append(_lag_connections(src_node, name))
+            time.sleep(0.5)
+        assert len(seen) >= 5, seen
+        assert all(len(ports) == 1 for ports in seen), seen
+        assert len({ports[0] for ports in seen}) == 1, seen
+
+        src_node.restart()
+        # a restarted node takes a moment to bring its streams back ("home node ... is down")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                _publish(src, "st-held", 50)
+                break
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                if exc.reply_code != 404 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        pumps.wait_for(lambda: pumps.status().counters.published >= 150
+                       and figures() == (0, 0.0), 60 + 2 * BACKLOG_IDLE_EVERY,
+                       "caught up after the source node's restart")
+        assert len(_lag_connections(src_node, name)) == 1
+    deadline = time.monotonic() + 10
+    while _lag_connections(src_node, name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _lag_connections(src_node, name) == []

@@ -4,9 +4,15 @@ and when the chunk that holds the first offset not yet forwarded was written.
 An AMQP 0-9-1 consumer of a stream cannot see where the stream ends (a passive declare answers
 with what the stream retains). The streams protocol can: a subscription at ``last`` is sent the
 stream's last chunk first, and one at ``offset N`` the chunk that holds N; their headers say
-the offsets they hold and when they were written (``pumpd.streams.chunk_probe``). Each reading
-opens a connection to the source URI's host at the streams port (``source_stream_port``: 5552,
-or 5551 with amqps), reads one or two chunk headers, and closes it.
+the offsets they hold and when they were written (``pumpd.streams.chunk_probe``). A reading
+reads one or two chunk headers on a connection to the source URI's host at the streams port
+(``source_stream_port``: 5552, or 5551 with amqps).
+
+The connection is held from one reading to the next, its heartbeats keeping it, so that a shovel
+read every few seconds does not open and close a connection on the broker each time. A reading
+that fails or is cancelled drops it (its state is then unsure), and the next reading opens
+another. :meth:`StreamSourceLag.close` lets it go: when the readings stop (the position paused,
+standing by, ended) or move to another node.
 
 A reading that fails (the port closed, the ``rabbitmq_stream`` plugin not enabled, no member of
 the stream on that node) leaves the figures unknown, and says why in one log line: once, and
@@ -31,6 +37,7 @@ __all__ = ["READ_TIMEOUT", "StreamReading", "StreamSourceLag", "source_last_offs
 log = logging.getLogger("pumpd.lag")
 
 READ_TIMEOUT = 10.0  # seconds a whole reading may take, connection included
+CLOSE_TIMEOUT = 2.0  # seconds the held connection's polite close may take
 #: seconds a subscription waits for its first chunk: the broker sends one at once when the
 #: stream has it, so a longer silence is an empty stream (or nothing at that offset yet)
 CHUNK_WAIT = 1.0
@@ -54,6 +61,7 @@ class StreamSourceLag:
         self.shovel = shovel
         self._client_name = client_name
         self._said = False  # why the figures are unknown was logged since the last success
+        self._client: StreamsClient | None = None  # held between readings
 
     def same(self, uri: BrokerURI, stream: str, port: int | None) -> bool:
         return (uri, stream, stream_port(uri, port)) == (self.uri, self.stream, self.port)
@@ -77,16 +85,30 @@ class StreamSourceLag:
             log.info("shovel %s: the lag of stream %r is read again", self.shovel, self.stream)
         return reading
 
-    async def _read(self, forwarded: int) -> StreamReading:
-        client = await connect_streams(self.uri, self.uri.effective_host, self.port,
-                                       self._client_name, side="source")
+    async def close(self) -> None:
+        """Close the connection held between readings: politely, or at once after
+        :data:`CLOSE_TIMEOUT` (a broker that does not answer must not hold up a stop)."""
+        client, self._client = self._client, None
+        if client is None:
+            return
         try:
-            reading = await self._chunks(client, forwarded)
+            await asyncio.wait_for(client.close(), CLOSE_TIMEOUT)
+        except (StreamsError, OSError, asyncio.TimeoutError):
+            client.abort()
+
+    async def _read(self, forwarded: int) -> StreamReading:
+        client = self._client
+        if client is None or not client.is_open:  # the broker or the network closed it
+            self._client = None
+            client = await connect_streams(self.uri, self.uri.effective_host, self.port,
+                                           self._client_name, side="source")
+            self._client = client
+        try:
+            return await self._chunks(client, forwarded)
         except BaseException:
-            client.abort()  # cancelled or failed: no polite close to wait for
+            self._client = None
+            client.abort()  # cancelled or failed mid-request: no polite close to wait for
             raise
-        await client.close()
-        return reading
 
     async def _chunks(self, client: StreamsClient, forwarded: int) -> StreamReading:
         last = await last_offset(client, self.stream, wait=CHUNK_WAIT)
