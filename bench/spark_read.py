@@ -34,6 +34,8 @@ vary with what else runs.
     python bench/spark_read.py --messages 200000 --queue-messages 50000
     python bench/spark_read.py --reps 3 --systems raw-rstream,pumpd-stream-noop
     python bench/spark_read.py --messages 1000000 --partitions 1,2,4 --reps 3
+    python bench/spark_read.py --queue-messages 1000000 --reps 3 \
+        --systems pumpd-queue-reader,pika-batch-ack --max-records-per-trigger 100000
 
 Systems run in turn within each repetition, so a ratio (printed for the stream reader against
 raw rstream and the queue reader against pika) compares runs taken side by side; each line also
@@ -155,10 +157,13 @@ class RowsSeen:
             return self.rows[run]
 
 
-def queue_reader(spark: Any, seen: RowsSeen, uri: str, n: int) -> int:
+def queue_reader(spark: Any, seen: RowsSeen, uri: str, n: int, batch_max: int = 0) -> int:
+    """``batch_max``: the reader's ``maxRecordsPerTrigger`` (0: its default)."""
     t0 = time.perf_counter()
-    q = (spark.readStream.format("pumpd").option("uri", uri).option("queue", QUEUE).load()
-         .writeStream.format("noop").trigger(processingTime="0 seconds").start())
+    reader = spark.readStream.format("pumpd").option("uri", uri).option("queue", QUEUE)
+    if batch_max:
+        reader = reader.option("maxRecordsPerTrigger", str(batch_max))
+    q = (reader.load().writeStream.format("noop").trigger(processingTime="0 seconds").start())
     try:
         rows = seen.wait(q, n)
         QUEUE_STARTUP.append(seen.first[str(q.runId)] - t0)
@@ -206,6 +211,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--queue-messages", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--max-records-per-trigger", type=int, default=0,
+                    help="the queue reader's maxRecordsPerTrigger, its micro-batch bound "
+                         "(default: the reader's own)")
     ap.add_argument("--systems", default="",
                     help="comma-separated systems to run (default: all), e.g. "
                          "raw-rstream,pumpd-stream-noop")
@@ -284,7 +292,8 @@ def main() -> None:
             "pumpd-stream-noop-tasks4": lambda: spark_noop(minPartitions=4),
         }
         queue_runs: dict[str, Callable[[], int]] = {
-            "pumpd-queue-reader": lambda: queue_reader(spark, seen, uri, qn),
+            "pumpd-queue-reader": lambda: queue_reader(spark, seen, uri, qn,
+                                                       args.max_records_per_trigger),
             "pika-batch-ack": lambda: stream_clients.read_pika(uri, QUEUE, qn),
         }
         if wanted:
@@ -322,6 +331,8 @@ def main() -> None:
                             "loadavg_1min": round(load, 2)}
                     if system == "pumpd-queue-reader":
                         line["first_batch_seconds"] = round(QUEUE_STARTUP[-1], 3)
+                        if args.max_records_per_trigger:
+                            line["max_records_per_trigger"] = args.max_records_per_trigger
                     print(orjson.dumps(line).decode(), flush=True)
                     with out.open("ab") as f:
                         f.write(orjson.dumps(line) + b"\n")
