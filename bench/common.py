@@ -31,6 +31,18 @@ from pumpd.testing.localnode import find_free_port
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+# A benchmark stopped by SIGTERM (kill, timeout) must still stop the private brokers it started:
+# the default action ends the interpreter without unwinding its with-blocks or running its exit
+# handlers, and the nodes would keep running.
+if threading.current_thread() is threading.main_thread() \
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
 # ------------------------------------------------------------------------ common result fields
 
 # Every result line of every benchmark carries these, so one reader (bench/analyse.py) takes
