@@ -1,4 +1,5 @@
-"""The queue reader (classic and quorum queues): at-least-once, acknowledged on ``commit()``.
+"""The queue reader (classic and quorum queues): at-least-once, each micro-batch acknowledged
+once Spark is past it.
 
 Where the consumer lives: a queue, unlike a stream, has no offsets a read task could start
 from; what Spark replays must be what this consumer holds unacknowledged. So the consumer runs in
