@@ -10,14 +10,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pumpd.streams.codes import (
+    DELIVER,
     OPEN,
     PEER_PROPERTIES,
     RESPONSE_BIT,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SUBSCRIBE,
     TUNE,
+    UNSUBSCRIBE,
 )
-from pumpd.streams.wire import frame, string
+from pumpd.streams.wire import CHUNK_HEAD, frame, string
 
 
 @dataclass
@@ -86,3 +89,32 @@ async def serve(script: Script, *, frame_max: int = 1 << 20, heartbeat: int = 60
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     return server, server.sockets[0].getsockname()[1]
+
+
+def chunk_deliver(subscription: int, first: int, records: int, *, entries: int | None = None,
+             data: bytes = b"x" * 20, length: int | None = None, timestamp: int = 1_700_000,
+             kind: int = 0) -> bytes:
+    """A Deliver frame of one chunk for ``subscription``: ``records`` records from offset
+    ``first``, written at ``timestamp`` (ms); ``entries`` and ``length`` may lie."""
+    head = CHUNK_HEAD.pack(subscription, 0x50, kind, records if entries is None else entries,
+                           records, timestamp, 0, first, 0,
+                           len(data) if length is None else length, 0)
+    return frame(DELIVER, head + b"\0" * 4 + data)
+
+
+async def subscribed(side: PeerSide) -> tuple[int, str, bytes]:
+    """The subscribe request: answered; its subscription id, stream and offset spec + credit."""
+    key, corr, rest = await side.request()
+    assert key == SUBSCRIBE
+    side.answer(key, corr)
+    subscription = rest[0]
+    n = struct.unpack_from(">h", rest, 1)[0]
+    return subscription, rest[3:3 + n].decode(), rest[3 + n:]
+
+
+async def unsubscribed(side: PeerSide, seen: list[str]) -> None:
+    """The unsubscribe request: answered, and noted in ``seen``."""
+    key, corr, _ = await side.request()
+    assert key == UNSUBSCRIBE
+    seen.append("unsubscribed")
+    side.answer(key, corr)

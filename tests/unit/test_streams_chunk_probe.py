@@ -13,39 +13,20 @@ import struct
 import pytest
 from pumpd.streams.chunk_probe import chunk_at, last_offset
 from pumpd.streams.client import DELIVER_FRAME_MAX, connect
-from pumpd.streams.codes import DELIVER, SUBSCRIBE, UNSUBSCRIBE
+from pumpd.streams.codes import DELIVER
 from pumpd.streams.errors import PeerViolation
-from pumpd.streams.wire import CHUNK_HEAD, LAST, OFFSET, frame
+from pumpd.streams.wire import LAST, OFFSET, frame
 
-from tests.support.streams_peer import PeerSide, Script, serve
+from tests.support.streams_peer import (
+    PeerSide,
+    Script,
+    chunk_deliver,
+    serve,
+    subscribed,
+    unsubscribed,
+)
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def _deliver(subscription: int, first: int, records: int, *, entries: int | None = None,
-             data: bytes = b"x" * 20, length: int | None = None, timestamp: int = 1_700_000,
-             kind: int = 0) -> bytes:
-    head = CHUNK_HEAD.pack(subscription, 0x50, kind, records if entries is None else entries,
-                           records, timestamp, 0, first, 0,
-                           len(data) if length is None else length, 0)
-    return frame(DELIVER, head + b"\0" * 4 + data)
-
-
-async def _subscribed(side: PeerSide) -> tuple[int, str, bytes]:
-    """The subscribe request: answered; its subscription id, stream and offset spec + credit."""
-    key, corr, rest = await side.request()
-    assert key == SUBSCRIBE
-    side.answer(key, corr)
-    subscription = rest[0]
-    n = struct.unpack_from(">h", rest, 1)[0]
-    return subscription, rest[3:3 + n].decode(), rest[3 + n:]
-
-
-async def _unsubscribed(side: PeerSide, seen: list[str]) -> None:
-    key, corr, _ = await side.request()
-    assert key == UNSUBSCRIBE
-    seen.append("unsubscribed")
-    side.answer(key, corr)
 
 
 def _run(script: Script, probe, frame_max: int = 1 << 20):  # type: ignore[no-untyped-def]
@@ -66,11 +47,11 @@ def test_the_last_offset_is_the_last_chunks_last_record_and_the_probe_unsubscrib
     seen: list[str] = []
 
     async def script(side: PeerSide) -> None:
-        sub, stream, spec = await _subscribed(side)
+        sub, stream, spec = await subscribed(side)
         assert stream == "orders"
         assert spec == struct.pack(">HHi", LAST, 1, 0)  # last, credit 1, no properties
-        side.send(_deliver(sub, 10, 5, entries=2))
-        await _unsubscribed(side, seen)
+        side.send(chunk_deliver(sub, 10, 5, entries=2))
+        await unsubscribed(side, seen)
 
     got = _run(script, lambda c: last_offset(c, "orders", wait=5))
     assert got == 14
@@ -79,10 +60,10 @@ def test_the_last_offset_is_the_last_chunks_last_record_and_the_probe_unsubscrib
 
 def test_the_chunk_holding_an_offset_gives_its_header_without_its_messages() -> None:
     async def script(side: PeerSide) -> None:
-        sub, _stream, spec = await _subscribed(side)
+        sub, _stream, spec = await subscribed(side)
         assert spec[:10] == struct.pack(">Hq", OFFSET, 12)
-        side.send(_deliver(sub, 10, 5, timestamp=1_234_567, data=b"not a message"))
-        await _unsubscribed(side, [])
+        side.send(chunk_deliver(sub, 10, 5, timestamp=1_234_567, data=b"not a message"))
+        await unsubscribed(side, [])
 
     head = _run(script, lambda c: chunk_at(c, "orders", OFFSET, 12, wait=5))
     assert (head.first, head.records, head.last, head.timestamp) == (10, 5, 14, 1_234_567)
@@ -92,25 +73,25 @@ def test_nothing_delivered_within_the_wait_is_none() -> None:
     seen: list[str] = []
 
     async def script(side: PeerSide) -> None:
-        await _subscribed(side)
-        await _unsubscribed(side, seen)
+        await subscribed(side)
+        await unsubscribed(side, seen)
 
     assert _run(script, lambda c: last_offset(c, "empty", wait=0.2)) is None
     assert seen == ["unsubscribed"]
 
 
-def test_a_chunk_larger_than_the_agreed_frame_is_taken_while_subscribed() -> None:
+def test_a_chunk_larger_than_the_agreed_frame_is_taken_whilesubscribed() -> None:
     async def script(side: PeerSide) -> None:
-        sub, _stream, _spec = await _subscribed(side)
-        side.send(_deliver(sub, 0, 3, data=b"m" * 10_000))
-        await _unsubscribed(side, [])
+        sub, _stream, _spec = await subscribed(side)
+        side.send(chunk_deliver(sub, 0, 3, data=b"m" * 10_000))
+        await unsubscribed(side, [])
 
     assert _run(script, lambda c: last_offset(c, "big", wait=5), frame_max=4096) == 2
 
 
 def _lie(deliver, text: str, kind: int = OFFSET, value: int = 50) -> None:  # type: ignore[no-untyped-def]
     async def script(side: PeerSide) -> None:
-        sub, _stream, _spec = await _subscribed(side)
+        sub, _stream, _spec = await subscribed(side)
         side.send(deliver(sub))
         await side.reader.read()
 
@@ -125,21 +106,21 @@ def _lie(deliver, text: str, kind: int = OFFSET, value: int = 50) -> None:  # ty
 
 
 def test_a_chunk_that_does_not_hold_the_offset_asked_for_closes_the_connection() -> None:
-    _lie(lambda sub: _deliver(sub, 10, 5),
+    _lie(lambda sub: chunk_deliver(sub, 10, 5),
          "the chunk of offsets 10 to 14 of stream 'orders' for offset 50")
 
 
 def test_chunk_data_past_its_frame_closes_the_connection() -> None:
-    _lie(lambda sub: _deliver(sub, 60, 5, length=1_000_000),
+    _lie(lambda sub: chunk_deliver(sub, 60, 5, length=1_000_000),
          "says 1000000 bytes of data; its frame holds 20")
 
 
 def test_a_chunk_of_no_records_closes_the_connection() -> None:
-    _lie(lambda sub: _deliver(sub, 60, 0, entries=1), "says 1 entries and 0 records")
+    _lie(lambda sub: chunk_deliver(sub, 60, 0, entries=1), "says 1 entries and 0 records")
 
 
 def test_a_chunk_that_is_not_messages_closes_the_connection() -> None:
-    _lie(lambda sub: _deliver(sub, 60, 1, kind=2), "of type 2, not messages")
+    _lie(lambda sub: chunk_deliver(sub, 60, 1, kind=2), "of type 2, not messages")
 
 
 def test_a_deliver_frame_too_short_for_a_chunk_header_closes_the_connection() -> None:
@@ -147,11 +128,11 @@ def test_a_deliver_frame_too_short_for_a_chunk_header_closes_the_connection() ->
 
 
 def test_a_deliver_for_a_subscription_never_made_closes_the_connection() -> None:
-    _lie(lambda sub: _deliver(sub + 7, 60, 1),
+    _lie(lambda sub: chunk_deliver(sub + 7, 60, 1),
          "DELIVER for subscription 7, which this connection does not have")
 
 
-def test_a_deliver_frame_past_its_bound_closes_the_connection_even_while_subscribed() -> None:
+def test_a_deliver_frame_past_its_bound_closes_the_connection_even_whilesubscribed() -> None:
     size = DELIVER_FRAME_MAX + 1
     _lie(lambda sub: struct.pack(">IHHB", size, DELIVER, 1, sub) + b"\0" * 64,
          f"a frame of {size} bytes")

@@ -94,7 +94,10 @@ class StreamSourceLag:
         try:
             await asyncio.wait_for(client.close(), CLOSE_TIMEOUT)
         except (StreamsError, OSError, asyncio.TimeoutError):
-            client.abort()
+            pass  # given up: aborted below
+        finally:
+            if client.is_open:  # not closed politely, or the close was cancelled
+                client.abort()
 
     async def _read(self, forwarded: int) -> StreamReading:
         client = self._client
