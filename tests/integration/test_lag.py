@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pika
@@ -163,18 +164,14 @@ def _stream_shovel(name: str, stream: str, src_node: LocalNode, dst_node: LocalN
                   reconnect_delay=1, source_stream_port=src_node.stream_port)
 
 
-def test_a_stream_source_read_over_its_streams_port_counts_what_waits_and_its_age(
-        stream_nodes: tuple[LocalNode, LocalNode]) -> None:
-    """Caught up: 0 and 0. With the destination node stopped, 250 published into the source
-    stream read as exactly 250 behind (nothing moves: the last forwarded offset is the last
-    session's), and the seconds behind climb with the clock from when their chunk was
-    written. Once the node is back and the shovel caught up: 0 and 0 again."""
-    src_node, dst_node = stream_nodes
+@contextmanager
+def _caught_up(name: str, stream: str, src_node: LocalNode, dst_node: LocalNode
+               ) -> Iterator[tuple[Any, Callable[[], tuple[int, float | None]]]]:
+    """100 messages in a new ``stream``, shovelled by :func:`_stream_shovel` until its figures
+    read caught up (0 and 0): the running pumps, and a reading of (messages, seconds)."""
     assert src_node.stream_port is not None
-    src = src_node.uri()
-    _publish(src, "st", 100)
-    s = _stream_shovel("lag-stream-port", "st", src_node, dst_node)
-    with running(s) as pumps:
+    _publish(src_node.uri(), stream, 100)
+    with running(_stream_shovel(name, stream, src_node, dst_node)) as pumps:
         def figures() -> tuple[int, float | None]:
             c = pumps.status().counters
             return c.lag_messages, lag_seconds(c, time.time())
@@ -182,7 +179,18 @@ def test_a_stream_source_read_over_its_streams_port_counts_what_waits_and_its_ag
         # the first reading comes at the session's start, the next within BACKLOG_EVERY
         pumps.wait_for(lambda: pumps.status().counters.published == 100
                        and figures() == (0, 0.0), 2 * BACKLOG_EVERY + 30, "caught up")
+        yield pumps, figures
 
+
+def test_a_stream_source_read_over_its_streams_port_counts_what_waits_and_its_age(
+        stream_nodes: tuple[LocalNode, LocalNode]) -> None:
+    """Caught up: 0 and 0. With the destination node stopped, 250 published into the source
+    stream read as exactly 250 behind (nothing moves: the last forwarded offset is the last
+    session's), and the seconds behind climb with the clock from when their chunk was
+    written. Once the node is back and the shovel caught up: 0 and 0 again."""
+    src_node, dst_node = stream_nodes
+    src = src_node.uri()
+    with _caught_up("lag-stream-port", "st", src_node, dst_node) as (pumps, figures):
         dst_node.stop()
         pumps.wait_for(lambda: pumps.status().state is not State.RUNNING, 60,
                        "the session ended with its destination")
@@ -216,22 +224,13 @@ def _lag_connections(node: LocalNode, shovel_name: str) -> list[str]:
 def test_a_stream_source_s_lag_is_read_on_one_connection_held_between_readings(
         stream_nodes: tuple[LocalNode, LocalNode]) -> None:
     """While the shovel runs, the source node lists one lag connection, always the same one,
-    across readings (before, each reading opened and closed its own, and a listing between
-    two readings found none). After the source node restarts, the readings go on, on a new
+    across readings (a connection opened and closed for each reading would be missing from a
+    listing between two readings). After the source node restarts, the readings go on, on a new
     connection. When the shovel stops, the connection is closed."""
     src_node, dst_node = stream_nodes
-    assert src_node.stream_port is not None
     src = src_node.uri()
-    _publish(src, "st-held", 100)  # a stream of its own: the module's nodes are shared
     name = "lag-held"
-    s = _stream_shovel(name, "st-held", src_node, dst_node)
-    with running(s) as pumps:
-        def figures() -> tuple[int, float | None]:
-            c = pumps.status().counters
-            return c.lag_messages, lag_seconds(c, time.time())
-
-        pumps.wait_for(lambda: pumps.status().counters.published == 100
-                       and figures() == (0, 0.0), 2 * BACKLOG_EVERY + 30, "caught up")
+    with _caught_up(name, "st-held", src_node, dst_node) as (pumps, figures):
         # readings every BACKLOG_EVERY, doubling while unchanged: over this span, at least two
         seen: list[list[str]] = []
         until = time.monotonic() + 3 * BACKLOG_EVERY + 1
