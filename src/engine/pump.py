@@ -311,6 +311,9 @@ class Pump:
         self._watch.unknown()  # another member forwards: this position's lag is not known
         if self._state != State.STANDBY or reason != self._standby_reason:
             self._standby_reason = reason
+            # What it moved before it stood by, before it says "standby" (as for a pause): a
+            # reader of "standby" after a handover takes these as settled
+            self.sink.counters_changed(self.counters())
             self._enter(State.STANDBY, f"{reason}; asking again every {self.lease.retry:g}s")
         delay = self.lease.retry * self._rng.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
         try:
