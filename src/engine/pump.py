@@ -108,6 +108,10 @@ class Pump:
     def _enter(self, state: State, reason: str | None = None, level: int = logging.INFO) -> None:
         if state != self._state or reason is not None:
             self._state = state
+            # The counters first: a reader of a state (paused, standby after a handover,
+            # terminated) takes the counters beside it as those of that moment, and the
+            # reporter's own next look may be seconds away
+            self.sink.counters_changed(self.counters())
             self.sink.state_changed(state, reason, time.time())
             shown = f" ({reason})" if reason and reason != state.label else ""
             log.log(level, "shovel %s: %s%s", self.cfg.name, state.label, shown)
@@ -143,9 +147,6 @@ class Pump:
     async def _stay_paused(self, stop: asyncio.Event) -> None:
         # The backlog is read on the source connection, which a paused shovel does not hold.
         self._watch.unknown()
-        # What it moved before the pause, before it says "paused": the reporter's next look may
-        # be 2 s away, and a reader of "paused" takes these as final
-        self.sink.counters_changed(self.counters())
         self._enter(State.PAUSED, "paused")
         await self._switch.wait_resumed(stop)
 
@@ -311,9 +312,6 @@ class Pump:
         self._watch.unknown()  # another member forwards: this position's lag is not known
         if self._state != State.STANDBY or reason != self._standby_reason:
             self._standby_reason = reason
-            # What it moved before it stood by, before it says "standby" (as for a pause): a
-            # reader of "standby" after a handover takes these as settled
-            self.sink.counters_changed(self.counters())
             self._enter(State.STANDBY, f"{reason}; asking again every {self.lease.retry:g}s")
         delay = self.lease.retry * self._rng.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
         try:

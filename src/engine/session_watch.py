@@ -145,7 +145,7 @@ class SessionWatch:
     def _let_go(self) -> None:
         """Close the stream connection held between readings, if any (in the background: the
         callers are not coroutines); the next reading opens another."""
-        if self._stream is not None:
+        if self._stream is not None and self._stream.connected:  # a standby asks every retry
             task = asyncio.create_task(self._stream.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)

@@ -91,9 +91,10 @@ async def serve(script: Script, *, frame_max: int = 1 << 20, heartbeat: int = 60
     return server, server.sockets[0].getsockname()[1]
 
 
-def chunk_deliver(subscription: int, first: int, records: int, *, entries: int | None = None,
-             data: bytes = b"x" * 20, length: int | None = None, timestamp: int = 1_700_000,
-             kind: int = 0) -> bytes:
+def chunk_deliver(subscription: int, first: int, records: int, *,
+                  entries: int | None = None, data: bytes = b"x" * 20,
+                  length: int | None = None, timestamp: int = 1_700_000,
+                  kind: int = 0) -> bytes:
     """A Deliver frame of one chunk for ``subscription``: ``records`` records from offset
     ``first``, written at ``timestamp`` (ms); ``entries`` and ``length`` may lie."""
     head = CHUNK_HEAD.pack(subscription, 0x50, kind, records if entries is None else entries,
@@ -107,9 +108,14 @@ async def subscribed(side: PeerSide) -> tuple[int, str, bytes]:
     key, corr, rest = await side.request()
     assert key == SUBSCRIBE
     side.answer(key, corr)
-    subscription = rest[0]
+    return subscribe_fields(rest)
+
+
+def subscribe_fields(rest: bytes) -> tuple[int, str, bytes]:
+    """A subscribe request's body after its correlation id: its subscription id, stream, and
+    offset specification + credit."""
     n = struct.unpack_from(">h", rest, 1)[0]
-    return subscription, rest[3:3 + n].decode(), rest[3 + n:]
+    return rest[0], rest[3:3 + n].decode(), rest[3 + n:]
 
 
 async def unsubscribed(side: PeerSide, seen: list[str]) -> None:

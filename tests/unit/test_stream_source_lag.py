@@ -15,7 +15,7 @@ from pumpd.engine.streams.source_lag import StreamSourceLag
 from pumpd.streams.codes import CLOSE, SUBSCRIBE, UNSUBSCRIBE
 from pumpd.streams.wire import LAST, OFFSET
 
-from tests.support.streams_peer import PeerSide, chunk_deliver, serve
+from tests.support.streams_peer import PeerSide, chunk_deliver, serve, subscribe_fields
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -46,8 +46,8 @@ class Stream:
                 return
             if key != SUBSCRIBE:
                 continue
-            subscription, size = rest[0], struct.unpack_from(">h", rest, 1)[0]
-            kind = struct.unpack_from(">H", rest, 3 + size)[0]
+            subscription, _stream, spec = subscribe_fields(rest)
+            kind = struct.unpack_from(">H", spec)[0]
             if kind == OFFSET and n in self.lie_on:
                 side.send(chunk_deliver(subscription, 0, 3, timestamp=WRITTEN_MS))
             else:

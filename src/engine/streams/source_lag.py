@@ -63,6 +63,11 @@ class StreamSourceLag:
         self._said = False  # why the figures are unknown was logged since the last success
         self._client: StreamsClient | None = None  # held between readings
 
+    @property
+    def connected(self) -> bool:
+        """A connection is held between readings (:meth:`close` has one to close)."""
+        return self._client is not None
+
     def same(self, uri: BrokerURI, stream: str, port: int | None) -> bool:
         return (uri, stream, stream_port(uri, port)) == (self.uri, self.stream, self.port)
 
